@@ -1,0 +1,1178 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kvpool ledger core: pools, tenants, leases and the rules of DESIGN 2.1.
+ *
+ * Builds in the kernel (kvpool.ko) and in user space (kvpoold's in-process
+ * ledger, the unit tests) through kvpool_ledger_user.h.  See the header for
+ * the locking contract and the data structures.
+ */
+#ifdef __KERNEL__
+#include <linux/errno.h>
+#include <linux/kernel.h>
+#include <linux/slab.h>
+#include <linux/mm.h>
+#include <linux/string.h>
+#include <linux/bitops.h>
+#include <linux/minmax.h>
+#endif
+
+#include "kvpool_ledger.h"
+
+#define BITS_PER_WORD	64
+#define NO_SLOT		U32_MAX
+
+/* ------------------------------------------------------------------ */
+/* Free-block bitmap                                                    */
+/* ------------------------------------------------------------------ */
+
+static int bm_alloc(struct kvpool_pool *pool)
+{
+	u32 n = pool->capacity, l = 0;
+
+	do {
+		u32 words = DIV_ROUND_UP(n, BITS_PER_WORD);
+
+		if (l >= ARRAY_SIZE(pool->levels))
+			return -EINVAL;
+		pool->levels[l] = kvcalloc(words, sizeof(u64), GFP_KERNEL);
+		if (!pool->levels[l])
+			return -ENOMEM;
+		pool->level_words[l] = words;
+		n = words;
+		l++;
+	} while (n > 1);
+	pool->nlevels = l;
+	return 0;
+}
+
+static void bm_free(struct kvpool_pool *pool)
+{
+	u32 l;
+
+	for (l = 0; l < ARRAY_SIZE(pool->levels); l++) {
+		kvfree(pool->levels[l]);
+		pool->levels[l] = NULL;
+	}
+}
+
+/* Mark block b free (set its bit and its ancestors' bits). */
+static void bm_set(struct kvpool_pool *pool, u32 b)
+{
+	u32 l;
+
+	for (l = 0; l < pool->nlevels; l++) {
+		u64 *w = &pool->levels[l][b / BITS_PER_WORD];
+		u64 was = *w;
+
+		*w = was | (1ULL << (b % BITS_PER_WORD));
+		if (was)
+			break;
+		b /= BITS_PER_WORD;
+	}
+}
+
+/* Word `word` of level 0 became zero: clear it in the levels above. */
+static void bm_clear_up(struct kvpool_pool *pool, u32 word)
+{
+	u32 l;
+
+	for (l = 1; l < pool->nlevels; l++) {
+		u64 *w = &pool->levels[l][word / BITS_PER_WORD];
+
+		*w &= ~(1ULL << (word % BITS_PER_WORD));
+		if (*w)
+			break;
+		word /= BITS_PER_WORD;
+	}
+}
+
+/* Lowest free block, or NO_SLOT if none. */
+static u32 bm_first(const struct kvpool_pool *pool)
+{
+	u32 l = pool->nlevels - 1;
+	u64 w = pool->levels[l][0];
+	u32 i;
+
+	if (!w)
+		return NO_SLOT;
+	i = __ffs64(w);
+	while (l-- > 0)
+		i = i * BITS_PER_WORD + __ffs64(pool->levels[l][i]);
+	return i;
+}
+
+/* Are all blocks in [from, to) free? */
+static bool bm_range_free(const struct kvpool_pool *pool, u32 from, u32 to)
+{
+	const u64 *l0 = pool->levels[0];
+
+	while (from < to) {
+		u32 bit = from % BITS_PER_WORD;
+		u32 n = min_t(u32, BITS_PER_WORD - bit, to - from);
+		u64 mask = (n == BITS_PER_WORD ? ~0ULL : ((1ULL << n) - 1)) << bit;
+
+		if ((l0[from / BITS_PER_WORD] & mask) != mask)
+			return false;
+		from += n;
+	}
+	return true;
+}
+
+/*
+ * Take the `count` lowest free blocks for slot `slot`; the caller has
+ * checked that at least `count` free blocks lie below pool->backed.
+ */
+static void bm_take(struct kvpool_pool *pool, u32 slot, u32 count, u32 *out)
+{
+	u64 *l0 = pool->levels[0];
+	u32 k = 0;
+
+	while (k < count) {
+		u32 b = bm_first(pool);
+		u32 wi = b / BITS_PER_WORD;
+		u64 w = l0[wi];
+
+		while (w && k < count) {
+			u32 blk = wi * BITS_PER_WORD + __ffs64(w);
+
+			w &= w - 1;
+			pool->owner_of[blk] = slot + 1;
+			out[k++] = blk;
+		}
+		l0[wi] = w;
+		if (!w)
+			bm_clear_up(pool, wi);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                              */
+/* ------------------------------------------------------------------ */
+
+int kvpool_name_valid(const char *name)
+{
+	size_t i, len = strnlen(name, KVPOOL_NAME_LEN);
+
+	if (len == 0 || len >= KVPOOL_NAME_LEN)
+		return -EINVAL;
+	for (i = 0; i < len; i++) {
+		char c = name[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			     (c >= '0' && c <= '9');
+
+		if (!alnum && (i == 0 || (c != '_' && c != '-' && c != '.')))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static u32 tenant_unmet(const struct kvpool_tenant *t)
+{
+	return t->current < t->min ? t->min - t->current : 0;
+}
+
+static u32 tenant_room(const struct kvpool_tenant *t)
+{
+	if (t->max == KVPOOL_UNLIMITED)
+		return U32_MAX;
+	return t->current < t->max ? t->max - t->current : 0;
+}
+
+static void tenant_charge(struct kvpool_tenant *t, u32 n)
+{
+	struct kvpool_pool *pool = t->pool;
+
+	pool->unmet_min -= tenant_unmet(t);
+	t->current += n;
+	pool->unmet_min += tenant_unmet(t);
+	if (t->current > t->peak)
+		t->peak = t->current;
+}
+
+static void tenant_uncharge(struct kvpool_tenant *t, u32 n)
+{
+	struct kvpool_pool *pool = t->pool;
+
+	pool->unmet_min -= tenant_unmet(t);
+	t->current -= n;
+	pool->unmet_min += tenant_unmet(t);
+}
+
+static void wake_waiters(struct kvpool_pool *pool)
+{
+	if (pool->ops && pool->ops->waiters_wake)
+		pool->ops->waiters_wake(pool);
+}
+
+static void wake_owner(struct kvpool_pool *pool)
+{
+	if (pool->ops && pool->ops->owner_wake)
+		pool->ops->owner_wake(pool);
+}
+
+static void set_reclaim(struct kvpool_lease *lease, u32 target)
+{
+	struct kvpool_pool *pool = lease->pool;
+
+	if (lease->reclaim_target == target)
+		return;
+	lease->reclaim_target = target;
+	if (pool->ops && pool->ops->reclaim_wake)
+		pool->ops->reclaim_wake(lease);
+}
+
+/*
+ * Generate an event: a new sequence number, the observers, and (for the
+ * types the owner reads) the owner's queue.  @slot is the coalescing slot
+ * for GROW/IDLE/RECLAIM, NULL for observer-only events.
+ */
+static void emit(struct kvpool_pool *pool, u32 type, u32 arg, u64 lease_id,
+		 u32 blocks, const char *tenant, struct kvpool_event *slot)
+{
+	struct kvpool_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.type = type;
+	ev.arg = arg;
+	ev.seq = ++pool->seq;
+	ev.lease_id = lease_id;
+	ev.blocks = blocks;
+	if (tenant)
+		strscpy(ev.tenant, tenant, sizeof(ev.tenant));
+	if (pool->ops && pool->ops->observe)
+		pool->ops->observe(pool, &ev);
+	if (slot && pool->owner) {
+		*slot = ev;
+		wake_owner(pool);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Pools                                                                */
+/* ------------------------------------------------------------------ */
+
+int kvpool_pool_create(const struct kvpool_pool_params *p,
+		       const struct kvpool_ledger_ops *ops, void *host,
+		       void *owner, struct kvpool_pool **out)
+{
+	struct kvpool_pool *pool;
+	u32 b;
+	int ret;
+
+	if (kvpool_name_valid(p->name))
+		return -EINVAL;
+	if (!p->block_bytes || p->block_bytes % 256 ||
+	    p->block_bytes > (1ULL << 30))
+		return -EINVAL;
+	if (!p->capacity || p->capacity > KVPOOL_MAX_CAPACITY)
+		return -EINVAL;
+	if (!p->chunk_blocks || p->chunk_blocks > p->capacity)
+		return -EINVAL;
+
+	pool = kzalloc(sizeof(*pool), GFP_KERNEL);
+	if (!pool)
+		return -ENOMEM;
+	strscpy(pool->name, p->name, sizeof(pool->name));
+	pool->block_bytes = p->block_bytes;
+	pool->capacity = p->capacity;
+	pool->chunk_blocks = p->chunk_blocks;
+	pool->default_max = p->default_max;
+	pool->epoch = 1;
+	pool->next_lease_id = 1;
+	pool->owner = owner;
+	pool->ops = ops;
+	pool->host = host;
+	INIT_LIST_HEAD(&pool->tenants);
+	INIT_LIST_HEAD(&pool->leases);
+	INIT_LIST_HEAD(&pool->closed);
+
+	ret = bm_alloc(pool);
+	if (ret)
+		goto err;
+	ret = -ENOMEM;
+	pool->owner_of = kvcalloc(p->capacity, sizeof(u32), GFP_KERNEL);
+	if (!pool->owner_of)
+		goto err;
+	for (b = 0; b < p->capacity; b++)
+		bm_set(pool, b);
+	*out = pool;
+	return 0;
+err:
+	bm_free(pool);
+	kfree(pool);
+	return ret;
+}
+
+static void tenant_free(struct kvpool_tenant *t)
+{
+	struct kvpool_pool *pool = t->pool;
+
+	pool->unmet_min -= tenant_unmet(t);
+	pool->ntenants--;
+	list_del(&t->node);
+	if (pool->ops && pool->ops->tenant_removed)
+		pool->ops->tenant_removed(t);
+	kfree(t);
+}
+
+static void closed_flush(struct kvpool_pool *pool)
+{
+	struct kvpool_lease *l, *n;
+
+	list_for_each_entry_safe(l, n, &pool->closed, pool_node) {
+		list_del(&l->pool_node);
+		kfree(l);
+	}
+	memset(&pool->grow_ev, 0, sizeof(pool->grow_ev));
+	memset(&pool->idle_ev, 0, sizeof(pool->idle_ev));
+	memset(&pool->reclaim_ev, 0, sizeof(pool->reclaim_ev));
+}
+
+void kvpool_pool_destroy(struct kvpool_pool *pool)
+{
+	struct kvpool_lease *l, *ln;
+	struct kvpool_tenant *t, *tn;
+
+	list_for_each_entry_safe(l, ln, &pool->leases, pool_node) {
+		list_del(&l->pool_node);
+		list_del(&l->tenant_node);
+		kfree(l);
+	}
+	closed_flush(pool);
+	list_for_each_entry_safe(t, tn, &pool->tenants, node)
+		tenant_free(t);
+	kvfree(pool->owner_of);
+	kvfree(pool->slots);
+	kvfree(pool->slot_free);
+	bm_free(pool);
+	kfree(pool);
+}
+
+int kvpool_owner_attach(struct kvpool_pool *pool, void *owner)
+{
+	if (pool->owner)
+		return -EBUSY;
+	pool->owner = owner;
+	pool->epoch++;
+	pool->grow_asked = 0;
+	emit(pool, KVPOOL_EVENT_OWNER, KVPOOL_STATE_LIVE, 0, pool->backed,
+	     NULL, NULL);
+	/* Waiters retry: those needing a grow post it to the new owner. */
+	wake_waiters(pool);
+	return 0;
+}
+
+void kvpool_owner_detach(struct kvpool_pool *pool)
+{
+	pool->owner = NULL;
+	/* The next owner rebuilds from a snapshot: pending events go. */
+	closed_flush(pool);
+	emit(pool, KVPOOL_EVENT_OWNER, KVPOOL_STATE_ORPHANED, 0, pool->backed,
+	     NULL, NULL);
+	wake_waiters(pool);
+}
+
+static bool backed_value_ok(const struct kvpool_pool *pool, u32 backed)
+{
+	return backed == pool->capacity || backed % pool->chunk_blocks == 0;
+}
+
+int kvpool_pool_grow(struct kvpool_pool *pool, u32 backed, u32 flags)
+{
+	if (flags & ~KVPOOL_GROW_FLAGS)
+		return -EINVAL;
+	if (flags & KVPOOL_GROW_FAILED) {
+		if (backed)
+			return -EINVAL;
+		pool->grow_fail_seq++;
+		pool->grow_asked = 0;
+		memset(&pool->grow_ev, 0, sizeof(pool->grow_ev));
+		wake_waiters(pool);
+		return 0;
+	}
+	if (backed <= pool->backed || backed > pool->capacity ||
+	    !backed_value_ok(pool, backed))
+		return -EINVAL;
+	pool->backed = backed;
+	if (pool->grow_ev.seq && pool->grow_ev.blocks <= backed)
+		memset(&pool->grow_ev, 0, sizeof(pool->grow_ev));
+	emit(pool, KVPOOL_EVENT_BACKED, 0, 0, backed, NULL, NULL);
+	wake_waiters(pool);
+	return 0;
+}
+
+u32 kvpool_pool_shrink_floor(struct kvpool_pool *pool)
+{
+	const u64 *l0 = pool->levels[0];
+	u32 top = pool->backed, floor;
+
+	/* Highest leased block below backed, scanning whole words down. */
+	while (top > 0) {
+		u32 b = top - 1;
+		u32 bit = b % BITS_PER_WORD;
+		u64 mask = bit == 63 ? ~0ULL : ((1ULL << (bit + 1)) - 1);
+		u64 leased = ~l0[b / BITS_PER_WORD] & mask;
+
+		if (leased) {
+			top = (b / BITS_PER_WORD) * BITS_PER_WORD +
+			      (63 - __builtin_clzll(leased)) + 1;
+			break;
+		}
+		top = b - bit;
+	}
+	floor = DIV_ROUND_UP(top, pool->chunk_blocks) * pool->chunk_blocks;
+	return min(floor, pool->backed);
+}
+
+int kvpool_pool_shrink(struct kvpool_pool *pool, u32 backed)
+{
+	if (backed >= pool->backed || !backed_value_ok(pool, backed))
+		return -EINVAL;
+	if (!bm_range_free(pool, backed, pool->backed))
+		return -EBUSY;
+	pool->backed = backed;
+	emit(pool, KVPOOL_EVENT_BACKED, 0, 0, backed, NULL, NULL);
+	return 0;
+}
+
+int kvpool_snapshot(struct kvpool_pool *pool,
+		    struct kvpool_lease_info *leases, u32 leases_cap,
+		    struct kvpool_block_owner *blocks, u32 blocks_cap,
+		    struct kvpool_snapshot *out)
+{
+	struct kvpool_lease *l;
+	u32 i = 0, b;
+
+	out->leases = pool->nleases;
+	out->blocks = pool->used;
+	out->backed = pool->backed;
+	out->epoch = pool->epoch;
+	if (!leases && !blocks)
+		return 0;
+	if (!leases || !blocks || leases_cap < pool->nleases ||
+	    blocks_cap < pool->used)
+		return -ENOSPC;
+
+	list_for_each_entry(l, &pool->leases, pool_node) {
+		struct kvpool_lease_info *li = &leases[i++];
+
+		memset(li, 0, sizeof(*li));
+		li->lease_id = l->id;
+		li->blocks = l->held;
+		li->uid = l->uid;
+		li->pid = l->pid;
+		strscpy(li->tenant, l->tenant->name, sizeof(li->tenant));
+	}
+	for (i = 0, b = 0; b < pool->backed && i < pool->used; b++) {
+		u32 s = pool->owner_of[b];
+
+		if (!s)
+			continue;
+		blocks[i].block = b;
+		blocks[i].pad = 0;
+		blocks[i].lease_id = pool->slots[s - 1]->id;
+		i++;
+	}
+	return 0;
+}
+
+static struct kvpool_lease *lease_by_id(struct kvpool_pool *pool, u64 id)
+{
+	struct kvpool_lease *l;
+
+	list_for_each_entry(l, &pool->leases, pool_node)
+		if (l->id == id)
+			return l;
+	return NULL;
+}
+
+int kvpool_lease_check(struct kvpool_pool *pool, u64 lease_id,
+		       const u32 *blocks, u32 count, u32 *bad_index)
+{
+	struct kvpool_lease *l;
+	u32 i;
+
+	*bad_index = 0;
+	if (!count || count > KVPOOL_IO_MAX_BLOCKS)
+		return -EINVAL;
+	l = lease_by_id(pool, lease_id);
+	if (!l)
+		return -ENOENT;
+	for (i = 0; i < count; i++) {
+		if (blocks[i] >= pool->capacity ||
+		    pool->owner_of[blocks[i]] != l->slot + 1) {
+			*bad_index = i;
+			return -EPERM;
+		}
+	}
+	return 0;
+}
+
+bool kvpool_owner_has_events(struct kvpool_pool *pool)
+{
+	return !list_empty(&pool->closed) || pool->grow_ev.seq ||
+	       pool->idle_ev.seq || pool->reclaim_ev.seq;
+}
+
+int kvpool_owner_read_event(struct kvpool_pool *pool, struct kvpool_event *ev)
+{
+	struct kvpool_event *slots[3] = {
+		&pool->grow_ev, &pool->idle_ev, &pool->reclaim_ev,
+	};
+	struct kvpool_event *best = NULL;
+	struct kvpool_lease *closed = NULL;
+	u32 i;
+
+	if (!list_empty(&pool->closed)) {
+		closed = list_first_entry(&pool->closed, struct kvpool_lease,
+					  pool_node);
+		best = &closed->closed_ev;
+	}
+	for (i = 0; i < ARRAY_SIZE(slots); i++)
+		if (slots[i]->seq && (!best || slots[i]->seq < best->seq))
+			best = slots[i];
+	if (!best)
+		return 0;
+	*ev = *best;
+	if (closed && best == &closed->closed_ev) {
+		list_del(&closed->pool_node);
+		kfree(closed);
+	} else {
+		memset(best, 0, sizeof(*best));
+	}
+	return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Tenants                                                              */
+/* ------------------------------------------------------------------ */
+
+struct kvpool_tenant *kvpool_tenant_find(struct kvpool_pool *pool,
+					 const char *name)
+{
+	struct kvpool_tenant *t;
+
+	list_for_each_entry(t, &pool->tenants, node)
+		if (!strncmp(t->name, name, KVPOOL_NAME_LEN))
+			return t;
+	return NULL;
+}
+
+static int tenant_new(struct kvpool_pool *pool, const char *name, u32 max,
+		      u32 min, u32 allow_uid, u32 allow_gid, bool automatic,
+		      struct kvpool_tenant **out)
+{
+	struct kvpool_tenant *t;
+	int ret;
+
+	if (kvpool_name_valid(name))
+		return -EINVAL;
+	if (min > pool->capacity ||
+	    (max != KVPOOL_UNLIMITED && max > pool->capacity))
+		return -EINVAL;
+	if (kvpool_tenant_find(pool, name))
+		return -EEXIST;
+	if (pool->ntenants >= KVPOOL_MAX_TENANTS)
+		return -ENOSPC;
+	t = kzalloc(sizeof(*t), GFP_KERNEL);
+	if (!t)
+		return -ENOMEM;
+	t->pool = pool;
+	strscpy(t->name, name, sizeof(t->name));
+	t->max = max;
+	t->min = min;
+	t->allow_uid = allow_uid;
+	t->allow_gid = allow_gid;
+	t->automatic = automatic;
+	INIT_LIST_HEAD(&t->leases);
+	list_add_tail(&t->node, &pool->tenants);
+	pool->ntenants++;
+	pool->unmet_min += tenant_unmet(t);
+	if (pool->ops && pool->ops->tenant_added) {
+		ret = pool->ops->tenant_added(t);
+		if (ret) {
+			pool->unmet_min -= tenant_unmet(t);
+			pool->ntenants--;
+			list_del(&t->node);
+			kfree(t);
+			return ret;
+		}
+	}
+	if (out)
+		*out = t;
+	return 0;
+}
+
+int kvpool_tenant_create(struct kvpool_pool *pool, const char *name,
+			 u32 max, u32 min, u32 allow_uid, u32 allow_gid,
+			 struct kvpool_tenant **out)
+{
+	return tenant_new(pool, name, max, min, allow_uid, allow_gid, false,
+			  out);
+}
+
+int kvpool_tenant_delete(struct kvpool_pool *pool, const char *name)
+{
+	struct kvpool_tenant *t = kvpool_tenant_find(pool, name);
+
+	if (!t)
+		return -ENOENT;
+	if (t->nleases || t->current)
+		return -EBUSY;
+	tenant_free(t);
+	/* Its protection is gone: waiters may now fit. */
+	wake_waiters(pool);
+	return 0;
+}
+
+/* Ask the leases of @t to give back @need blocks in all; returns the ask. */
+static u32 post_to_tenant(struct kvpool_tenant *t, u32 need)
+{
+	struct kvpool_lease *l;
+	u32 asked = 0;
+
+	list_for_each_entry(l, &t->leases, tenant_node) {
+		u32 give = min(l->held, need - asked);
+
+		if (!give)
+			continue;
+		set_reclaim(l, max(l->reclaim_target, give));
+		asked += give;
+		if (asked == need)
+			break;
+	}
+	if (asked) {
+		t->ev_reclaim++;
+		emit(t->pool, KVPOOL_EVENT_RECLAIM, 0, 0, asked, t->name,
+		     &t->pool->reclaim_ev);
+	}
+	return asked;
+}
+
+int kvpool_tenant_set_max(struct kvpool_tenant *t, u32 max)
+{
+	if (max != KVPOOL_UNLIMITED && max > t->pool->capacity)
+		return -EINVAL;
+	t->max = max;
+	if (max != KVPOOL_UNLIMITED && t->current > max)
+		post_to_tenant(t, t->current - max);
+	wake_waiters(t->pool);
+	return 0;
+}
+
+int kvpool_tenant_set_min(struct kvpool_tenant *t, u32 min)
+{
+	struct kvpool_pool *pool = t->pool;
+
+	if (min > pool->capacity)
+		return -EINVAL;
+	pool->unmet_min -= tenant_unmet(t);
+	t->min = min;
+	pool->unmet_min += tenant_unmet(t);
+	wake_waiters(pool);
+	return 0;
+}
+
+void kvpool_tenant_reset_peak(struct kvpool_tenant *t)
+{
+	t->peak = t->current;
+}
+
+/*
+ * Rule 5: a waiter of @asker, below its min, is short of @need blocks:
+ * post reclaim targets to the leases of tenants above their min, largest
+ * excess first.
+ */
+static void post_reclaim(struct kvpool_tenant *asker, u32 need)
+{
+	struct kvpool_pool *pool = asker->pool;
+	u64 gen = ++pool->reclaim_gen;
+
+	while (need) {
+		struct kvpool_tenant *t, *best = NULL;
+		u32 best_excess = 0;
+
+		list_for_each_entry(t, &pool->tenants, node) {
+			u32 excess = t->current > t->min ?
+				     t->current - t->min : 0;
+
+			if (t == asker || t->reclaim_mark == gen)
+				continue;
+			if (excess > best_excess) {
+				best = t;
+				best_excess = excess;
+			}
+		}
+		if (!best)
+			break;
+		best->reclaim_mark = gen;
+		need -= post_to_tenant(best, min(best_excess, need));
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Leases                                                               */
+/* ------------------------------------------------------------------ */
+
+static int slot_get(struct kvpool_pool *pool, struct kvpool_lease *lease)
+{
+	if (!pool->nslot_free) {
+		u32 n = pool->nslots ? pool->nslots * 2 : 16;
+		struct kvpool_lease **slots;
+		u32 *fr, i;
+
+		if (pool->nslots >= KVPOOL_MAX_LEASES)
+			return -EMFILE;
+		n = min_t(u32, n, KVPOOL_MAX_LEASES);
+		slots = kvcalloc(n, sizeof(*slots), GFP_KERNEL);
+		fr = kvcalloc(n, sizeof(*fr), GFP_KERNEL);
+		if (!slots || !fr) {
+			kvfree(slots);
+			kvfree(fr);
+			return -ENOMEM;
+		}
+		if (pool->nslots)
+			memcpy(slots, pool->slots,
+			       pool->nslots * sizeof(*slots));
+		kvfree(pool->slots);
+		kvfree(pool->slot_free);
+		pool->slots = slots;
+		pool->slot_free = fr;
+		/* Push new slots so the lowest is handed out first. */
+		for (i = n; i > pool->nslots; i--)
+			pool->slot_free[pool->nslot_free++] = i - 1;
+		pool->nslots = n;
+	}
+	lease->slot = pool->slot_free[--pool->nslot_free];
+	pool->slots[lease->slot] = lease;
+	return 0;
+}
+
+static void slot_put(struct kvpool_pool *pool, struct kvpool_lease *lease)
+{
+	pool->slots[lease->slot] = NULL;
+	pool->slot_free[pool->nslot_free++] = lease->slot;
+}
+
+static int auto_tenant(struct kvpool_pool *pool, u32 uid,
+		       struct kvpool_tenant **out)
+{
+	char name[KVPOOL_NAME_LEN];
+	struct kvpool_tenant *t;
+
+	snprintf(name, sizeof(name), "uid-%u", uid);
+	t = kvpool_tenant_find(pool, name);
+	if (t) {
+		*out = t;
+		return 0;
+	}
+	return tenant_new(pool, name, pool->default_max == KVPOOL_UNLIMITED ?
+			  KVPOOL_UNLIMITED :
+			  min(pool->default_max, pool->capacity),
+			  0, uid, KVPOOL_ID_NONE, true, out);
+}
+
+static void lease_bind(struct kvpool_lease *lease, struct kvpool_tenant *t)
+{
+	lease->tenant = t;
+	list_add_tail(&lease->tenant_node, &t->leases);
+	t->nleases++;
+}
+
+static void lease_unbind(struct kvpool_lease *lease)
+{
+	list_del(&lease->tenant_node);
+	lease->tenant->nleases--;
+	lease->tenant = NULL;
+}
+
+int kvpool_lease_open(struct kvpool_pool *pool, const struct kvpool_cred *cred,
+		      struct kvpool_lease **out)
+{
+	struct kvpool_tenant *t;
+	struct kvpool_lease *lease;
+	int ret;
+
+	if (pool->nleases >= KVPOOL_MAX_LEASES)
+		return -EMFILE;
+	ret = auto_tenant(pool, cred->uid, &t);
+	if (ret)
+		return ret;
+	lease = kzalloc(sizeof(*lease), GFP_KERNEL);
+	if (!lease)
+		return -ENOMEM;
+	ret = slot_get(pool, lease);
+	if (ret) {
+		kfree(lease);
+		return ret;
+	}
+	lease->pool = pool;
+	lease->id = pool->next_lease_id++;
+	lease->uid = cred->uid;
+	lease->pid = cred->pid;
+	lease_bind(lease, t);
+	list_add_tail(&lease->pool_node, &pool->leases);
+	pool->nleases++;
+	*out = lease;
+	return 0;
+}
+
+int kvpool_lease_attach(struct kvpool_lease *lease, const char *tenant,
+			const struct kvpool_cred *cred)
+{
+	struct kvpool_pool *pool = lease->pool;
+	struct kvpool_tenant *t;
+	int ret;
+
+	if (!tenant[0]) {
+		ret = auto_tenant(pool, cred->uid, &t);
+		if (ret)
+			return ret;
+	} else {
+		if (kvpool_name_valid(tenant))
+			return -EINVAL;
+		t = kvpool_tenant_find(pool, tenant);
+		if (!t)
+			return -ENOENT;
+		if (!cred->admin &&
+		    !(t->allow_uid != KVPOOL_ID_NONE &&
+		      t->allow_uid == cred->uid) &&
+		    !(t->allow_gid != KVPOOL_ID_NONE &&
+		      t->allow_gid == cred->gid))
+			return -EACCES;
+	}
+	if (t == lease->tenant)
+		return 0;
+	if (lease->held)
+		return -EBUSY;
+	lease_unbind(lease);
+	lease_bind(lease, t);
+	return 0;
+}
+
+/* Free blocks[0..n) of @lease (already validated). */
+static void blocks_free(struct kvpool_lease *lease, const u32 *blocks, u32 n)
+{
+	struct kvpool_pool *pool = lease->pool;
+	u32 i, top_chunk, top = 0;
+
+	for (i = 0; i < n; i++) {
+		pool->owner_of[blocks[i]] = 0;
+		bm_set(pool, blocks[i]);
+		top = max(top, blocks[i]);
+	}
+	pool->used -= n;
+	lease->held -= n;
+	tenant_uncharge(lease->tenant, n);
+	if (lease->reclaim_target)
+		set_reclaim(lease, lease->reclaim_target > n ?
+			    lease->reclaim_target - n : 0);
+
+	/* The top backed chunk became idle: the owner may shrink. */
+	top_chunk = pool->backed > pool->chunk_blocks ?
+		    ((pool->backed - 1) / pool->chunk_blocks) *
+		    pool->chunk_blocks : 0;
+	if ((top >= top_chunk || !pool->used) &&
+	    bm_range_free(pool, top_chunk, pool->backed))
+		emit(pool, KVPOOL_EVENT_IDLE, 0, 0, pool->used, NULL,
+		     &pool->idle_ev);
+	wake_waiters(pool);
+}
+
+int kvpool_lease_release(struct kvpool_lease *lease, const u32 *blocks,
+			 u32 count)
+{
+	struct kvpool_pool *pool = lease->pool;
+	u32 me = lease->slot + 1, i;
+
+	if (!count || count > KVPOOL_IO_MAX_BLOCKS)
+		return -EINVAL;
+	/* Validate everything first; mark to catch repeated indices. */
+	for (i = 0; i < count; i++) {
+		u32 b = blocks[i];
+
+		if (b >= pool->capacity || pool->owner_of[b] != me)
+			break;
+		pool->owner_of[b] = U32_MAX;
+	}
+	if (i < count) {
+		while (i-- > 0)
+			pool->owner_of[blocks[i]] = me;
+		return -EINVAL;
+	}
+	blocks_free(lease, blocks, count);
+	return count;
+}
+
+int kvpool_lease_release_all(struct kvpool_lease *lease)
+{
+	struct kvpool_pool *pool = lease->pool;
+	u32 me = lease->slot + 1, b, n = 0, k = 0, batch[64];
+	u32 total = lease->held;
+
+	for (b = 0; b < pool->backed && n + k < total; b++) {
+		if (pool->owner_of[b] != me)
+			continue;
+		batch[k++] = b;
+		if (k == ARRAY_SIZE(batch)) {
+			blocks_free(lease, batch, k);
+			n += k;
+			k = 0;
+		}
+	}
+	if (k)
+		blocks_free(lease, batch, k);
+	return n + k;
+}
+
+void kvpool_lease_close(struct kvpool_lease *lease)
+{
+	struct kvpool_pool *pool = lease->pool;
+	struct kvpool_tenant *t = lease->tenant;
+	u32 returned = kvpool_lease_release_all(lease);
+	struct kvpool_event *ev = &lease->closed_ev;
+
+	list_del(&lease->pool_node);
+	pool->nleases--;
+	slot_put(pool, lease);
+	memset(ev, 0, sizeof(*ev));
+	ev->type = KVPOOL_EVENT_CLIENT_CLOSED;
+	ev->seq = ++pool->seq;
+	ev->lease_id = lease->id;
+	ev->blocks = returned;
+	strscpy(ev->tenant, t->name, sizeof(ev->tenant));
+	lease_unbind(lease);
+	if (pool->ops && pool->ops->observe)
+		pool->ops->observe(pool, ev);
+	if (pool->owner) {
+		list_add_tail(&lease->pool_node, &pool->closed);
+		wake_owner(pool);
+	} else {
+		kfree(lease);
+	}
+	wake_waiters(pool);
+}
+
+static int grant_wait(struct kvpool_lease *lease, u32 count, u32 flags,
+		      struct kvpool_wait *w)
+{
+	struct kvpool_tenant *t = lease->tenant;
+
+	if (flags & KVPOOL_LEASE_NONBLOCK) {
+		t->ev_fail++;
+		return -EAGAIN;
+	}
+	if (!w->started) {
+		w->started = true;
+		w->grow_fail_seq = lease->pool->grow_fail_seq;
+	}
+	if (!w->stalled) {
+		w->stalled = true;
+		t->ev_stall++;
+		emit(lease->pool, KVPOOL_EVENT_STALL, 0, lease->id, count,
+		     t->name, NULL);
+	}
+	return -EAGAIN;
+}
+
+static void post_grow(struct kvpool_pool *pool, u32 want)
+{
+	u32 target = DIV_ROUND_UP(want, pool->chunk_blocks) *
+		     pool->chunk_blocks;
+
+	target = min(target, pool->capacity);
+	/* Ask once per target: retries of waiters do not repeat it. */
+	if (target <= pool->grow_asked)
+		return;
+	pool->grow_asked = target;
+	emit(pool, KVPOOL_EVENT_GROW, 0, 0, target, NULL, &pool->grow_ev);
+}
+
+int kvpool_lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
+		       u32 *blocks, struct kvpool_wait *w)
+{
+	struct kvpool_pool *pool = lease->pool;
+	struct kvpool_tenant *t = lease->tenant;
+	bool partial = flags & KVPOOL_LEASE_PARTIAL;
+	u32 room, avail, backed_free;
+	u64 protect, free;
+
+	if (flags & ~KVPOOL_LEASE_FLAGS)
+		return -EINVAL;
+	if (!count || count > KVPOOL_IO_MAX_BLOCKS)
+		return -EINVAL;
+	if (count > pool->capacity && !partial)
+		return -ENOSPC;
+
+	/* Rule 2: the tenant's max, at once and without waiting. */
+	room = tenant_room(t);
+	if (count > room) {
+		if (!partial || !room) {
+			t->ev_max++;
+			emit(pool, KVPOOL_EVENT_QUOTA, 0, lease->id, count,
+			     t->name, NULL);
+			return -EDQUOT;
+		}
+		count = room;
+	}
+
+	/* Rule 8: no owner, no grants. */
+	if (!pool->owner) {
+		if (flags & KVPOOL_LEASE_ORPHAN_FAIL) {
+			t->ev_fail++;
+			return -ENXIO;
+		}
+		return grant_wait(lease, count, flags, w);
+	}
+
+	/* Rule 2: other tenants' unmet min is not ours to take. */
+	protect = pool->unmet_min - tenant_unmet(t);
+	free = pool->capacity - pool->used;
+	avail = free > protect ? (u32)(free - protect) : 0;
+	if (count > avail) {
+		if (!partial || !avail) {
+			/* Rule 5: below our min, ask others to give back. */
+			if (t->current < t->min)
+				post_reclaim(t, min(count - avail,
+						    t->min - t->current));
+			return grant_wait(lease, count, flags, w);
+		}
+		count = avail;
+	}
+
+	/* Rule 6: free blocks only above backed: ask the owner to grow. */
+	backed_free = pool->backed - pool->used;
+	if (count > backed_free) {
+		post_grow(pool, pool->used + count);
+		if (!partial || !backed_free) {
+			if (w->started &&
+			    w->grow_fail_seq != pool->grow_fail_seq) {
+				t->ev_fail++;
+				return -ENOMEM;
+			}
+			return grant_wait(lease, count, flags, w);
+		}
+		count = backed_free;
+	}
+
+	/* Rule 3: lowest free index first. */
+	bm_take(pool, lease->slot, count, blocks);
+	pool->used += count;
+	lease->held += count;
+	tenant_charge(t, count);
+	return count;
+}
+
+void kvpool_lease_wait_end(struct kvpool_lease *lease, struct kvpool_wait *w,
+			   int err)
+{
+	if (err && lease->tenant)
+		lease->tenant->ev_fail++;
+}
+
+void kvpool_status_fill(struct kvpool_pool *pool, struct kvpool_lease *lease,
+			struct kvpool_status *st)
+{
+	strscpy(st->pool, pool->name, sizeof(st->pool));
+	st->block_bytes = pool->block_bytes;
+	st->capacity = pool->capacity;
+	st->backed = pool->backed;
+	st->used = pool->used;
+	st->state = pool->owner ? KVPOOL_STATE_LIVE : KVPOOL_STATE_ORPHANED;
+	st->epoch = pool->epoch;
+	if (lease) {
+		struct kvpool_tenant *t = lease->tenant;
+
+		strscpy(st->tenant, t->name, sizeof(st->tenant));
+		st->lease_id = lease->id;
+		st->held = lease->held;
+		st->reclaim_target = lease->reclaim_target;
+		st->tenant_max = t->max;
+		st->tenant_min = t->min;
+		st->tenant_current = t->current;
+		st->tenant_peak = t->peak;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Invariants                                                           */
+/* ------------------------------------------------------------------ */
+
+#define CHECK(cond, msg) do {			\
+	if (!(cond)) {				\
+		if (why)			\
+			*why = msg;		\
+		return -EUCLEAN;		\
+	}					\
+} while (0)
+
+int kvpool_pool_check(struct kvpool_pool *pool, const char **why)
+{
+	struct kvpool_tenant *t;
+	struct kvpool_lease *l;
+	u64 sum_current = 0, sum_held = 0, unmet = 0, nfree = 0;
+	u32 b, lv, nleases = 0, ntenants = 0;
+
+	for (b = 0; b < pool->capacity; b++) {
+		bool is_free = pool->levels[0][b / 64] & (1ULL << (b % 64));
+		u32 s = pool->owner_of[b];
+
+		CHECK(is_free == !s, "free bit disagrees with owner array");
+		if (is_free) {
+			nfree++;
+			continue;
+		}
+		CHECK(b < pool->backed, "leased block at or above backed");
+		CHECK(s - 1 < pool->nslots && pool->slots[s - 1],
+		      "leased block owned by an empty slot");
+	}
+	for (b = pool->capacity; b < pool->level_words[0] * 64; b++)
+		CHECK(!(pool->levels[0][b / 64] & (1ULL << (b % 64))),
+		      "free bit beyond capacity");
+	for (lv = 1; lv < pool->nlevels; lv++) {
+		u32 w;
+
+		for (w = 0; w < pool->level_words[lv - 1]; w++) {
+			bool up = pool->levels[lv][w / 64] & (1ULL << (w % 64));
+
+			CHECK(up == !!pool->levels[lv - 1][w],
+			      "bitmap summary level inconsistent");
+		}
+	}
+	CHECK(nfree == pool->capacity - pool->used, "free count != capacity - used");
+	CHECK(pool->backed <= pool->capacity, "backed above capacity");
+	CHECK(pool->used <= pool->backed, "used above backed");
+
+	list_for_each_entry(l, &pool->leases, pool_node) {
+		u32 held = 0;
+
+		nleases++;
+		CHECK(pool->slots[l->slot] == l, "lease slot mismatch");
+		for (b = 0; b < pool->backed; b++)
+			held += pool->owner_of[b] == l->slot + 1;
+		CHECK(held == l->held, "lease held count wrong");
+		sum_held += l->held;
+	}
+	CHECK(nleases == pool->nleases, "lease count wrong");
+	list_for_each_entry(t, &pool->tenants, node) {
+		u64 cur = 0;
+		u32 n = 0;
+
+		ntenants++;
+		list_for_each_entry(l, &t->leases, tenant_node) {
+			CHECK(l->tenant == t, "lease on wrong tenant list");
+			cur += l->held;
+			n++;
+		}
+		CHECK(cur == t->current, "tenant current != sum of its leases");
+		CHECK(n == t->nleases, "tenant lease count wrong");
+		CHECK(t->peak >= t->current, "peak below current");
+		sum_current += t->current;
+		unmet += tenant_unmet(t);
+	}
+	CHECK(ntenants == pool->ntenants, "tenant count wrong");
+	CHECK(sum_current == pool->used, "sum of tenants' current != used");
+	CHECK(sum_held == pool->used, "sum of leases != used");
+	CHECK(unmet == pool->unmet_min, "unmet min sum wrong");
+	return 0;
+}

@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: MIT
+#
+# The ledger core in user space: libkvledger.a, its cmocka unit tests, the
+# randomized model test (normal and ASan/UBSan builds) and the benchmark.
+
+LEDGER_SRC := kmod/kvpool_ledger.c
+LEDGER_HDR := kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
+	      kmod/include/uapi/linux/kvpool.h
+LEDGER_TESTS := test_ledger test_ledger_model
+
+$(B)/obj/ledger/kvpool_ledger.o: $(LEDGER_SRC) $(LEDGER_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) -c $< -o $@
+
+$(B)/lib/libkvledger.a: $(B)/obj/ledger/kvpool_ledger.o
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(B)/asan/obj/kvpool_ledger.o: $(LEDGER_SRC) $(LEDGER_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(SAN_FLAGS) -c $< -o $@
+
+$(B)/tests/unit/%: tests/unit/%.c tests/unit/ledger_test.h $(B)/lib/libkvledger.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $< $(B)/lib/libkvledger.a \
+		-lcmocka -o $@
+
+$(B)/asan/tests/unit/%: tests/unit/%.c tests/unit/ledger_test.h $(B)/asan/obj/kvpool_ledger.o
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(SAN_FLAGS) $< \
+		$(B)/asan/obj/kvpool_ledger.o -lcmocka -o $@
+
+# The sanitizer builds run through a wrapper that sets ASAN/UBSAN options.
+$(B)/asan/tests/unit/%.sh: $(B)/asan/tests/unit/%
+	@printf '#!/bin/sh\nexec env $(ASAN_ENV) %s "$$@"\n' "$(abspath $<)" > $@
+	@chmod +x $@
+
+$(B)/bin/kvpool-bench-ledger: tests/bench/bench_ledger.c $(B)/lib/libkvledger.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $< $(B)/lib/libkvledger.a \
+		-lpthread -o $@
+
+ALL += $(B)/lib/libkvledger.a $(B)/bin/kvpool-bench-ledger
+CHECK_PROGS += $(addprefix $(B)/tests/unit/,$(LEDGER_TESTS)) \
+	       $(addsuffix .sh,$(addprefix $(B)/asan/tests/unit/,$(LEDGER_TESTS)))
+
+.PHONY: bench-ledger check-ledger
+bench-ledger: $(B)/bin/kvpool-bench-ledger
+	$(B)/bin/kvpool-bench-ledger
+
+check-ledger: $(addprefix $(B)/tests/unit/,$(LEDGER_TESTS)) \
+	      $(addsuffix .sh,$(addprefix $(B)/asan/tests/unit/,$(LEDGER_TESTS)))
+	@tests/run-tests.sh $^
+
+BENCH += bench-ledger

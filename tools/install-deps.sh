@@ -1,0 +1,38 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Install what kvpool's build and tests need from Debian 12's packages.
+# Does nothing slow when everything is already there.  Needs root to install.
+set -e
+
+PKGS="gcc make pkg-config libc6-dev
+libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev
+linux-headers-amd64 linux-image-amd64 kmod
+qemu-system-x86 busybox-static cpio gzip sparse
+procps psmisc util-linux"
+
+missing=""
+for p in $PKGS; do
+	st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	case "$st" in
+	*"install ok installed"*) ;;
+	*) missing="$missing $p" ;;
+	esac
+done
+
+if [ -z "$missing" ]; then
+	echo "install-deps: all packages present"
+	exit 0
+fi
+
+if [ "$(id -u)" != 0 ]; then
+	echo "install-deps: missing packages:$missing" >&2
+	echo "install-deps: run as root (or: sudo $0)" >&2
+	exit 1
+fi
+
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing
