@@ -168,14 +168,14 @@ int kvpool_name_valid(const char *name)
 
 static u32 tenant_unmet(const struct kvpool_tenant *t)
 {
-	return t->current < t->min ? t->min - t->current : 0;
+	return t->cur < t->min ? t->min - t->cur : 0;
 }
 
 static u32 tenant_room(const struct kvpool_tenant *t)
 {
 	if (t->max == KVPOOL_UNLIMITED)
 		return U32_MAX;
-	return t->current < t->max ? t->max - t->current : 0;
+	return t->cur < t->max ? t->max - t->cur : 0;
 }
 
 static void tenant_charge(struct kvpool_tenant *t, u32 n)
@@ -183,10 +183,10 @@ static void tenant_charge(struct kvpool_tenant *t, u32 n)
 	struct kvpool_pool *pool = t->pool;
 
 	pool->unmet_min -= tenant_unmet(t);
-	t->current += n;
+	t->cur += n;
 	pool->unmet_min += tenant_unmet(t);
-	if (t->current > t->peak)
-		t->peak = t->current;
+	if (t->cur > t->peak)
+		t->peak = t->cur;
 }
 
 static void tenant_uncharge(struct kvpool_tenant *t, u32 n)
@@ -194,7 +194,7 @@ static void tenant_uncharge(struct kvpool_tenant *t, u32 n)
 	struct kvpool_pool *pool = t->pool;
 
 	pool->unmet_min -= tenant_unmet(t);
-	t->current -= n;
+	t->cur -= n;
 	pool->unmet_min += tenant_unmet(t);
 }
 
@@ -617,7 +617,7 @@ int kvpool_tenant_delete(struct kvpool_pool *pool, const char *name)
 
 	if (!t)
 		return -ENOENT;
-	if (t->nleases || t->current)
+	if (t->nleases || t->cur)
 		return -EBUSY;
 	tenant_free(t);
 	/* Its protection is gone: waiters may now fit. */
@@ -654,8 +654,8 @@ int kvpool_tenant_set_max(struct kvpool_tenant *t, u32 max)
 	if (max != KVPOOL_UNLIMITED && max > t->pool->capacity)
 		return -EINVAL;
 	t->max = max;
-	if (max != KVPOOL_UNLIMITED && t->current > max)
-		post_to_tenant(t, t->current - max);
+	if (max != KVPOOL_UNLIMITED && t->cur > max)
+		post_to_tenant(t, t->cur - max);
 	wake_waiters(t->pool);
 	return 0;
 }
@@ -675,7 +675,7 @@ int kvpool_tenant_set_min(struct kvpool_tenant *t, u32 min)
 
 void kvpool_tenant_reset_peak(struct kvpool_tenant *t)
 {
-	t->peak = t->current;
+	t->peak = t->cur;
 }
 
 /*
@@ -693,8 +693,8 @@ static void post_reclaim(struct kvpool_tenant *asker, u32 need)
 		u32 best_excess = 0;
 
 		list_for_each_entry(t, &pool->tenants, node) {
-			u32 excess = t->current > t->min ?
-				     t->current - t->min : 0;
+			u32 excess = t->cur > t->min ?
+				     t->cur - t->min : 0;
 
 			if (t == asker || t->reclaim_mark == gen)
 				continue;
@@ -1032,9 +1032,9 @@ int kvpool_lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
 	if (count > avail) {
 		if (!partial || !avail) {
 			/* Rule 5: below our min, ask others to give back. */
-			if (t->current < t->min)
+			if (t->cur < t->min)
 				post_reclaim(t, min(count - avail,
-						    t->min - t->current));
+						    t->min - t->cur));
 			return grant_wait(lease, count, flags, w);
 		}
 		count = avail;
@@ -1089,7 +1089,7 @@ void kvpool_status_fill(struct kvpool_pool *pool, struct kvpool_lease *lease,
 		st->reclaim_target = lease->reclaim_target;
 		st->tenant_max = t->max;
 		st->tenant_min = t->min;
-		st->tenant_current = t->current;
+		st->tenant_current = t->cur;
 		st->tenant_peak = t->peak;
 	}
 }
@@ -1164,10 +1164,10 @@ int kvpool_pool_check(struct kvpool_pool *pool, const char **why)
 			cur += l->held;
 			n++;
 		}
-		CHECK(cur == t->current, "tenant current != sum of its leases");
+		CHECK(cur == t->cur, "tenant current != sum of its leases");
 		CHECK(n == t->nleases, "tenant lease count wrong");
-		CHECK(t->peak >= t->current, "peak below current");
-		sum_current += t->current;
+		CHECK(t->peak >= t->cur, "peak below current");
+		sum_current += t->cur;
 		unmet += tenant_unmet(t);
 	}
 	CHECK(ntenants == pool->ntenants, "tenant count wrong");

@@ -78,7 +78,7 @@ struct kvpool_tenant {
 	char name[KVPOOL_NAME_LEN];
 	u32 max;		/* KVPOOL_UNLIMITED for none */
 	u32 min;
-	u32 current;
+	u32 cur;		/* blocks.current ("current" is a kernel macro) */
 	u32 peak;
 	u64 ev_max;		/* grants refused by max */
 	u64 ev_stall;		/* grants that had to wait */

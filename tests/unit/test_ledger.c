@@ -360,7 +360,7 @@ static void quota_max(void **state)
 	assert_int_equal(t->ev_max, 1);
 	assert_int_equal(f->h.observed_by_type[KVPOOL_EVENT_QUOTA], 1);
 	assert_int_equal(grant(l, 3, KVPOOL_LEASE_PARTIAL, b), 2);
-	assert_int_equal(t->current, 10);
+	assert_int_equal(t->cur, 10);
 	assert_int_equal(grant(l, 1, KVPOOL_LEASE_PARTIAL, b), -EDQUOT);
 	assert_int_equal(t->ev_max, 2);
 	assert_int_equal(t->peak, 10);
@@ -373,7 +373,7 @@ static void quota_max(void **state)
 	assert_int_equal(grant(l, 1, 0, b), -EDQUOT);
 	assert_int_equal(kvpool_lease_release(l, b, 2), 2);
 	assert_int_equal(l->reclaim_target, 2);
-	assert_int_equal(t->current, 8);
+	assert_int_equal(t->cur, 8);
 	assert_int_equal(t->peak, 10);
 	kvpool_tenant_reset_peak(t);
 	assert_int_equal(t->peak, 8);
@@ -562,7 +562,7 @@ static void close_returns_blocks(void **state)
 	assert_int_equal(grant(b, 3, 0, blk), 3);
 	kvpool_lease_close(a);
 	assert_int_equal(f->pool->used, 3);
-	assert_int_equal(kvpool_tenant_find(f->pool, "uid-1000")->current, 0);
+	assert_int_equal(kvpool_tenant_find(f->pool, "uid-1000")->cur, 0);
 	assert_int_equal(kvpool_owner_read_event(f->pool, &ev), 1);
 	assert_int_equal(ev.type, KVPOOL_EVENT_CLIENT_CLOSED);
 	assert_int_equal(ev.lease_id, aid);
@@ -734,9 +734,9 @@ static void invariant_check_catches_corruption(void **state)
 	assert_int_equal(kvpool_pool_check(f->pool, &why), -EUCLEAN);
 	assert_non_null(why);
 	f->pool->used--;
-	a->tenant->current++;
+	a->tenant->cur++;
 	assert_int_equal(kvpool_pool_check(f->pool, &why), -EUCLEAN);
-	a->tenant->current--;
+	a->tenant->cur--;
 	f->pool->owner_of[5] = a->slot + 1;
 	assert_int_equal(kvpool_pool_check(f->pool, &why), -EUCLEAN);
 	f->pool->owner_of[5] = 0;

@@ -23,7 +23,7 @@
 struct mtenant {
 	bool exists;
 	char name[KVPOOL_NAME_LEN];
-	u32 max, min, current;
+	u32 max, min, cur;
 	struct kvpool_tenant *t;
 };
 
@@ -82,7 +82,7 @@ static int cur_step;
 
 static u32 unmet(const struct mtenant *t)
 {
-	return t->current < t->min ? t->min - t->current : 0;
+	return t->cur < t->min ? t->min - t->cur : 0;
 }
 
 static int auto_index(u32 uid)
@@ -100,7 +100,7 @@ static struct mtenant *mt_auto(struct model *m, u32 uid)
 		t->max = m->default_max == KVPOOL_UNLIMITED ? KVPOOL_UNLIMITED :
 			 min(m->default_max, m->capacity);
 		t->min = 0;
-		t->current = 0;
+		t->cur = 0;
 	}
 	return t;
 }
@@ -130,7 +130,7 @@ static void compare(struct model *m)
 		kt = kvpool_tenant_find(m->pool, t->name);
 		if (!kt)
 			FAIL("tenant %s missing", t->name);
-		EXPECT_EQ(kt->current, t->current, "tenant current");
+		EXPECT_EQ(kt->cur, t->cur, "tenant current");
 		EXPECT_EQ(kt->max, t->max, "tenant max");
 		EXPECT_EQ(kt->min, t->min, "tenant min");
 	}
@@ -152,7 +152,7 @@ static int ref_grant(struct model *m, int li, u32 count, u32 flags)
 	if (count > m->capacity && !partial)
 		return -ENOSPC;
 	room = t->max == KVPOOL_UNLIMITED ? U32_MAX :
-	       (t->current < t->max ? t->max - t->current : 0);
+	       (t->cur < t->max ? t->max - t->cur : 0);
 	if (count > room) {
 		if (!partial || !room)
 			return -EDQUOT;
@@ -217,11 +217,11 @@ static void op_grant(struct model *m)
 		k++;
 	}
 	t = &m->tenants[ml->tenant];
-	t->current += got;
+	t->cur += got;
 	ml->held += got;
 	m->used += got;
 	/* Rule 2: never above max, never into others' unmet min. */
-	if (t->max != KVPOOL_UNLIMITED && t->current > t->max)
+	if (t->max != KVPOOL_UNLIMITED && t->cur > t->max)
 		FAIL("tenant %s above max", t->name);
 	{
 		u64 protect = 0;
@@ -281,7 +281,7 @@ static void op_release(struct model *m, bool bad)
 	for (i = 0; i < n; i++)
 		m->owner_of[list[i]] = -1;
 	ml->held -= n;
-	m->tenants[ml->tenant].current -= n;
+	m->tenants[ml->tenant].cur -= n;
 	m->used -= n;
 }
 
@@ -292,7 +292,7 @@ static void drop_lease_blocks(struct model *m, int li)
 	for (b = 0; b < m->capacity; b++)
 		if (m->owner_of[b] == li)
 			m->owner_of[b] = -1;
-	m->tenants[m->leases[li].tenant].current -= m->leases[li].held;
+	m->tenants[m->leases[li].tenant].cur -= m->leases[li].held;
 	m->used -= m->leases[li].held;
 	m->leases[li].held = 0;
 }
@@ -353,7 +353,7 @@ static void op_tenant(struct model *m)
 			strcpy(t->name, name);
 			t->max = max;
 			t->min = min_;
-			t->current = 0;
+			t->cur = 0;
 		}
 		break;
 	}
