@@ -431,6 +431,8 @@ int kvpool_pool_shrink(struct kvpool_pool *pool, u32 backed)
 	if (!bm_range_free(pool, backed, pool->backed))
 		return -EBUSY;
 	pool->backed = backed;
+	/* Targets asked before are above what is backed now: ask again. */
+	pool->grow_asked = min(pool->grow_asked, backed);
 	emit(pool, KVPOOL_EVENT_BACKED, 0, 0, backed, NULL, NULL);
 	return 0;
 }

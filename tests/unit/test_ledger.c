@@ -545,6 +545,30 @@ static void grow_request_and_failure(void **state)
 	kvpool_lease_close(l);
 }
 
+static void grow_asked_again_after_shrink(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_lease *l = open_lease(f, &f->alice);
+	struct kvpool_event ev;
+	u32 blk[48];
+
+	while (kvpool_owner_read_event(f->pool, &ev) == 1)
+		;
+	assert_int_equal(grant(l, 32, 0, blk), 32);
+	assert_int_equal(grant(l, 4, 0, blk), -EAGAIN);	/* asks for 40 */
+	assert_int_equal(kvpool_pool_grow(f->pool, 40, 0), 0);
+	assert_int_equal(kvpool_lease_release_all(l), 32);
+	assert_int_equal(kvpool_pool_shrink(f->pool, 32), 0);
+	while (kvpool_owner_read_event(f->pool, &ev) == 1)
+		;
+	/* Needing 40 again after the shrink must ask the owner again. */
+	assert_int_equal(grant(l, 36, 0, blk), -EAGAIN);
+	assert_int_equal(kvpool_owner_read_event(f->pool, &ev), 1);
+	assert_int_equal(ev.type, KVPOOL_EVENT_GROW);
+	assert_int_equal(ev.blocks, 40);
+	kvpool_lease_close(l);
+}
+
 /* ---- close, events, orphan, snapshot (rules 7, 8) ------------------ */
 
 static void close_returns_blocks(void **state)
@@ -765,6 +789,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(reclaim_largest_excess_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(waiter_above_min_posts_no_reclaim, setup, teardown),
 		cmocka_unit_test_setup_teardown(grow_request_and_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(grow_asked_again_after_shrink, setup, teardown),
 		cmocka_unit_test_setup_teardown(close_returns_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(event_order_and_seq, setup, teardown),
 		cmocka_unit_test_setup_teardown(orphan_and_reattach, setup, teardown),
