@@ -451,8 +451,8 @@ int kvpool_snapshot(struct kvpool_pool *pool,
 	out->epoch = pool->epoch;
 	if (!leases && !blocks)
 		return 0;
-	if (!leases || !blocks || leases_cap < pool->nleases ||
-	    blocks_cap < pool->used)
+	if ((!leases && pool->nleases) || (!blocks && pool->used) ||
+	    leases_cap < pool->nleases || blocks_cap < pool->used)
 		return -ENOSPC;
 
 	list_for_each_entry(l, &pool->leases, pool_node) {
@@ -840,7 +840,9 @@ int kvpool_lease_attach(struct kvpool_lease *lease, const char *tenant,
 		    !(t->allow_uid != KVPOOL_ID_NONE &&
 		      t->allow_uid == cred->uid) &&
 		    !(t->allow_gid != KVPOOL_ID_NONE &&
-		      t->allow_gid == cred->gid))
+		      (t->allow_gid == cred->gid ||
+		       (pool->ops && pool->ops->in_group &&
+			pool->ops->in_group(cred, t->allow_gid)))))
 			return -EACCES;
 	}
 	if (t == lease->tenant)
@@ -1045,15 +1047,17 @@ int kvpool_lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
 	/* Rule 6: free blocks only above backed: ask the owner to grow. */
 	backed_free = pool->backed - pool->used;
 	if (count > backed_free) {
-		post_grow(pool, pool->used + count);
 		if (!partial || !backed_free) {
+			/* The owner said it cannot grow since we began. */
 			if (w->started &&
 			    w->grow_fail_seq != pool->grow_fail_seq) {
 				t->ev_fail++;
 				return -ENOMEM;
 			}
+			post_grow(pool, pool->used + count);
 			return grant_wait(lease, count, flags, w);
 		}
+		post_grow(pool, pool->used + count);
 		count = backed_free;
 	}
 

@@ -71,6 +71,11 @@ struct kvpool_ledger_ops {
 	 * drops the pool lock (sysfs handlers take that lock).
 	 */
 	void (*tenant_removed)(struct kvpool_tenant *t);
+	/*
+	 * Is the caller described by @cred in group @gid (supplementary
+	 * groups included)?  Without it only cred->gid is compared.
+	 */
+	bool (*in_group)(const struct kvpool_cred *cred, u32 gid);
 };
 
 struct kvpool_tenant {

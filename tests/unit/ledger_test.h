@@ -65,6 +65,12 @@ static inline void th_tenant_removed(struct kvpool_tenant *t)
 	host_of(t->pool)->tenants_removed++;
 }
 
+/* In these tests uid U is also in the supplementary group U + 1000. */
+static inline bool th_in_group(const struct kvpool_cred *cred, u32 gid)
+{
+	return gid == cred->uid + 1000;
+}
+
 static const struct kvpool_ledger_ops test_ops = {
 	.owner_wake = th_owner_wake,
 	.waiters_wake = th_waiters_wake,
@@ -72,6 +78,7 @@ static const struct kvpool_ledger_ops test_ops = {
 	.observe = th_observe,
 	.tenant_added = th_tenant_added,
 	.tenant_removed = th_tenant_removed,
+	.in_group = th_in_group,
 };
 
 static int test_owner_cookie;

@@ -264,6 +264,10 @@ static void attach_rules(void **state)
 	assert_int_equal(kvpool_lease_attach(l, "db", &f->alice), -EACCES);
 	assert_int_equal(kvpool_lease_attach(l, "web", &f->alice), 0);	/* uid */
 	assert_int_equal(kvpool_lease_attach(l, "ops", &f->alice), 0);	/* gid */
+	assert_int_equal(kvpool_tenant_create(f->pool, "sup", KVPOOL_UNLIMITED,
+					      0, KVPOOL_ID_NONE, 2000, NULL), 0);
+	assert_int_equal(kvpool_lease_attach(l, "sup", &f->alice), 0);	/* supp. */
+	assert_int_equal(kvpool_lease_attach(l, "sup", &f->bob), -EACCES);
 	assert_int_equal(kvpool_lease_attach(l, "db", &f->root), 0);	/* admin */
 	assert_string_equal(l->tenant->name, "db");
 	assert_int_equal(grant(l, 2, 0, b), 2);
@@ -667,6 +671,7 @@ static void orphan_and_reattach(void **state)
 	assert_int_equal(s.epoch, 2);
 	assert_int_equal(kvpool_snapshot(f->pool, li, 1, bo, 8, &s), -ENOSPC);
 	assert_int_equal(kvpool_snapshot(f->pool, li, 4, bo, 3, &s), -ENOSPC);
+	assert_int_equal(kvpool_snapshot(f->pool, li, 4, NULL, 0, &s), -ENOSPC);
 	assert_int_equal(kvpool_snapshot(f->pool, li, 4, bo, 8, &s), 0);
 	assert_int_equal(li[0].lease_id, a->id);
 	assert_int_equal(li[0].blocks, 3);
@@ -705,6 +710,22 @@ static void lease_check_rules(void **state)
 	assert_int_equal(kvpool_lease_check(f->pool, a->id, x, 0, &bad), -EINVAL);
 	kvpool_lease_close(a);
 	kvpool_lease_close(b);
+}
+
+static void snapshot_without_blocks(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_lease *a = open_lease(f, &f->alice);
+	struct kvpool_lease_info li[2];
+	struct kvpool_snapshot s;
+
+	/* No block leased: a lease array alone is enough. */
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(kvpool_snapshot(f->pool, li, 2, NULL, 0, &s), 0);
+	assert_int_equal(s.leases, 1);
+	assert_int_equal(s.blocks, 0);
+	assert_int_equal(li[0].lease_id, a->id);
+	kvpool_lease_close(a);
 }
 
 static void status_fill(void **state)
@@ -794,6 +815,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(event_order_and_seq, setup, teardown),
 		cmocka_unit_test_setup_teardown(orphan_and_reattach, setup, teardown),
 		cmocka_unit_test_setup_teardown(lease_check_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(snapshot_without_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(status_fill, setup, teardown),
 		cmocka_unit_test_setup_teardown(invariant_check_catches_corruption, setup, teardown),
 	};
