@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: MIT
+/*
+ * compat_ioctl: the same ioctls from a 32-bit (i386) program.  Built with
+ * -m32 when the compiler can (gcc-multilib); every struct must have the
+ * same layout for 32- and 64-bit callers, so the values must round-trip.
+ */
+#include "kvt.h"
+
+_Static_assert(sizeof(void *) == 4, "build this test with -m32");
+_Static_assert(sizeof(struct kvpool_features) == 48, "kvpool_features layout");
+_Static_assert(sizeof(struct kvpool_pool_create) == 96, "kvpool_pool_create layout");
+_Static_assert(sizeof(struct kvpool_lease_req) == 48, "kvpool_lease_req layout");
+_Static_assert(sizeof(struct kvpool_status) == 168, "kvpool_status layout");
+_Static_assert(sizeof(struct kvpool_event) == 80, "kvpool_event layout");
+_Static_assert(sizeof(struct kvpool_lease_info) == 56, "kvpool_lease_info layout");
+_Static_assert(sizeof(struct kvpool_snapshot) == 64, "kvpool_snapshot layout");
+
+int main(void)
+{
+	struct kvpool_features f;
+	struct kvpool_status st;
+	struct kvpool_snapshot s;
+	struct kvpool_lease_info li[2];
+	struct kvpool_block_owner bo[8];
+	struct kvpool_lease_check lc;
+	struct kvpool_event ev;
+	uint32_t b[8], q[2];
+	int owner, c;
+
+	kvt_init("compat");
+	owner = kvt_open_or_die();
+	memset(&f, 0, sizeof(f));
+	f.requested = KVPOOL_FEAT_WAIT;
+	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_FEATURES, &f), 0, "32-bit FEATURES");
+	CHECK(f.supported == KVPOOL_FEATURES_ALL && f.enabled == KVPOOL_FEAT_WAIT,
+	      "features round-trip");
+	CHECK_RET(kvt_pool_create(owner, "p32", 8192, 16, 4, KVPOOL_UNLIMITED), 0,
+		  "32-bit POOL_CREATE");
+	CHECK_RET(kvt_grow(owner, 8, 0), 0, "32-bit POOL_GROW");
+	c = kvt_open_or_die();
+	CHECK_RET(kvt_attach(c, "p32", ""), 0, "32-bit TENANT_ATTACH");
+	CHECK_RET(kvt_lease(c, 5, 0, 0, b), 5, "32-bit LEASE");
+	CHECK(b[0] == 0 && b[4] == 4, "blocks written through a 32-bit pointer");
+	CHECK_RET(kvt_lease(c, 6, KVPOOL_LEASE_PARTIAL | KVPOOL_LEASE_NONBLOCK, 0, b + 5), 3,
+		  "32-bit PARTIAL");
+	CHECK_RET(kvt_lease(c, 1, 0, 50000000ULL, q), -ETIMEDOUT,
+		  "32-bit timed wait (u64 timeout)");
+	CHECK_RET(kvt_status(c, &st), 0, "32-bit STATUS");
+	CHECK(!strcmp(st.pool, "p32") && st.block_bytes == 8192 && st.capacity == 16 &&
+	      st.backed == 8 && st.used == 8 && st.held == 8 && st.epoch == 1 &&
+	      st.tenant_max == KVPOOL_UNLIMITED && st.state == KVPOOL_STATE_LIVE,
+	      "status fields round-trip");
+
+	memset(&s, 0, sizeof(s));
+	s.leases_ptr = (uintptr_t)li;
+	s.blocks_ptr = (uintptr_t)bo;
+	s.leases_cap = 2;
+	s.blocks_cap = 8;
+	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_SNAPSHOT, &s), 0, "32-bit SNAPSHOT");
+	CHECK(s.leases == 1 && s.blocks == 8 && li[0].lease_id == st.lease_id &&
+	      li[0].blocks == 8 && bo[7].block == 7 && bo[7].lease_id == st.lease_id,
+	      "snapshot arrays round-trip");
+	q[0] = 1;
+	q[1] = 12;
+	memset(&lc, 0, sizeof(lc));
+	lc.blocks_ptr = (uintptr_t)q;
+	lc.lease_id = st.lease_id;
+	lc.count = 2;
+	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_CHECK, &lc), -EPERM, "32-bit LEASE_CHECK");
+	CHECK(lc.bad_index == 1, "bad_index round-trips");
+	CHECK_RET(kvt_release(c, b, 2), 2, "32-bit RELEASE");
+	CHECK_RET(kvt_release_all(c), 6, "32-bit RELEASE_ALL");
+	close(c);
+	CHECK(kvt_find_event(owner, KVPOOL_EVENT_CLIENT_CLOSED, &ev) &&
+	      ev.lease_id == st.lease_id, "32-bit read() of an event record");
+	close(owner);
+	return kvt_done();
+}

@@ -1,0 +1,120 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The kvpool VM suite: packs an initramfs (busybox-static, kvpool.ko, the
+# static test programs, guest.d scripts and VM_EXTRA_* programs), boots
+# Debian's 6.1 kernel once under qemu-system-x86_64 -accel tcg, and reads
+# every test's result and the guest's kernel log from the serial console.
+# Fails on any failed test or any BUG:/WARNING:/Oops/lockdep/"general
+# protection"/KASAN line in the kernel log.  Run from the repository root
+# (make vm-check, or make check); the build writes $B/tests/vm/vm.conf.
+# Exit 0 pass, 1 fail, 77 skip (no qemu, no kernel image).
+# VM_CHECK_LOG=FILE skips the boot and judges FILE (to test this script).
+set -u
+B=${B:-build}
+conf=$B/tests/vm/vm.conf
+[ -r "$conf" ] || { echo "vm-check: $conf missing: run make vm-check"; exit 1; }
+case $conf in /*) ;; *) conf=./$conf ;; esac
+. "$conf"		# KVER KO TESTS EXTRA_PROGS EXTRA_TESTS
+
+out=$B/tests/vm
+root=$out/initramfs
+log=$out/console.log
+start=$(date +%s)
+qrc=0
+if [ -n "${VM_CHECK_LOG:-}" ]; then
+	log=$VM_CHECK_LOG
+else
+kernel=/boot/vmlinuz-$KVER
+qemu=$(command -v qemu-system-x86_64)
+[ -n "$qemu" ] || { echo "SKIP: qemu-system-x86_64 missing (make deps)"; exit 77; }
+[ -r "$kernel" ] || { echo "SKIP: $kernel missing (make deps)"; exit 77; }
+busybox=$(command -v busybox || echo /bin/busybox)
+ldd "$busybox" 2>&1 | grep -q 'not a dynamic executable' ||
+	{ echo "SKIP: $busybox is not static (install busybox-static)"; exit 77; }
+rm -rf "$root"
+mkdir -p "$root/bin" "$root/tests/guest.d" "$root/proc" "$root/sys" \
+	 "$root/dev" "$root/tmp" "$root/etc"
+cp "$busybox" "$root/bin/busybox"
+cp "$KO" "$root/kvpool.ko"
+cp tests/vm/guest-init.sh "$root/init"
+: >"$root/tests/order"
+for t in $TESTS; do		# name:invariant-check-period
+	cp "$out/${t%%:*}" "$root/tests/"
+	echo "${t%%:*} ${t##*:}" >>"$root/tests/order"
+done
+for s in tests/vm/guest.d/*.sh; do
+	[ -x "$s" ] && cp "$s" "$root/tests/guest.d/"
+done
+echo "root:x:0:0:root:/:/bin/sh" >"$root/etc/passwd"
+echo "kvt:x:1000:1000:kvt:/tmp:/bin/sh" >>"$root/etc/passwd"
+echo "root:x:0:" >"$root/etc/group"
+echo "kvt:x:1000:" >>"$root/etc/group"
+
+# Extra programs (and their shared libraries) go to /bin; extra tests are
+# also run, each with a freshly loaded module.
+copy_prog() {
+	cp "$1" "$root/bin/" || return 1
+	ldd "$1" 2>/dev/null | grep -o '/[^ ]*' | while read -r lib; do
+		mkdir -p "$root$(dirname "$lib")"
+		cp -L "$lib" "$root$lib"
+	done
+}
+: >"$root/tests/extra-tests"
+for p in $EXTRA_PROGS; do copy_prog "$p" || exit 1; done
+for p in $EXTRA_TESTS; do
+	copy_prog "$p" || exit 1
+	echo "/bin/$(basename "$p")" >>"$root/tests/extra-tests"
+done
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out/initramfs.cpio.gz" ||
+	{ echo "vm-check: cannot pack the initramfs"; exit 1; }
+
+echo "vm-check: booting $kernel (tcg, 2 cpus, 1G) with $(echo $TESTS | wc -w) tests"
+timeout -k 10 480 "$qemu" -accel tcg -m 1G -smp 2 -nographic -no-reboot \
+	-kernel "$kernel" -initrd "$out/initramfs.cpio.gz" \
+	-append "console=ttyS0 loglevel=4 panic=10 rdinit=/init" \
+	</dev/null 2>&1 | tr -d '\r' >"$log"
+qrc=$?
+fi
+wall=$(( $(date +%s) - start ))
+
+fail=0
+grep -E '^(ok|not ok) [0-9]+ - |^# ' "$log"
+echo "----"
+if ! grep -q '^KVT-END' "$log"; then
+	echo "vm-check: FAIL: the guest did not finish (qemu exit $qrc); tail of $log:"
+	tail -n 40 "$log"
+	fail=1
+fi
+grep '^KVT-RESULT' "$log" | while read -r _ name rc t0 t1; do
+	case $rc in
+	0)  echo "PASS $name${t0:+ (${t0}s..${t1}s guest uptime)}" ;;
+	77) echo "SKIP $name" ;;
+	*)  echo "FAIL $name (exit $rc)" ;;
+	esac
+done
+if grep '^KVT-RESULT' "$log" | awk '$3 != 0 && $3 != 77 { bad = 1 } END { exit !bad }'; then
+	fail=1
+fi
+# Every listed test must have reported.
+for t in $TESTS; do
+	grep -q "^KVT-RESULT ${t%%:*} " "$log" || { echo "FAIL ${t%%:*}: no result"; fail=1; }
+done
+# The kernel log: the dump at the end, and anything printed on the console.
+bad='BUG:|WARNING:|Oops|general protection|KASAN|UBSAN|lockdep|possible circular locking|possible recursive locking|INFO: task .* blocked|kernel BUG|Call Trace|list_add corruption|list_del corruption|refcount_t:|kvpool: .*broken invariant'
+if grep -E "$bad" "$log" | grep -v -E '^(ok|not ok) [0-9]+ - ' >"$out/kernel-bad.log"; then
+	echo "vm-check: FAIL: kernel log:"
+	cat "$out/kernel-bad.log"
+	fail=1
+fi
+checks=$(grep -E '^ok [0-9]+ - ' "$log" | grep -c -v '# TODO')
+failed=$(grep -E '^not ok [0-9]+ - ' "$log" | grep -c -v '# TODO')
+todo=$(grep -E '^(not )?ok [0-9]+ - .*# TODO' "$log")
+[ -z "$todo" ] || { echo "vm-check: known bugs of other parts (TODO, not failures):"; echo "$todo"; }
+boot=$(sed -n 's/.*KVT-BEGIN uptime //p' "$log")
+end=$(sed -n 's/^KVT-END uptime //p' "$log")
+echo "vm-check: boot to /init ${boot:-?}s, guest done at ${end:-?}s (uptime), qemu wall ${wall}s, 1 boot"
+echo "vm-check: $checks checks passed, $failed failed; console log: $log"
+[ "$failed" -eq 0 ] || fail=1
+[ $fail -eq 0 ] && echo "vm-check: PASS" || echo "vm-check: FAIL"
+exit $fail
