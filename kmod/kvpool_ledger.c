@@ -21,6 +21,9 @@
 #define BITS_PER_WORD	64
 #define NO_SLOT		U32_MAX
 
+static void lease_close_finish(struct kvpool_lease *lease);
+static int lease_free_all(struct kvpool_lease *lease);
+
 /* ------------------------------------------------------------------ */
 /* Free-block bitmap                                                    */
 /* ------------------------------------------------------------------ */
@@ -364,7 +367,15 @@ int kvpool_owner_attach(struct kvpool_pool *pool, void *owner)
 
 void kvpool_owner_detach(struct kvpool_pool *pool)
 {
+	struct kvpool_lease *l, *n;
+
 	pool->owner = NULL;
+	/* The owner's operations died with it: nothing stays pinned. */
+	list_for_each_entry_safe(l, n, &pool->leases, pool_node) {
+		l->pins = 0;
+		if (l->closing)
+			lease_close_finish(l);
+	}
 	/* The next owner rebuilds from a snapshot: pending events go. */
 	closed_flush(pool);
 	emit(pool, KVPOOL_EVENT_OWNER, KVPOOL_STATE_ORPHANED, 0, pool->backed,
@@ -478,13 +489,15 @@ int kvpool_snapshot(struct kvpool_pool *pool,
 	return 0;
 }
 
-static struct kvpool_lease *lease_by_id(struct kvpool_pool *pool, u64 id)
+/* The lease with @id; a closing one only if @closing. */
+static struct kvpool_lease *lease_by_id(struct kvpool_pool *pool, u64 id,
+					bool closing)
 {
 	struct kvpool_lease *l;
 
 	list_for_each_entry(l, &pool->leases, pool_node)
 		if (l->id == id)
-			return l;
+			return closing || !l->closing ? l : NULL;
 	return NULL;
 }
 
@@ -497,7 +510,7 @@ int kvpool_lease_check(struct kvpool_pool *pool, u64 lease_id,
 	*bad_index = 0;
 	if (!count || count > KVPOOL_IO_MAX_BLOCKS)
 		return -EINVAL;
-	l = lease_by_id(pool, lease_id);
+	l = lease_by_id(pool, lease_id, false);
 	if (!l)
 		return -ENOENT;
 	for (i = 0; i < count; i++) {
@@ -507,6 +520,34 @@ int kvpool_lease_check(struct kvpool_pool *pool, u64 lease_id,
 			return -EPERM;
 		}
 	}
+	return 0;
+}
+
+int kvpool_lease_pin(struct kvpool_pool *pool, u64 lease_id,
+		     const u32 *blocks, u32 count, u32 *bad_index)
+{
+	int ret = kvpool_lease_check(pool, lease_id, blocks, count, bad_index);
+
+	if (ret)
+		return ret;
+	lease_by_id(pool, lease_id, false)->pins++;
+	return 0;
+}
+
+int kvpool_lease_unpin(struct kvpool_pool *pool, u64 lease_id)
+{
+	struct kvpool_lease *l = lease_by_id(pool, lease_id, true);
+
+	if (!l)
+		return -ENOENT;
+	if (!l->pins)
+		return -EINVAL;
+	if (--l->pins)
+		return 0;
+	if (l->closing)
+		lease_close_finish(l);
+	else
+		wake_waiters(pool);	/* releases waiting for the unpin */
 	return 0;
 }
 
@@ -891,6 +932,8 @@ int kvpool_lease_release(struct kvpool_lease *lease, const u32 *blocks,
 
 	if (!count || count > KVPOOL_IO_MAX_BLOCKS)
 		return -EINVAL;
+	if (lease->pins)
+		return -EBUSY;
 	/* Validate everything first; mark to catch repeated indices. */
 	for (i = 0; i < count; i++) {
 		u32 b = blocks[i];
@@ -909,6 +952,13 @@ int kvpool_lease_release(struct kvpool_lease *lease, const u32 *blocks,
 }
 
 int kvpool_lease_release_all(struct kvpool_lease *lease)
+{
+	if (lease->pins)
+		return -EBUSY;
+	return lease_free_all(lease);
+}
+
+static int lease_free_all(struct kvpool_lease *lease)
 {
 	struct kvpool_pool *pool = lease->pool;
 	u32 me = lease->slot + 1, b, n = 0, k = 0, batch[64];
@@ -931,9 +981,20 @@ int kvpool_lease_release_all(struct kvpool_lease *lease)
 
 void kvpool_lease_close(struct kvpool_lease *lease)
 {
+	if (lease->pins) {
+		/* The owner is using its blocks: finish at the last unpin. */
+		lease->closing = true;
+		lease->reclaim_target = 0;
+		return;
+	}
+	lease_close_finish(lease);
+}
+
+static void lease_close_finish(struct kvpool_lease *lease)
+{
 	struct kvpool_pool *pool = lease->pool;
 	struct kvpool_tenant *t = lease->tenant;
-	u32 returned = kvpool_lease_release_all(lease);
+	u32 returned = lease_free_all(lease);
 	struct kvpool_event *ev = &lease->closed_ev;
 
 	list_del(&lease->pool_node);

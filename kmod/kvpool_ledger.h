@@ -111,6 +111,8 @@ struct kvpool_lease {
 	struct list_head tenant_node;
 	struct list_head pool_node;	/* pool->leases, or pool->closed */
 	struct kvpool_event closed_ev;	/* after close: the owner's record */
+	u32 pins;		/* data-plane operations in flight */
+	bool closing;		/* closed while pinned: done at last unpin */
 	void *host;
 };
 
@@ -188,6 +190,18 @@ int kvpool_snapshot(struct kvpool_pool *pool,
 		    struct kvpool_snapshot *out);
 int kvpool_lease_check(struct kvpool_pool *pool, u64 lease_id,
 		       const u32 *blocks, u32 count, u32 *bad_index);
+/*
+ * Pinning, for the owner's data plane: kvpool_lease_pin() checks like
+ * kvpool_lease_check() and, on success, pins the lease until the matching
+ * kvpool_lease_unpin().  While a lease is pinned its blocks cannot change
+ * hands: releases fail with -EBUSY (the host waits for waiters_wake and
+ * retries), and a close keeps the blocks until the last unpin (or until the
+ * owner goes away), so a block the owner is writing is never granted to
+ * someone else meanwhile.
+ */
+int kvpool_lease_pin(struct kvpool_pool *pool, u64 lease_id,
+		     const u32 *blocks, u32 count, u32 *bad_index);
+int kvpool_lease_unpin(struct kvpool_pool *pool, u64 lease_id);
 /* Next owner event into *ev: 1 if one was returned, 0 if none pending. */
 int kvpool_owner_read_event(struct kvpool_pool *pool, struct kvpool_event *ev);
 bool kvpool_owner_has_events(struct kvpool_pool *pool);
@@ -208,7 +222,11 @@ int kvpool_lease_open(struct kvpool_pool *pool, const struct kvpool_cred *cred,
 		      struct kvpool_lease **out);
 int kvpool_lease_attach(struct kvpool_lease *lease, const char *tenant,
 			const struct kvpool_cred *cred);
-/* Returns every block and queues a close event; frees or keeps the lease. */
+/*
+ * Returns every block and queues a close event; frees or keeps the lease
+ * (a pinned lease finishes closing at its last unpin).  The host must not
+ * use the lease afterwards.
+ */
 void kvpool_lease_close(struct kvpool_lease *lease);
 /*
  * Grant blocks: returns the count granted (written to blocks[]), or -errno.
@@ -223,6 +241,7 @@ void kvpool_lease_wait_end(struct kvpool_lease *lease, struct kvpool_wait *w,
 			   int err);
 int kvpool_lease_release(struct kvpool_lease *lease, const u32 *blocks,
 			 u32 count);
+/* Count released, or -EBUSY while pinned. */
 int kvpool_lease_release_all(struct kvpool_lease *lease);
 /* Fill the ledger part of a status reply (lease may be NULL for owners). */
 void kvpool_status_fill(struct kvpool_pool *pool, struct kvpool_lease *lease,

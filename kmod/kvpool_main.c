@@ -475,7 +475,8 @@ static long kvpool_ioc_lease_check(struct kvpool_ioc_ctx *c, void *data)
 	u32 *blocks, bad = 0;
 	long ret;
 
-	if (a->flags || a->pad || !kvpool_zero(a->reserved, sizeof(a->reserved)))
+	if ((a->flags & ~KVPOOL_LEASE_CHECK_FLAGS) || a->pad ||
+	    !kvpool_zero(a->reserved, sizeof(a->reserved)))
 		return -EINVAL;
 	if (!a->count || a->count > KVPOOL_IO_MAX_BLOCKS)
 		return -EINVAL;
@@ -487,11 +488,32 @@ static long kvpool_ioc_lease_check(struct kvpool_ioc_ctx *c, void *data)
 	if (IS_ERR(blocks))
 		return PTR_ERR(blocks);
 	kvpool_pool_lock(dp);
-	ret = kvpool_lease_check(dp->core, a->lease_id, blocks, a->count, &bad);
+	if (a->flags & KVPOOL_LEASE_CHECK_PIN)
+		ret = kvpool_lease_pin(dp->core, a->lease_id, blocks, a->count,
+				       &bad);
+	else
+		ret = kvpool_lease_check(dp->core, a->lease_id, blocks,
+					 a->count, &bad);
 	kvpool_pool_unlock(dp);
 	kvfree(blocks);
 	a->bad_index = ret == -EPERM ? bad : 0;
 	c->copy_out_on_error = (ret == -EPERM);
+	return ret;
+}
+
+static long kvpool_ioc_lease_unpin(struct kvpool_ioc_ctx *c, void *data)
+{
+	struct kvpool_lease_unpin *a = data;
+	struct kvpool_file *f = c->f;
+	long ret;
+
+	if (a->flags || a->pad || !kvpool_zero(a->reserved, sizeof(a->reserved)))
+		return -EINVAL;
+	if (kvpool_role(f) != KVPOOL_ROLE_OWNER)
+		return -EPERM;
+	kvpool_pool_lock(f->dp);
+	ret = kvpool_lease_unpin(f->dp->core, a->lease_id);
+	kvpool_pool_unlock(f->dp);
 	return ret;
 }
 
@@ -657,12 +679,25 @@ static long kvpool_ioc_release(struct kvpool_ioc_ctx *c, void *data)
 		if (IS_ERR(blocks))
 			return PTR_ERR(blocks);
 	}
-	kvpool_pool_lock(dp);
-	if (blocks)
-		ret = kvpool_lease_release(f->lease, blocks, a->count);
-	else
-		ret = kvpool_lease_release_all(f->lease);
-	kvpool_pool_unlock(dp);
+	for (;;) {
+		u64 gen;
+
+		kvpool_pool_lock(dp);
+		if (blocks)
+			ret = kvpool_lease_release(f->lease, blocks, a->count);
+		else
+			ret = kvpool_lease_release_all(f->lease);
+		gen = dp->grant_gen;
+		kvpool_pool_unlock(dp);
+		if (ret != -EBUSY)
+			break;
+		/* The owner has the lease pinned: wait for its unpin. */
+		if (wait_event_killable(dp->grant_wq,
+					READ_ONCE(dp->grant_gen) != gen)) {
+			ret = -EINTR;
+			break;
+		}
+	}
 	kvfree(blocks);
 	if (ret < 0)
 		return ret;
@@ -718,6 +753,7 @@ static const struct kvpool_ioc_desc kvpool_ioctls[] = {
 	KVPOOL_IOC(KVPOOL_IOC_POOL_SHRINK, kvpool_ioc_pool_shrink),
 	KVPOOL_IOC(KVPOOL_IOC_SNAPSHOT, kvpool_ioc_snapshot),
 	KVPOOL_IOC(KVPOOL_IOC_LEASE_CHECK, kvpool_ioc_lease_check),
+	KVPOOL_IOC(KVPOOL_IOC_LEASE_UNPIN, kvpool_ioc_lease_unpin),
 	KVPOOL_IOC(KVPOOL_IOC_TENANT_ATTACH, kvpool_ioc_tenant_attach),
 	KVPOOL_IOC(KVPOOL_IOC_LEASE, kvpool_ioc_lease),
 	KVPOOL_IOC(KVPOOL_IOC_RELEASE, kvpool_ioc_release),
@@ -732,6 +768,7 @@ union kvpool_ioc_arg {
 	struct kvpool_pool_resize resize;
 	struct kvpool_snapshot snapshot;
 	struct kvpool_lease_check check;
+	struct kvpool_lease_unpin unpin;
 	struct kvpool_tenant_attach tattach;
 	struct kvpool_lease_req lease;
 	struct kvpool_release release;

@@ -728,6 +728,69 @@ static void snapshot_without_blocks(void **state)
 	kvpool_lease_close(a);
 }
 
+static void pin_rules(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_lease *a = open_lease(f, &f->alice);
+	struct kvpool_lease *b = open_lease(f, &f->bob);
+	u64 aid = a->id;
+	struct kvpool_event ev;
+	u32 x[4], y[1], bad = 9;
+
+	assert_int_equal(grant(a, 4, 0, x), 4);
+	assert_int_equal(grant(b, 1, 0, y), 1);
+	u32 mix[2] = { x[0], y[0] };
+	assert_int_equal(kvpool_lease_pin(f->pool, aid, mix, 2, &bad), -EPERM);
+	assert_int_equal(bad, 1);
+	assert_int_equal(a->pins, 0);
+	assert_int_equal(kvpool_lease_pin(f->pool, 777, x, 4, &bad), -ENOENT);
+	assert_int_equal(kvpool_lease_unpin(f->pool, aid), -EINVAL);
+	assert_int_equal(kvpool_lease_unpin(f->pool, 777), -ENOENT);
+	assert_int_equal(kvpool_lease_pin(f->pool, aid, x, 2, &bad), 0);
+	assert_int_equal(kvpool_lease_pin(f->pool, aid, x, 4, &bad), 0);
+	assert_int_equal(a->pins, 2);
+	/* Pinned: releases wait (-EBUSY), grants go on. */
+	assert_int_equal(kvpool_lease_release(a, x, 1), -EBUSY);
+	assert_int_equal(kvpool_lease_release_all(a), -EBUSY);
+	assert_int_equal(a->held, 4);
+	assert_int_equal(grant(a, 1, 0, x), 1);
+	assert_int_equal(kvpool_lease_unpin(f->pool, aid), 0);
+	assert_int_equal(kvpool_lease_release(a, x, 1), -EBUSY);
+	unsigned int wakes = f->h.waiter_wakes;
+	assert_int_equal(kvpool_lease_unpin(f->pool, aid), 0);
+	assert_true(f->h.waiter_wakes > wakes);
+	assert_int_equal(kvpool_lease_release(a, x, 1), 1);
+
+	/* Closed while pinned: blocks stay until the last unpin. */
+	while (kvpool_owner_read_event(f->pool, &ev) == 1)
+		;
+	assert_int_equal(kvpool_lease_pin(f->pool, aid, &x[1], 1, &bad), 0);
+	kvpool_lease_close(a);
+	assert_int_equal(f->pool->used, 5);
+	assert_false(kvpool_owner_has_events(f->pool));
+	assert_int_equal(kvpool_lease_check(f->pool, aid, &x[1], 1, &bad),
+			 -ENOENT);
+	assert_int_equal(kvpool_lease_pin(f->pool, aid, &x[1], 1, &bad),
+			 -ENOENT);
+	check(f);
+	assert_int_equal(kvpool_lease_unpin(f->pool, aid), 0);
+	assert_int_equal(f->pool->used, 1);
+	assert_int_equal(kvpool_owner_read_event(f->pool, &ev), 1);
+	assert_int_equal(ev.type, KVPOOL_EVENT_CLIENT_CLOSED);
+	assert_int_equal(ev.lease_id, aid);
+	assert_int_equal(ev.blocks, 4);
+	assert_int_equal(kvpool_lease_unpin(f->pool, aid), -ENOENT);
+	check(f);
+
+	/* The owner going away drops every pin and finishes closes. */
+	assert_int_equal(kvpool_lease_pin(f->pool, b->id, y, 1, &bad), 0);
+	kvpool_lease_close(b);
+	assert_int_equal(f->pool->used, 1);
+	kvpool_owner_detach(f->pool);
+	assert_int_equal(f->pool->used, 0);
+	assert_int_equal(f->pool->nleases, 0);
+}
+
 static void status_fill(void **state)
 {
 	struct fix *f = *state;
@@ -816,6 +879,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(orphan_and_reattach, setup, teardown),
 		cmocka_unit_test_setup_teardown(lease_check_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(snapshot_without_blocks, setup, teardown),
+		cmocka_unit_test_setup_teardown(pin_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(status_fill, setup, teardown),
 		cmocka_unit_test_setup_teardown(invariant_check_catches_corruption, setup, teardown),
 	};

@@ -29,6 +29,8 @@ struct mtenant {
 
 struct mlease {
 	bool open;
+	bool closing;		/* closed while pinned by the owner */
+	u32 pins;
 	struct kvpool_lease *l;
 	int tenant;		/* index into tenants[] (auto tenants too) */
 	u32 held;
@@ -135,7 +137,7 @@ static void compare(struct model *m)
 		EXPECT_EQ(kt->min, t->min, "tenant min");
 	}
 	for (i = 0; i < MAXL; i++)
-		if (m->leases[i].open)
+		if (m->leases[i].open || m->leases[i].closing)
 			EXPECT_EQ(m->leases[i].l->held, m->leases[i].held,
 				  "lease held");
 }
@@ -248,6 +250,13 @@ static void op_release(struct model *m, bool bad)
 			list[n++] = b;
 	if (!n)
 		return;
+	if (ml->pins) {
+		EXPECT_EQ(kvpool_lease_release(ml->l, list, n), -EBUSY,
+			  "release while pinned");
+		EXPECT_EQ(kvpool_lease_release_all(ml->l), -EBUSY,
+			  "release all while pinned");
+		return;
+	}
 	/* Shuffle: release order must not matter. */
 	for (i = n - 1; i > 0; i--) {
 		u32 j = rn(i + 1), x = list[i];
@@ -297,16 +306,71 @@ static void drop_lease_blocks(struct model *m, int li)
 	m->leases[li].held = 0;
 }
 
+/* The owner went away: every pin is dropped, pending closes finish. */
+static void unpin_all(struct model *m)
+{
+	int i;
+
+	for (i = 0; i < MAXL; i++) {
+		m->leases[i].pins = 0;
+		if (m->leases[i].closing) {
+			drop_lease_blocks(m, i);
+			m->leases[i].closing = false;
+		}
+	}
+}
+
+/* The owner's data plane pins a lease around an operation. */
+static void op_pin(struct model *m)
+{
+	int li = (int)rn(MAXL);
+	struct mlease *ml = &m->leases[li];
+	u32 b, bad = 0;
+	int ret;
+
+	if (!ml->open && !ml->closing)
+		return;
+	if (ml->pins && rn(2)) {
+		EXPECT_EQ(kvpool_lease_unpin(m->pool, ml->l->id), 0, "unpin");
+		if (!--ml->pins && ml->closing) {
+			drop_lease_blocks(m, li);
+			ml->closing = false;
+		}
+		return;
+	}
+	if (!ml->pins && ml->open && !rn(4)) {
+		EXPECT_EQ(kvpool_lease_unpin(m->pool, ml->l->id), -EINVAL,
+			  "unpin of an unpinned lease");
+		return;
+	}
+	for (b = 0; b < m->capacity; b++)
+		if (m->owner_of[b] == li)
+			break;
+	if (b == m->capacity)
+		return;
+	ret = kvpool_lease_pin(m->pool, ml->l->id, &b, 1, &bad);
+	if (ml->closing) {
+		EXPECT_EQ(ret, -ENOENT, "pin of a closing lease");
+		return;
+	}
+	EXPECT_EQ(ret, 0, "pin");
+	ml->pins++;
+}
+
 static void op_open_close(struct model *m)
 {
 	int li = (int)rn(MAXL);
 	struct mlease *ml = &m->leases[li];
 
+	if (ml->closing)
+		return;
 	if (ml->open) {
-		drop_lease_blocks(m, li);
 		kvpool_lease_close(ml->l);
-		m->tenants[ml->tenant].exists = m->tenants[ml->tenant].exists;
 		ml->open = false;
+		if (ml->pins)
+			ml->closing = true;	/* blocks kept until unpin */
+		else
+			drop_lease_blocks(m, li);
 	} else {
 		u32 uid = rn(3);
 		struct kvpool_cred c = test_cred(uid, uid, false);
@@ -404,7 +468,8 @@ static void op_tenant(struct model *m)
 		bool busy = false;
 
 		for (i = 0; i < MAXL; i++)
-			if (m->leases[i].open && m->leases[i].tenant == ti)
+			if ((m->leases[i].open || m->leases[i].closing) &&
+			    m->leases[i].tenant == ti)
 				busy = true;
 		ret = kvpool_tenant_delete(m->pool, t->exists ? t->name : "t-none");
 		EXPECT_EQ(ret, !t->exists ? -ENOENT : busy ? -EBUSY : 0,
@@ -470,6 +535,7 @@ static void op_backing(struct model *m)
 			if (rn(4))
 				break;
 			kvpool_owner_detach(m->pool);
+			unpin_all(m);
 			n_orphan++;
 			m->owner = false;
 		} else {
@@ -519,18 +585,29 @@ static void run_seed(uint64_t seed)
 			op_release(m, true);
 		else if (op < 70)
 			op_open_close(m);
-		else if (op < 82)
+		else if (op < 76)
 			op_tenant(m);
+		else if (op < 84)
+			op_pin(m);
 		else
 			op_backing(m);
 		compare(m);
 	}
-	for (i = 0; i < MAXL; i++)
-		if (m->leases[i].open) {
-			drop_lease_blocks(m, i);
-			kvpool_lease_close(m->leases[i].l);
-			m->leases[i].open = false;
+	for (i = 0; i < MAXL; i++) {
+		struct mlease *ml = &m->leases[i];
+
+		while (ml->pins) {
+			EXPECT_EQ(kvpool_lease_unpin(m->pool, ml->l->id), 0,
+				  "final unpin");
+			ml->pins--;
 		}
+		if (ml->closing || ml->open) {
+			if (ml->open)
+				kvpool_lease_close(ml->l);
+			drop_lease_blocks(m, i);
+			ml->open = ml->closing = false;
+		}
+	}
 	compare(m);
 	EXPECT_EQ(m->pool->used, 0, "used after closing all");
 	kvpool_pool_destroy(m->pool);

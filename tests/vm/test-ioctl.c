@@ -320,7 +320,7 @@ static void test_snapshot_check(void)
 	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_CHECK, &lc), -EINVAL,
 		  "LEASE_CHECK count above KVPOOL_IO_MAX_BLOCKS");
 	lc.count = 3;
-	lc.flags = 1;
+	lc.flags = 1U << 1;
 	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_CHECK, &lc), -EINVAL, "LEASE_CHECK flags");
 	lc.flags = 0;
 	lc.pad = 1;
@@ -331,6 +331,105 @@ static void test_snapshot_check(void)
 	close(c1);
 	close(c2);
 	close(owner);
+}
+
+static int pin_check(int owner, uint64_t lease_id, const uint32_t *b,
+		     uint32_t n)
+{
+	struct kvpool_lease_check lc;
+
+	memset(&lc, 0, sizeof(lc));
+	lc.blocks_ptr = (uintptr_t)b;
+	lc.lease_id = lease_id;
+	lc.count = n;
+	lc.flags = KVPOOL_LEASE_CHECK_PIN;
+	return kvt_ioctl(owner, KVPOOL_IOC_LEASE_CHECK, &lc);
+}
+
+static int unpin(int fd, uint64_t lease_id)
+{
+	struct kvpool_lease_unpin u;
+
+	memset(&u, 0, sizeof(u));
+	u.lease_id = lease_id;
+	return kvt_ioctl(fd, KVPOOL_IOC_LEASE_UNPIN, &u);
+}
+
+/* LEASE_CHECK with PIN and LEASE_UNPIN: pinned blocks never change hands. */
+static void test_pin(void)
+{
+	struct kvpool_lease_unpin u;
+	struct kvpool_status st;
+	struct kvpool_event ev;
+	uint32_t b[3], other = 9;
+	int owner, c1, c2, wst;
+	pid_t pid;
+
+	owner = kvt_setup_pool("pp", 16, 4, 8, KVPOOL_UNLIMITED);
+	c1 = kvt_open_or_die();
+	CHECK_RET(kvt_attach(c1, "pp", ""), 0, "attach");
+	CHECK_RET(kvt_lease(c1, 3, 0, 0, b), 3, "lease 3");
+	kvt_status(c1, &st);
+
+	/* Error paths, each otherwise valid. */
+	CHECK_RET(unpin(owner, st.lease_id), -EINVAL, "UNPIN of an unpinned lease");
+	CHECK_RET(unpin(owner, 999), -ENOENT, "UNPIN unknown lease");
+	CHECK_RET(unpin(c1, st.lease_id), -EPERM, "UNPIN from a client");
+	memset(&u, 0, sizeof(u));
+	u.lease_id = st.lease_id;
+	u.flags = 1;
+	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_UNPIN, &u), -EINVAL, "UNPIN flags");
+	u.flags = 0;
+	u.pad = 1;
+	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_UNPIN, &u), -EINVAL, "UNPIN pad");
+	u.pad = 0;
+	u.reserved[0] = 1;
+	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_UNPIN, &u), -EINVAL, "UNPIN reserved");
+	CHECK_RET(pin_check(owner, st.lease_id, &other, 1), -EPERM,
+		  "PIN of a block not held fails and pins nothing");
+	CHECK_RET(unpin(owner, st.lease_id), -EINVAL, "still not pinned");
+
+	/* A release waits for the unpin. */
+	CHECK_RET(pin_check(owner, st.lease_id, b, 3), 0, "LEASE_CHECK with PIN");
+	fflush(stdout);
+	pid = fork();
+	if (!pid)
+		_exit(kvt_release(c1, b, 1) == 1 ? 0 : 1);
+	usleep(300 * 1000);
+	CHECK(waitpid(pid, &wst, WNOHANG) == 0, "RELEASE waits while pinned");
+	CHECK(kvt_sysfs_num("pp", NULL, "used") == 3, "pinned blocks stay leased");
+	CHECK_RET(unpin(owner, st.lease_id), 0, "UNPIN");
+	CHECK(kvt_wait(pid) == 0, "the waiting RELEASE completes after UNPIN");
+	CHECK(kvt_sysfs_num("pp", NULL, "used") == 2, "released after UNPIN");
+
+	/* A file closed while pinned keeps its blocks until the unpin. */
+	kvt_count_events(owner, 0, NULL);
+	CHECK_RET(pin_check(owner, st.lease_id, &b[1], 2), 0, "PIN again");
+	close(c1);
+	CHECK(kvt_sysfs_num("pp", NULL, "used") == 2, "closed while pinned: blocks kept");
+	CHECK(!kvt_find_event(owner, KVPOOL_EVENT_CLIENT_CLOSED, &ev),
+	      "no CLIENT_CLOSED before the unpin");
+	CHECK_RET(pin_check(owner, st.lease_id, &b[1], 1), -ENOENT,
+		  "a closed lease cannot be pinned again");
+	c2 = kvt_open_or_die();
+	CHECK_RET(kvt_attach(c2, "pp", ""), 0, "c2 attach");
+	CHECK_RET(kvt_lease(c2, 1, 0, 0, &other), 1, "c2 lease");
+	CHECK(other == 0, "c2 gets the free block 0, not a pinned one (got %u)", other);
+	CHECK_RET(unpin(owner, st.lease_id), 0, "last UNPIN");
+	CHECK(kvt_sysfs_num("pp", NULL, "used") == 1, "blocks back after the last unpin");
+	CHECK(kvt_find_event(owner, KVPOOL_EVENT_CLIENT_CLOSED, &ev) &&
+	      ev.lease_id == st.lease_id && ev.blocks == 2,
+	      "CLIENT_CLOSED after the last unpin");
+	CHECK_RET(unpin(owner, st.lease_id), -ENOENT, "the lease is gone");
+
+	/* The owner going away drops its pins. */
+	kvt_status(c2, &st);
+	CHECK_RET(pin_check(owner, st.lease_id, &other, 1), 0, "PIN c2");
+	close(c2);
+	CHECK(kvt_sysfs_num("pp", NULL, "used") == 1, "c2 closed while pinned");
+	close(owner);
+	CHECK(kvt_sysfs_num("pp", NULL, "used") == 0,
+	      "owner gone: pins dropped, blocks back");
 }
 
 static void test_owner_read(void)
@@ -395,6 +494,7 @@ int main(void)
 	test_attach();
 	test_resize();
 	test_snapshot_check();
+	test_pin();
 	test_owner_read();
 	return kvt_done();
 }

@@ -64,11 +64,13 @@
 #define KVPOOL_FEAT_NETLINK	(1ULL << 5)
 /* Owner-side LEASE_CHECK. */
 #define KVPOOL_FEAT_LEASE_CHECK	(1ULL << 6)
+/* LEASE_CHECK with KVPOOL_LEASE_CHECK_PIN, and LEASE_UNPIN. */
+#define KVPOOL_FEAT_PIN		(1ULL << 7)
 
 #define KVPOOL_FEATURES_ALL	(KVPOOL_FEAT_PARTIAL | KVPOOL_FEAT_WAIT | \
 				 KVPOOL_FEAT_RECLAIM | KVPOOL_FEAT_RECOVERY | \
 				 KVPOOL_FEAT_MIN | KVPOOL_FEAT_NETLINK | \
-				 KVPOOL_FEAT_LEASE_CHECK)
+				 KVPOOL_FEAT_LEASE_CHECK | KVPOOL_FEAT_PIN)
 
 /**
  * struct kvpool_features - KVPOOL_IOC_FEATURES
@@ -222,19 +224,27 @@ struct kvpool_snapshot {
 	__u64 reserved[2];
 };
 
+/*
+ * LEASE_CHECK: on success also pin the lease until LEASE_UNPIN: while
+ * pinned, the client's RELEASE waits and a close of its file keeps the
+ * blocks leased, so blocks the owner is using never change hands.
+ */
+#define KVPOOL_LEASE_CHECK_PIN		(1U << 0)
+#define KVPOOL_LEASE_CHECK_FLAGS	KVPOOL_LEASE_CHECK_PIN
+
 /**
  * struct kvpool_lease_check - KVPOOL_IOC_LEASE_CHECK (owner only)
  * @blocks_ptr: in: user array of __u32 block indices.
  * @lease_id: in: the lease that must hold every block.
  * @count: in: number of blocks, 1 to KVPOOL_IO_MAX_BLOCKS.
- * @flags: in: must be zero.
+ * @flags: in: KVPOOL_LEASE_CHECK_*.
  * @bad_index: out: 0 on success; on -EPERM, the position in the array of
  *	the first block that the lease does not hold.
  * @pad: must be zero.
  * @reserved: must be zero.
  *
  * Lets the daemon check that a data-plane request names only the caller's
- * blocks.  -ENOENT if the lease does not exist.
+ * blocks.  -ENOENT if the lease does not exist (or its file was closed).
  */
 struct kvpool_lease_check {
 	__u64 blocks_ptr;
@@ -242,6 +252,25 @@ struct kvpool_lease_check {
 	__u32 count;
 	__u32 flags;
 	__u32 bad_index;
+	__u32 pad;
+	__u64 reserved[2];
+};
+
+/**
+ * struct kvpool_lease_unpin - KVPOOL_IOC_LEASE_UNPIN (owner only)
+ * @lease_id: in: a lease pinned by LEASE_CHECK with KVPOOL_LEASE_CHECK_PIN.
+ * @flags: in: must be zero.
+ * @pad: must be zero.
+ * @reserved: must be zero.
+ *
+ * Drops one pin.  At the last one, waiting releases go ahead and a lease
+ * whose file was closed meanwhile returns its blocks (CLIENT_CLOSED).
+ * -ENOENT if the lease does not exist, -EINVAL if it is not pinned.  An
+ * owner that goes away drops all its pins.
+ */
+struct kvpool_lease_unpin {
+	__u64 lease_id;
+	__u32 flags;
 	__u32 pad;
 	__u64 reserved[2];
 };
@@ -327,7 +356,9 @@ struct kvpool_lease_req {
  * @reserved: must be zero.
  *
  * Every index is validated before anything changes: -EINVAL if one is not
- * held by this file (or is repeated), and then nothing is released.
+ * held by this file (or is repeated), and then nothing is released.  While
+ * the owner has the lease pinned (a data-plane operation on its blocks is
+ * in flight) the call waits, killably, for the unpin.
  */
 struct kvpool_release {
 	__u64 blocks_ptr;
@@ -401,6 +432,7 @@ struct kvpool_status {
 #define KVPOOL_IOC_LEASE	_IOWR(KVPOOL_IOC_MAGIC, 0x08, struct kvpool_lease_req)
 #define KVPOOL_IOC_RELEASE	_IOWR(KVPOOL_IOC_MAGIC, 0x09, struct kvpool_release)
 #define KVPOOL_IOC_STATUS	_IOWR(KVPOOL_IOC_MAGIC, 0x0a, struct kvpool_status)
+#define KVPOOL_IOC_LEASE_UNPIN	_IOWR(KVPOOL_IOC_MAGIC, 0x0b, struct kvpool_lease_unpin)
 
 /* ------------------------------------------------------------------ */
 /* Events: read(2) by the owner, and multicast on netlink to observers. */
