@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvpool-bench-kernels - CPU decode attention against memory bandwidth.
+ *
+ * For each dtype, context {1K, 8K, 32K, 128K} x batch {1, 16, 64}, with
+ * 32 query heads, 8 KV heads, head_dim 128, one layer, 16 tokens per
+ * block: KV bytes read per second by kvk_decode() and the ratio to a plain
+ * memory-read bandwidth measured in the same run on the same threads.
+ *
+ * Memory cap: batch 64 x 128K tokens of BF16 is 32 GiB for one layer.  The
+ * pool is capped (default 2 GiB, -m MiB); when a shape needs more blocks
+ * than the pool holds, block table entries wrap around a shuffled list of
+ * the physical blocks, so sequences share physical blocks.  The kernel
+ * still reads every position of every sequence from memory: the touched
+ * set (the whole pool) is far larger than the caches, so the figure is a
+ * memory-read figure.  Small shapes (1K x 1: 4 MiB of BF16) fit in the
+ * caches and may exceed the memory bandwidth.
+ *
+ * Prints a table, then as the last stdout line one JSON object:
+ * {"read_gbps": R, "results": [{"dtype", "ctx", "batch", "gbps",
+ * "ratio"}, ...]}.  Options: -t threads (0 = all CPUs), -m pool MiB,
+ * -s seconds per shape (default 0.4), -q (quick: contexts 1K and 8K only).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvkern.h"
+#include "kvkern_internal.h"
+
+#define QH 32
+#define KVH 8
+#define D 128
+#define TPB 16
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t xs(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* Fill a pool with sane values: no NaN/Inf/subnormal codes, valid scales. */
+static void fill_pool(const struct kvk_layout *l, uint8_t *pool,
+		      uint64_t nblocks)
+{
+	uint64_t b, i, data = l->meta_offset / 8;
+
+	for (b = 0; b < nblocks; b++) {
+		uint64_t *w = (uint64_t *)(pool + b * l->block_bytes);
+		uint8_t *meta = pool + b * l->block_bytes + l->meta_offset;
+
+		for (i = 0; i < data; i++) {
+			uint64_t x = xs();
+
+			switch (l->dtype) {
+			case KVK_BF16:	/* exponent 0x3c..0x3f: |x| ~ 0.01..2 */
+				x = (x & 0x807f807f807f807full) |
+				    0x3c003c003c003c00ull |
+				    (x & 0x0180018001800180ull);
+				break;
+			case KVK_FP8:	/* exponent 1..7, never NaN */
+				x = (x & 0xe7e7e7e7e7e7e7e7ull) |
+				    0x0808080808080808ull;
+				break;
+			default:
+				break;
+			}
+			w[i] = x;
+		}
+		if (l->dtype == KVK_FP8 || l->dtype == KVK_INT8) {
+			float s = 1.0f / 64;
+
+			for (i = 0; i < l->meta_bytes / 4; i++)
+				memcpy(meta + 4 * i, &s, 4);
+		} else if (l->dtype == KVK_INT4) {
+			uint16_t h = 0x2c00;	/* 1/16 */
+
+			for (i = 0; i < l->meta_bytes / 2; i++)
+				memcpy(meta + 2 * i, &h, 2);
+		}
+	}
+}
+
+struct result {
+	uint32_t dtype, ctx, batch;
+	double gbps;
+};
+
+int main(int argc, char **argv)
+{
+	static const uint32_t ctxs[] = { 1024, 8192, 32768, 131072 };
+	static const uint32_t batches[] = { 1, 16, 64 };
+	struct result res[4 * 4 * 3];
+	unsigned int threads = 0;
+	uint64_t cap_mib = 2048;
+	double per_shape = 0.4, read_bw, read_bw2;
+	int quick = 0, opt, nres = 0, i;
+	struct kvk_cpu *cpu;
+	size_t bw_bytes = (size_t)512 << 20;
+	uint8_t *bwbuf;
+	uint32_t dt, ci, bi, nctx;
+
+	while ((opt = getopt(argc, argv, "t:m:s:q")) != -1) {
+		switch (opt) {
+		case 't':
+			threads = (unsigned int)atoi(optarg);
+			break;
+		case 'm':
+			cap_mib = strtoull(optarg, NULL, 0);
+			break;
+		case 's':
+			per_shape = atof(optarg);
+			break;
+		case 'q':
+			quick = 1;
+			break;
+		default:
+			fprintf(stderr, "usage: %s [-t threads] [-m pool MiB] "
+				"[-s seconds] [-q]\n", argv[0]);
+			return 2;
+		}
+	}
+	nctx = quick ? 2 : 4;
+	if (kvk_cpu_init(&cpu, threads)) {
+		fprintf(stderr, "kvk_cpu_init failed\n");
+		return 1;
+	}
+	bwbuf = malloc(bw_bytes);
+	if (!bwbuf)
+		return 1;
+	memset(bwbuf, 1, bw_bytes);
+	read_bw = kvk_read_bw(cpu, bwbuf, bw_bytes, 8);
+	printf("kvpool-bench-kernels: %u threads, %s, pool cap %llu MiB\n",
+	       kvk_cpu_threads(cpu), kvk_cpu_simd(cpu),
+	       (unsigned long long)cap_mib);
+	printf("memory read bandwidth (same threads): %.1f GB/s\n", read_bw);
+	printf("%-5s %7s %5s %10s %10s %7s %6s\n", "dtype", "ctx", "batch",
+	       "KV MiB", "KV GB/s", "ratio", "calls");
+	fflush(stdout);
+
+	for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
+		struct kvk_layout l;
+		uint64_t pt, fx, need_blocks, nblocks;
+		uint8_t *pool;
+
+		kvk_layout_cost(1, KVH, D, dt, &pt, &fx);
+		kvk_layout_init(&l, 1, KVH, D, dt, fx + pt * TPB);
+		need_blocks = (uint64_t)131072 / TPB * 64;
+		nblocks = (cap_mib << 20) / l.block_bytes;
+		if (nblocks > need_blocks)
+			nblocks = need_blocks;
+		pool = malloc(nblocks * l.block_bytes);
+		if (!pool) {
+			fprintf(stderr, "out of memory for the pool\n");
+			return 1;
+		}
+		fill_pool(&l, pool, nblocks);
+		for (ci = 0; ci < nctx; ci++) {
+			for (bi = 0; bi < 3; bi++) {
+				uint32_t C = ctxs[ci], B = batches[bi];
+				uint32_t mbps = C / TPB, b, j, *tables, *ctx;
+				float *q, *out;
+				double t0, t, bytes;
+				int calls = 0;
+				struct kvk_decode_args a;
+
+				tables = malloc(sizeof(uint32_t) * B * mbps);
+				ctx = malloc(sizeof(uint32_t) * B);
+				q = malloc(sizeof(float) * B * QH * D);
+				out = malloc(sizeof(float) * B * QH * D);
+				for (b = 0; b < B; b++) {
+					ctx[b] = C;
+					for (j = 0; j < mbps; j++)
+						tables[b * mbps + j] = (uint32_t)
+							(((uint64_t)b * mbps + j) *
+							 2654435761u % nblocks);
+				}
+				for (j = 0; j < B * QH * D; j++)
+					q[j] = (float)(xs() % 2000) / 1000.0f - 1;
+				memset(&a, 0, sizeof(a));
+				a.layout = &l;
+				a.pool_base = pool;
+				a.batch = B;
+				a.q_heads = QH;
+				a.max_blocks_per_seq = mbps;
+				a.q = q;
+				a.block_tables = tables;
+				a.ctx_lens = ctx;
+				a.scale = 1.0f / sqrtf(D);
+				a.out = out;
+				bytes = (double)C * B * l.bytes_per_token;
+				/* warm-up when cheap */
+				if (bytes < 2e9)
+					kvk_decode(&a, cpu);
+				t0 = now_s();
+				do {
+					if (kvk_decode(&a, cpu)) {
+						fprintf(stderr, "decode failed\n");
+						return 1;
+					}
+					calls++;
+					t = now_s() - t0;
+				} while (t < per_shape);
+				res[nres].dtype = dt;
+				res[nres].ctx = C;
+				res[nres].batch = B;
+				res[nres].gbps = bytes * calls / t / 1e9;
+				printf("%-5s %7u %5u %10.1f %10.2f %7.3f %6d\n",
+				       kvk_dtype_name(dt), C, B,
+				       bytes / 1048576.0, res[nres].gbps,
+				       res[nres].gbps / read_bw, calls);
+				fflush(stdout);
+				nres++;
+				free(tables);
+				free(ctx);
+				free(q);
+				free(out);
+			}
+		}
+		free(pool);
+	}
+	read_bw2 = kvk_read_bw(cpu, bwbuf, bw_bytes, 8);
+	printf("memory read bandwidth again: %.1f GB/s (ratios use the "
+	       "first, %.1f)\n", read_bw2, read_bw);
+	printf("{\"read_gbps\": %.2f, \"threads\": %u, \"simd\": \"%s\", "
+	       "\"results\": [", read_bw, kvk_cpu_threads(cpu),
+	       kvk_cpu_simd(cpu));
+	for (i = 0; i < nres; i++)
+		printf("%s{\"dtype\": \"%s\", \"ctx\": %u, \"batch\": %u, "
+		       "\"gbps\": %.2f, \"ratio\": %.3f}", i ? ", " : "",
+		       kvk_dtype_name(res[i].dtype), res[i].ctx, res[i].batch,
+		       res[i].gbps, res[i].gbps / read_bw);
+	printf("]}\n");
+	free(bwbuf);
+	kvk_cpu_free(cpu);
+	return 0;
+}

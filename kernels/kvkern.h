@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvkern.h - paged KV-cache kernels: block layout, K/V write (quantising),
+ * decode and multi-token (causal) attention, block copy.  CPU side.
+ *
+ * A pool is an array of blocks of block_bytes each; block i lives at
+ * pool_base + i * block_bytes.  A model's KV layout (struct kvk_layout)
+ * fixes how many tokens fit in a block and where each token's K and V
+ * rows and the scale metadata live inside it:
+ *
+ *   [layer][K|V][kv_head][token][head_dim]   data planes
+ *   [metadata]                               per-block scales (see below)
+ *
+ * Formats, byte by byte, and the numerical contract (error bounds,
+ * NaN/Inf, scale re-quantisation rule) are in Documentation/kernels.rst.
+ *
+ * Every function returns 0 or -errno (-EINVAL for bad arguments); none
+ * sets errno.  All float arrays are row-major, host memory.
+ *
+ * The CUDA twins (same semantics, pool in device memory) are declared in
+ * kvkern_cuda.h.
+ */
+#ifndef KVKERN_H
+#define KVKERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* KV element type of a layout. */
+enum kvk_dtype {
+	KVK_BF16 = 1,	/* bfloat16, no scale */
+	KVK_FP8 = 2,	/* OCP FP8 E4M3 (max 448, saturating), FP32 scale
+			 * per (block, layer, K|V, kv_head), power of two */
+	KVK_INT8 = 3,	/* int8 [-127,127], FP32 scale per (block, layer,
+			 * K|V, kv_head), power of two */
+	KVK_INT4 = 4,	/* int4 [-7,7] two per byte, FP16 scale per group
+			 * of 32 values of one token row */
+};
+
+/* "bf16", "fp8", "int8", "int4" <-> enum kvk_dtype. */
+const char *kvk_dtype_name(uint32_t dtype);	/* NULL if unknown */
+int kvk_dtype_from_name(const char *name);	/* dtype or -EINVAL */
+
+#define KVK_MAX_HEAD_DIM	256	/* head_dim: multiple of 32, 32..256 */
+#define KVK_MAX_GQA		16	/* q_heads / kv_heads: 1..16 */
+#define KVK_INT4_GROUP		32	/* values per INT4 scale group */
+
+/*
+ * A model's KV layout inside one pool's blocks.  Fill with
+ * kvk_layout_init(); the derived fields are read-only for callers, except
+ * pool_blocks which a caller may set afterwards to make every op check
+ * block indices against the pool size (0 = unchecked).
+ */
+struct kvk_layout {
+	/* given */
+	uint32_t layers;
+	uint32_t kv_heads;
+	uint32_t head_dim;
+	uint32_t dtype;			/* enum kvk_dtype */
+	uint64_t block_bytes;
+	/* derived by kvk_layout_init() */
+	uint32_t tokens_per_block;	/* >= 1 */
+	uint32_t row_bytes;		/* bytes of one token's K (or V) row
+					 * of one kv_head in a data plane */
+	uint64_t plane_bytes;		/* tokens_per_block * row_bytes: one
+					 * [layer][K|V][kv_head] plane */
+	uint64_t bytes_per_token;	/* data + per-token metadata, all
+					 * layers, K and V, all kv_heads */
+	uint64_t meta_offset;		/* start of scale metadata (4-aligned) */
+	uint64_t meta_bytes;		/* size of scale metadata */
+	uint64_t used_bytes;		/* meta_offset + meta_bytes <= block_bytes */
+	/* optional: number of blocks in the pool, for bounds checks */
+	uint64_t pool_blocks;
+};
+
+/*
+ * Validate and derive.  -EINVAL when: dtype unknown; head_dim not a
+ * multiple of 32 in 32..256; layers or kv_heads 0 (or > 65536); the block
+ * cannot hold one token with its metadata.
+ */
+int kvk_layout_init(struct kvk_layout *l, uint32_t layers, uint32_t kv_heads,
+		    uint32_t head_dim, uint32_t dtype, uint64_t block_bytes);
+
+/* Bytes one token needs (all layers, K and V) incl. per-token metadata,
+ * plus the fixed per-block metadata; helper for sizing block_bytes:
+ * block_bytes >= fixed + n * per_token holds n tokens. */
+int kvk_layout_cost(uint32_t layers, uint32_t kv_heads, uint32_t head_dim,
+		    uint32_t dtype, uint64_t *per_token, uint64_t *fixed);
+
+/* Byte offsets inside a block (no bounds checks; kv: 0 = K, 1 = V). */
+uint64_t kvk_row_offset(const struct kvk_layout *l, uint32_t layer,
+			uint32_t kv, uint32_t head, uint32_t token);
+/* FP8/INT8: offset of the float scale of (layer, kv, head).
+ * INT4: offset of the first FP16 group scale of token's row. */
+uint64_t kvk_scale_offset(const struct kvk_layout *l, uint32_t layer,
+			  uint32_t kv, uint32_t head, uint32_t token);
+
+/*
+ * Write K and V of ntok tokens of one layer: token t goes to slot slots[t]
+ * of block blocks[t].  k, v: [ntok][kv_heads][head_dim] FP32 (or BF16 bit
+ * patterns for the _bf16 variant).  Quantises to l->dtype.  For FP8/INT8,
+ * a call that writes slot 0 of a block starts that block afresh (its
+ * scale is set from this call's values); otherwise the scale only grows
+ * and the block's existing tokens are re-quantised when it does (see
+ * Documentation/kernels.rst).  If one (block, slot) is named twice, the
+ * later token wins.
+ */
+int kvk_write_kv(const struct kvk_layout *l, void *pool_base, uint32_t layer,
+		 uint32_t ntok, const uint32_t *blocks, const uint32_t *slots,
+		 const float *k, const float *v);
+int kvk_write_kv_bf16(const struct kvk_layout *l, void *pool_base,
+		      uint32_t layer, uint32_t ntok, const uint32_t *blocks,
+		      const uint32_t *slots, const uint16_t *k,
+		      const uint16_t *v);
+/* Dequantise back to FP32, same shapes as kvk_write_kv. k or v may be NULL. */
+int kvk_read_kv(const struct kvk_layout *l, const void *pool_base,
+		uint32_t layer, uint32_t ntok, const uint32_t *blocks,
+		const uint32_t *slots, float *k, float *v);
+
+/*
+ * Decode attention: one query token per sequence, attending to positions
+ * 0..ctx_lens[b]-1 of its cache.  Position p of sequence b is slot
+ * p % tokens_per_block of block block_tables[b * max_blocks_per_seq +
+ * p / tokens_per_block].  Query head h uses kv_head h / (q_heads /
+ * kv_heads).  out = softmax(scale * q.K^T) V, accumulated in FP32.  A
+ * sequence with ctx_len 0 gets zeros.
+ */
+struct kvk_decode_args {
+	const struct kvk_layout *layout;
+	void *pool_base;		/* host pointer (CPU ops) or device
+					 * address (CUDA ops, see kvkern_cuda.h) */
+	uint32_t layer;
+	uint32_t batch;
+	uint32_t q_heads;		/* kv_heads * (1..16) */
+	uint32_t max_blocks_per_seq;
+	const float *q;			/* [batch][q_heads][head_dim] */
+	const uint32_t *block_tables;	/* [batch][max_blocks_per_seq] */
+	const uint32_t *ctx_lens;	/* [batch], <= max_blocks_per_seq *
+					 * tokens_per_block */
+	float scale;			/* softmax scale, e.g. 1/sqrt(head_dim) */
+	float *out;			/* [batch][q_heads][head_dim] */
+};
+
+/*
+ * Multi-token attention with a causal mask: n_new query tokens per
+ * sequence whose K/V are already written to the cache at positions
+ * ctx_lens[b] - n_new .. ctx_lens[b] - 1.  Query i of sequence b sits at
+ * position ctx_lens[b] - n_new + i and attends to positions 0..that
+ * position.  Needs ctx_lens[b] >= n_new.
+ */
+struct kvk_prefill_args {
+	const struct kvk_layout *layout;
+	void *pool_base;
+	uint32_t layer;
+	uint32_t batch;
+	uint32_t q_heads;
+	uint32_t max_blocks_per_seq;
+	uint32_t n_new;			/* queries per sequence, >= 1 */
+	uint32_t pad;			/* must be 0 */
+	const float *q;			/* [batch][n_new][q_heads][head_dim] */
+	const uint32_t *block_tables;	/* [batch][max_blocks_per_seq] */
+	const uint32_t *ctx_lens;	/* [batch] */
+	float scale;
+	float *out;			/* [batch][n_new][q_heads][head_dim] */
+};
+
+/* CPU execution context: a thread pool (the caller's thread works too). */
+struct kvk_cpu;
+
+/* nthreads 0 = number of online CPUs.  *out is NULL on error. */
+int kvk_cpu_init(struct kvk_cpu **out, unsigned int nthreads);
+void kvk_cpu_free(struct kvk_cpu *cpu);
+unsigned int kvk_cpu_threads(const struct kvk_cpu *cpu);
+/* Name of the SIMD path chosen at run time: "avx512", "avx2", "generic".
+ * KVK_SIMD=generic|avx2|avx512 in the environment caps the choice. */
+const char *kvk_cpu_simd(const struct kvk_cpu *cpu);
+
+/* Scalar reference (single thread). */
+int kvk_decode_ref(const struct kvk_decode_args *a);
+int kvk_prefill_ref(const struct kvk_prefill_args *a);
+/* Optimised: SIMD, threads, split-K.  cpu NULL = single thread. */
+int kvk_decode(const struct kvk_decode_args *a, struct kvk_cpu *cpu);
+int kvk_prefill(const struct kvk_prefill_args *a, struct kvk_cpu *cpu);
+
+/*
+ * Copy whole blocks (data and metadata): for i in 0..n-1, in order,
+ * block dst[i] = block src[i].  src[i] == dst[i] is a no-op.
+ * pool_blocks (0 = unchecked) bounds the indices.
+ */
+int kvk_copy_blocks(void *pool_base, uint64_t block_bytes,
+		    uint64_t pool_blocks, const uint32_t *src,
+		    const uint32_t *dst, uint32_t n);
+
+/* Scalar conversions (exposed for tests and tools). */
+uint16_t kvk_f32_to_bf16(float f);	/* RNE; NaN -> quiet NaN */
+float kvk_bf16_to_f32(uint16_t h);
+uint8_t kvk_f32_to_fp8(float f);	/* E4M3, RNE, saturates to +-448,
+					 * NaN -> 0x7F | sign */
+float kvk_fp8_to_f32(uint8_t b);	/* 0x7F/0xFF -> NaN */
+uint16_t kvk_f32_to_f16(float f);	/* IEEE half, RNE */
+float kvk_f16_to_f32(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVKERN_H */
