@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: MIT
+#
+# daemon/: kvpoold, the pool owner and data-plane server.
+#   $(B)/bin/kvpoold   links the ledger core (kmod/kvpool_ledger.c, compiled
+#                      here), $(B)/lib/libkvkern.a, libcap, libpthread, libdl
+
+KVD_CUDA_INC := /usr/local/cuda/include
+KVD_HAVE_CUDA := $(shell test -f $(KVD_CUDA_INC)/cuda.h && grep -qs "^int kvk_cuda_init" kernels/kvkern_cuda.c && echo 1)
+KVD_OBJ := $(B)/obj/daemon
+KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c
+KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) $(KVD_OBJ)/kvpool_ledger.o
+KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/kvpool_proto.h \
+	    kernels/kvkern.h kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
+	    kmod/include/uapi/linux/kvpool.h
+ifeq ($(KVD_HAVE_CUDA),1)
+KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -I$(KVD_CUDA_INC)
+else
+KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -DKVD_NO_CUDA
+endif
+KVD_LIBS := $(B)/lib/libkvkern.a -lcap -lpthread -ldl -lm
+
+$(KVD_OBJ)/backend_cuda.o: $(wildcard kernels/kvkern_cuda.c kernels/kvkern_cuda.h)
+
+$(KVD_OBJ)/%.o: daemon/%.c $(KVD_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) -c $< -o $@
+
+$(KVD_OBJ)/kvpool_ledger.o: kmod/kvpool_ledger.c kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) -c $< -o $@
+
+$(B)/bin/kvpoold: $(KVD_OBJS) $(B)/lib/libkvkern.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -o $@ $(KVD_OBJS) $(KVD_LIBS)
+
+ALL += $(B)/bin/kvpoold
+
+.PHONY: install-daemon
+install-daemon: $(B)/bin/kvpoold
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system \
+		$(DESTDIR)$(PREFIX)/lib/udev/rules.d $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 755 $(B)/bin/kvpoold $(DESTDIR)$(PREFIX)/sbin/
+	install -m 644 daemon/kvpoold.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
+	install -m 644 daemon/60-kvpool.rules $(DESTDIR)$(PREFIX)/lib/udev/rules.d/
+	install -m 644 Documentation/man/kvpoold.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+
+INSTALL_TGTS += install-daemon

@@ -1,0 +1,530 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvpoold - the kvpool daemon: owns the pool's memory (GPU or host),
+ * backs it lazily, serves the data plane and, without the kernel module,
+ * hosts the ledger itself.  See Documentation/daemon.rst and kvpoold(8).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/capability.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvpoold.h"
+
+static int log_level = KVD_NOTICE;
+static bool log_syslog;
+
+void kvd_log(int level, const char *fmt, ...)
+{
+	static const char *const names[] = {
+		"emerg", "alert", "crit", "error", "warning", "notice",
+		"info", "debug",
+	};
+	va_list ap;
+
+	if (level > log_level)
+		return;
+	va_start(ap, fmt);
+	if (log_syslog) {
+		vsyslog(level, fmt, ap);
+	} else {
+		fprintf(stderr, "kvpoold[%d]: %s: ", (int)getpid(),
+			names[level & 7]);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
+	va_end(ap);
+}
+
+uint64_t kvd_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: kvpoold [OPTIONS]\n"
+"  -f, --foreground          stay in the foreground, log to stderr\n"
+"  -s, --socket PATH         UNIX socket (default " "/run/kvpool/kvpool.sock"
+")\n"
+"  -d, --device PATH         ledger device (default /dev/kvpool)\n"
+"  -b, --backend NAME        auto (default), cpu or cuda\n"
+"  -l, --ledger MODE         auto (default), module or inproc\n"
+"  -p, --pool NAME           pool name (default gpu0 / host by backend)\n"
+"      --block-bytes N       bytes per block (default 262144)\n"
+"      --capacity N          blocks in the pool (default 16384)\n"
+"      --chunk-blocks N      grow/shrink granularity (default 64)\n"
+"      --default-max N       blocks.max of per-uid tenants (default max)\n"
+"      --shrink-delay-ms N   idle time before a shrink (default 5000)\n"
+"      --backing-limit N     never back more than N blocks (grows beyond\n"
+"                            fail: waiting clients get -ENOMEM)\n"
+"      --tenant SPEC         NAME[:MAX[:MIN[:UID[:GID]]]], in-process only\n"
+"      --cuda-device N       CUDA device ordinal (default 0)\n"
+"  -u, --user NAME           drop to this user after start (as root)\n"
+"  -g, --admin-group NAME    group allowed to change tenants\n"
+"      --syslog              log to syslog even in the foreground\n"
+"  -v, --verbose             more logging (twice: debug)\n"
+"  -q, --quiet               errors only\n"
+"  -h, --help                this text\n");
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!strcmp(s, "max")) {
+		*out = max;
+		return 0;
+	}
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s || *end || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+enum {
+	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
+	O_SYSLOG, O_BLIMIT,
+};
+
+static int parse(struct kvd_opts *o, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "device", required_argument, NULL, 'd' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "ledger", required_argument, NULL, 'l' },
+		{ "pool", required_argument, NULL, 'p' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "admin-group", required_argument, NULL, 'g' },
+		{ "block-bytes", required_argument, NULL, O_BLOCK },
+		{ "capacity", required_argument, NULL, O_CAP },
+		{ "chunk-blocks", required_argument, NULL, O_CHUNK },
+		{ "default-max", required_argument, NULL, O_DMAX },
+		{ "shrink-delay-ms", required_argument, NULL, O_DELAY },
+		{ "tenant", required_argument, NULL, O_TENANT },
+		{ "cuda-device", required_argument, NULL, O_CUDADEV },
+		{ "syslog", no_argument, NULL, O_SYSLOG },
+		{ "backing-limit", required_argument, NULL, O_BLIMIT },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t v;
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "fs:d:b:l:p:u:g:vqh", lo,
+				 NULL)) != -1) {
+		switch (ch) {
+		case 'f': o->foreground = true; break;
+		case 's': o->socket_path = optarg; break;
+		case 'd': o->device_path = optarg; break;
+		case 'b': o->backend = optarg; break;
+		case 'l': o->ledger = optarg; break;
+		case 'p': o->pool = optarg; break;
+		case 'u': o->user = optarg; break;
+		case 'g': o->admin_group = optarg; break;
+		case 'v': o->log_level++; break;
+		case 'q': o->log_level = KVD_ERR; break;
+		case O_SYSLOG: o->use_syslog = true; break;
+		case O_BLOCK:
+			if (parse_u64(optarg, 1ULL << 30, &v) || !v ||
+			    v % 256)
+				goto bad;
+			o->block_bytes = v;
+			break;
+		case O_CAP:
+			if (parse_u64(optarg, KVPOOL_MAX_CAPACITY, &v) || !v)
+				goto bad;
+			o->capacity = (uint32_t)v;
+			break;
+		case O_CHUNK:
+			if (parse_u64(optarg, KVPOOL_MAX_CAPACITY, &v) || !v)
+				goto bad;
+			o->chunk_blocks = (uint32_t)v;
+			break;
+		case O_DMAX:
+			if (parse_u64(optarg, KVPOOL_UNLIMITED, &v))
+				goto bad;
+			o->default_max = (uint32_t)v;
+			break;
+		case O_DELAY:
+			if (parse_u64(optarg, 3600000, &v))
+				goto bad;
+			o->shrink_delay_ms = (uint32_t)v;
+			break;
+		case O_BLIMIT:
+			if (parse_u64(optarg, KVPOOL_MAX_CAPACITY, &v))
+				goto bad;
+			o->backing_limit = (uint32_t)v;
+			break;
+		case O_TENANT:
+			if (o->ntenants >= 64)
+				goto bad;
+			o->tenants[o->ntenants++] = optarg;
+			break;
+		case O_CUDADEV:
+			if (parse_u64(optarg, 64, &v))
+				goto bad;
+			o->cuda_device = (int)v;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+bad:
+	fprintf(stderr, "kvpoold: bad value for option: %s\n", optarg);
+	return -EINVAL;
+}
+
+static int pick_backend(struct kvd *d)
+{
+	const char *b = d->o.backend;
+
+	if (!strcmp(b, "cpu")) {
+		d->be = &kvd_backend_cpu;
+	} else if (!strcmp(b, "cuda")) {
+		d->be = &kvd_backend_cuda;
+	} else if (!strcmp(b, "auto")) {
+		d->be = kvd_backend_cuda.probe() == 0 ? &kvd_backend_cuda :
+			&kvd_backend_cpu;
+	} else {
+		kvd_log(KVD_ERR, "unknown backend %s", b);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int pick_ledger(struct kvd *d)
+{
+	const char *l = d->o.ledger;
+
+	if (!strcmp(l, "inproc")) {
+		d->mode = KVP_MODE_INPROC;
+	} else if (!strcmp(l, "module")) {
+		d->mode = KVP_MODE_MODULE;
+	} else if (!strcmp(l, "auto")) {
+		d->mode = access(d->o.device_path, F_OK) == 0 ?
+			  KVP_MODE_MODULE : KVP_MODE_INPROC;
+	} else {
+		kvd_log(KVD_ERR, "unknown ledger mode %s", l);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- privileges ---------------------------------------------------------- */
+
+/* Capabilities kept after the drop: none with the in-process ledger; with
+ * the module, CAP_SYS_ADMIN for the owner's ioctls. */
+static int check_caps(const cap_value_t *keep, int nkeep)
+{
+	cap_t now = cap_get_proc();
+	cap_value_t v;
+	int bad = 0;
+
+	if (!now)
+		return -errno;
+	for (v = 0; v <= CAP_LAST_CAP; v++) {
+		cap_flag_value_t e = CAP_CLEAR, p = CAP_CLEAR;
+		int i, kept = 0;
+
+		for (i = 0; i < nkeep; i++)
+			kept |= keep[i] == v;
+		cap_get_flag(now, v, CAP_EFFECTIVE, &e);
+		cap_get_flag(now, v, CAP_PERMITTED, &p);
+		if (!kept && (e == CAP_SET || p == CAP_SET)) {
+			kvd_log(KVD_ERR, "still holds capability %s",
+				cap_to_name(v));
+			bad = 1;
+		}
+	}
+	cap_free(now);
+	return bad ? -EPERM : 0;
+}
+
+static int drop_privileges(struct kvd *d)
+{
+	cap_value_t keep[1] = { CAP_SYS_ADMIN };
+	int nkeep = d->mode == KVP_MODE_MODULE ? 1 : 0;
+	struct passwd *pw;
+	cap_t caps;
+	cap_value_t v;
+
+	if (!d->o.user) {
+		if (geteuid() == 0)
+			kvd_log(KVD_WARN, "running as root (use --user)");
+		return 0;
+	}
+	if (geteuid() != 0) {
+		kvd_log(KVD_ERR, "--user needs root");
+		return -EPERM;
+	}
+	pw = getpwnam(d->o.user);
+	if (!pw) {
+		kvd_log(KVD_ERR, "unknown user %s", d->o.user);
+		return -ENOENT;
+	}
+	if (pw->pw_uid == 0) {
+		kvd_log(KVD_ERR, "--user must not be root");
+		return -EINVAL;
+	}
+	/* The socket (and a directory we created for it) belong to the new
+	 * user, so that it can remove the socket at exit. */
+	if (chown(d->o.socket_path, pw->pw_uid, pw->pw_gid))
+		kvd_log(KVD_WARN, "chown %s: %m", d->o.socket_path);
+	if (d->sock_dir[0] && chown(d->sock_dir, pw->pw_uid, pw->pw_gid))
+		kvd_log(KVD_WARN, "chown %s: %m", d->sock_dir);
+	for (v = 0; v <= CAP_LAST_CAP; v++)
+		if (!(nkeep && v == CAP_SYS_ADMIN) && CAP_IS_SUPPORTED(v))
+			cap_drop_bound(v);
+	if (prctl(PR_SET_KEEPCAPS, 1) ||
+	    initgroups(pw->pw_name, pw->pw_gid) || setgid(pw->pw_gid) ||
+	    setuid(pw->pw_uid)) {
+		kvd_log(KVD_ERR, "cannot become %s: %m", d->o.user);
+		return -EPERM;
+	}
+	caps = cap_init();
+	if (!caps)
+		return -ENOMEM;
+	if (nkeep && (cap_set_flag(caps, CAP_PERMITTED, nkeep, keep, CAP_SET) ||
+		      cap_set_flag(caps, CAP_EFFECTIVE, nkeep, keep, CAP_SET))) {
+		cap_free(caps);
+		return -EINVAL;
+	}
+	if (cap_set_proc(caps)) {
+		cap_free(caps);
+		kvd_log(KVD_ERR, "cap_set_proc: %m");
+		return -EPERM;
+	}
+	cap_free(caps);
+	prctl(PR_SET_KEEPCAPS, 0);
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	d->self_uid = pw->pw_uid;
+	kvd_log(KVD_INFO, "running as %s (uid %u), keeping %s", d->o.user,
+		pw->pw_uid, nkeep ? "cap_sys_admin" : "no capability");
+	/* Refuse to run with more than we asked for. */
+	return check_caps(keep, nkeep);
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static int setup(struct kvd *d)
+{
+	uint64_t align = 4096;
+	pthread_condattr_t ca;
+	int r;
+
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_mutex_init(&d->clients_lock, NULL);
+	pthread_mutex_init(&d->cpu_lock, NULL);
+	pthread_rwlock_init(&d->backing, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->waiters, &ca);
+	pthread_condattr_destroy(&ca);
+
+	r = pick_backend(d);
+	if (!r)
+		r = pick_ledger(d);
+	if (r)
+		return r;
+	snprintf(d->pool_name, sizeof(d->pool_name), "%s",
+		 d->o.pool && d->o.pool[0] ? d->o.pool :
+		 d->be == &kvd_backend_cuda ? "gpu0" : "host");
+	d->block_bytes = d->o.block_bytes;
+	d->capacity = d->o.capacity;
+	d->chunk_blocks = d->o.chunk_blocks;
+	r = d->be->init(d, &align);
+	if (r) {
+		kvd_log(KVD_ERR, "backend %s: %s", d->be->name, strerror(-r));
+		return r;
+	}
+	/* A chunk must be a whole number of the backend's mapping units. */
+	while (((uint64_t)d->chunk_blocks * d->block_bytes) % align &&
+	       d->chunk_blocks < d->capacity)
+		d->chunk_blocks++;
+	if (d->chunk_blocks > d->capacity)
+		d->chunk_blocks = d->capacity;
+	if (d->chunk_blocks != d->o.chunk_blocks)
+		kvd_log(KVD_NOTICE, "chunk_blocks %u -> %u (%s granularity "
+			"%llu)", d->o.chunk_blocks, d->chunk_blocks,
+			d->be->name, (unsigned long long)align);
+	if (d->be == &kvd_backend_cpu &&
+	    kvk_cpu_init(&d->cpu, 0) != 0)
+		d->cpu = NULL;
+	d->epoch = (uint64_t)time(NULL) * 1000000ULL +
+		   (kvd_now_ns() / 1000) % 1000000ULL;
+	r = kvd_ledger_open(d);
+	if (r) {
+		kvd_log(KVD_ERR, "ledger (%s): %s",
+			d->mode == KVP_MODE_MODULE ? d->o.device_path :
+			"in-process", strerror(-r));
+		return r;
+	}
+	r = kvd_listen(d);
+	if (r) {
+		kvd_log(KVD_ERR, "socket %s: %s", d->o.socket_path,
+			r == -EADDRINUSE ? "another kvpoold is serving it" :
+			strerror(-r));
+		return r;
+	}
+	return 0;
+}
+
+static int run(struct kvd *d, int sfd)
+{
+	for (;;) {
+		struct pollfd pf[3] = {
+			{ .fd = d->listen_fd, .events = POLLIN },
+			{ .fd = kvd_owner_poll_fd(d), .events = POLLIN },
+			{ .fd = sfd, .events = POLLIN },
+		};
+		int timeout = 1000;
+
+		if (d->shrink_at_ns) {
+			uint64_t now = kvd_now_ns();
+			int64_t left = (int64_t)(d->shrink_at_ns - now);
+
+			timeout = left <= 0 ? 0 : (int)(left / 1000000 + 1);
+			if (timeout > 1000)
+				timeout = 1000;
+		}
+		if (poll(pf, 3, timeout) < 0 && errno != EINTR)
+			return -errno;
+		if (pf[2].revents & POLLIN) {
+			struct signalfd_siginfo si;
+
+			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+				kvd_log(KVD_NOTICE, "signal %u, exiting",
+					si.ssi_signo);
+				return 0;
+			}
+		}
+		if (pf[1].revents & POLLIN)
+			kvd_owner_events(d);
+		if (pf[0].revents & POLLIN)
+			kvd_accept(d);
+		kvd_owner_timer(d);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct kvd dd;
+	struct kvd *d = &dd;
+	sigset_t ss;
+	int sfd, r;
+
+	d->o.socket_path = getenv("KVPOOL_SOCKET");
+	if (!d->o.socket_path || !d->o.socket_path[0])
+		d->o.socket_path = "/run/kvpool/kvpool.sock";
+	d->o.device_path = getenv("KVPOOL_DEVICE");
+	if (!d->o.device_path || !d->o.device_path[0])
+		d->o.device_path = "/dev/kvpool";
+	d->o.backend = "auto";
+	d->o.ledger = "auto";
+	d->o.block_bytes = 256 * 1024;
+	d->o.capacity = 16384;
+	d->o.chunk_blocks = 64;
+	d->o.default_max = KVPOOL_UNLIMITED;
+	d->o.shrink_delay_ms = 5000;
+	d->o.log_level = KVD_NOTICE;
+	d->listen_fd = -1;
+	d->admin_gid = (gid_t)-1;
+	d->self_uid = geteuid();
+	if (parse(&d->o, argc, argv))
+		return 2;
+	log_level = d->o.log_level > KVD_DEBUG ? KVD_DEBUG : d->o.log_level;
+	if (d->o.chunk_blocks > d->o.capacity)
+		d->o.chunk_blocks = d->o.capacity;
+	if (d->o.admin_group) {
+		struct group *g = getgrnam(d->o.admin_group);
+
+		if (!g) {
+			fprintf(stderr, "kvpoold: unknown group %s\n",
+				d->o.admin_group);
+			return 2;
+		}
+		d->admin_gid = g->gr_gid;
+	}
+	if (!d->o.foreground) {
+		if (daemon(0, 0)) {
+			perror("kvpoold: daemon");
+			return 1;
+		}
+		d->o.use_syslog = true;
+	}
+	if (d->o.use_syslog) {
+		openlog("kvpoold", LOG_PID, LOG_DAEMON);
+		log_syslog = true;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&ss);
+	sigaddset(&ss, SIGTERM);
+	sigaddset(&ss, SIGINT);
+	sigaddset(&ss, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &ss, NULL);
+	sfd = signalfd(-1, &ss, SFD_CLOEXEC);
+	if (sfd < 0) {
+		kvd_log(KVD_ERR, "signalfd: %m");
+		return 1;
+	}
+
+	r = setup(d);
+	if (!r)
+		r = drop_privileges(d);
+	if (r) {
+		if (d->listen_fd >= 0)
+			unlink(d->o.socket_path);
+		return 1;
+	}
+	kvd_log(KVD_NOTICE, "serving %s: pool %s, %s backend, %s ledger, "
+		"%u blocks of %llu bytes, chunk %u, epoch %llu",
+		d->o.socket_path, d->pool_name, d->be->name,
+		d->mode == KVP_MODE_MODULE ? "module" : "in-process",
+		d->capacity, (unsigned long long)d->block_bytes,
+		d->chunk_blocks, (unsigned long long)d->epoch);
+	r = run(d, sfd);
+	close(d->listen_fd);
+	unlink(d->o.socket_path);
+	kvd_clients_stop(d);
+	kvd_ledger_close(d);
+	if (d->be->fini)
+		d->be->fini(d);
+	if (d->cpu)
+		kvk_cpu_free(d->cpu);
+	return r ? 1 : 0;
+}

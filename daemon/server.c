@@ -1,0 +1,940 @@
+// SPDX-License-Identifier: MIT
+/*
+ * server.c - kvpoold's UNIX socket: one thread per connection, one
+ * request at a time, each answered by exactly one reply record.  A bad
+ * request gets an error record and never disturbs other connections.
+ * See kvpool_proto.h for the wire format.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "kvpoold.h"
+#include "inproc.h"
+
+#define MAX_FDS		2
+#define MAX_BATCH	4096
+#define MAX_NTOK	65536
+#define MAX_REGION	(1ULL << 36)
+
+struct kvd_client {
+	struct kvd *d;
+	struct kvd_client *next;
+	int sock;
+	int evfd;
+	pthread_t th;
+	struct ucred cred;
+	bool admin;
+	bool hello;
+	uint64_t lease_id;
+	struct kvpool_lease *lease;	/* in-process ledger */
+	uint8_t *region;
+	uint64_t region_bytes;
+	struct kvk_layout layouts[KVP_MAX_LAYOUTS];
+	unsigned int nlayouts;
+	_Atomic uint32_t reclaim_target;
+	uint32_t pins;			/* module ledger pins held by this op */
+	int fds[MAX_FDS];
+	int nfds;
+	uint8_t in[KVP_MSG_MAX] __attribute__((aligned(16)));
+	uint8_t out[KVP_MSG_MAX] __attribute__((aligned(16)));
+};
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static int take_fd(struct kvd_client *c)
+{
+	int fd;
+
+	if (!c->nfds)
+		return -1;
+	fd = c->fds[0];
+	memmove(c->fds, c->fds + 1, sizeof(int) * (size_t)(MAX_FDS - 1));
+	c->nfds--;
+	return fd;
+}
+
+static void drop_fds(struct kvd_client *c)
+{
+	while (c->nfds)
+		close(take_fd(c));
+}
+
+/* [off, off + n * size) inside the region, 4-byte aligned. */
+static int region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
+		      uint64_t size, void **p)
+{
+	uint64_t len;
+
+	if (!c->region)
+		return -EFAULT;
+	if (__builtin_mul_overflow(n, size, &len))
+		return -EFAULT;
+	if (off > c->region_bytes || len > c->region_bytes - off)
+		return -EFAULT;
+	if (off & 3)
+		return -EINVAL;
+	*p = c->region + off;
+	return 0;
+}
+
+/* Copy an index array out of the shared region (the client may change the
+ * region while we work: indices are checked on our own copy). */
+static int region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
+		      uint32_t **out)
+{
+	void *p;
+	int r = region_ptr(c, off, n, sizeof(uint32_t), &p);
+
+	if (r)
+		return r;
+	*out = malloc(n ? n * sizeof(uint32_t) : 1);
+	if (!*out)
+		return -ENOMEM;
+	memcpy(*out, p, n * sizeof(uint32_t));
+	return 0;
+}
+
+static int check_blocks(struct kvd_client *c, const uint32_t *b, uint32_t n)
+{
+	struct kvd *d = c->d;
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		if (b[i] >= d->capacity)
+			return -EPERM;
+	/*
+	 * With the module the check also pins the lease until the op is
+	 * done (unpin_blocks), so the client cannot release a block and have
+	 * it granted to someone else while we still use it.
+	 */
+	if (kvd_lease_check(d, c->lease_id, b, n, true))
+		return -EPERM;
+	if (d->mode != KVP_MODE_INPROC)
+		c->pins++;
+	return 0;
+}
+
+static void unpin_blocks(struct kvd_client *c)
+{
+	for (; c->pins; c->pins--)
+		kvd_lease_unpin(c->d, c->lease_id);
+}
+
+/* Every block must be mapped too (a lying ledger must not crash us);
+ * called with d->backing held for reading. */
+static int check_mapped(struct kvd_client *c, const uint32_t *b, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		if (b[i] >= c->d->mapped)
+			return -EPERM;
+	return 0;
+}
+
+static const struct kvk_layout *get_layout(struct kvd_client *c, uint32_t id)
+{
+	return id < c->nlayouts ? &c->layouts[id] : NULL;
+}
+
+static int send_msg(struct kvd_client *c, const void *buf, size_t len)
+{
+	ssize_t n = send(c->sock, buf, len, MSG_NOSIGNAL);
+
+	return n == (ssize_t)len ? 0 : -errno;
+}
+
+/* ---- ops ------------------------------------------------------------- */
+
+static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
+		    struct kvp_hello_reply *rep)
+{
+	struct kvd *d = c->d;
+	int lfd = -1, rfd = -1, r = 0;
+	int want = !!(h->flags & KVP_HELLO_LEDGER_FD) +
+		   !!(h->flags & KVP_HELLO_REGION);
+
+	if (h->version != KVP_VERSION || (h->flags & ~KVP_HELLO_FLAGS) ||
+	    h->reserved[0] || h->reserved[1])
+		return -EINVAL;
+	if (c->hello)
+		return -EALREADY;
+	if (c->nfds != want)
+		return -EBADF;
+	if (h->flags & KVP_HELLO_LEDGER_FD)
+		lfd = take_fd(c);
+	if (h->flags & KVP_HELLO_REGION)
+		rfd = take_fd(c);
+
+	if (d->mode == KVP_MODE_MODULE) {
+		struct kvpool_status st;
+
+		if (lfd < 0) {
+			r = -EINVAL;
+			goto out;
+		}
+		memset(&st, 0, sizeof(st));
+		if (ioctl(lfd, KVPOOL_IOC_STATUS, &st)) {
+			r = -errno == -ENOTTY ? -EBADF : -errno;
+			goto out;
+		}
+		/* Close our copy at once: a held copy would stop the
+		 * ledger's close-cleanup of this lease. */
+		close(lfd);
+		lfd = -1;
+		if (!st.lease_id ||
+		    strncmp(st.pool, d->pool_name, KVPOOL_NAME_LEN)) {
+			r = -ENOENT;
+			goto out;
+		}
+		c->lease_id = st.lease_id;
+	} else {
+		struct kvpool_cred cred = {
+			.uid = c->cred.uid, .gid = c->cred.gid,
+			.pid = (u32)c->cred.pid, .admin = c->cred.uid == 0,
+		};
+		char tenant[KVP_NAME_LEN];
+
+		if (lfd >= 0) {
+			r = -EINVAL;
+			goto out;
+		}
+		if (h->pool[0] &&
+		    strncmp(h->pool, d->pool_name, KVPOOL_NAME_LEN)) {
+			r = -ENOENT;
+			goto out;
+		}
+		memcpy(tenant, h->tenant, sizeof(tenant));
+		tenant[sizeof(tenant) - 1] = 0;
+		r = kvd_ip_lease_open(d, &cred, c, tenant, &c->lease);
+		if (r)
+			goto out;
+		c->lease_id = c->lease->id;
+	}
+
+	if (rfd >= 0) {
+		struct stat sb;
+		int seals = fcntl(rfd, F_GET_SEALS);
+		void *m;
+
+		if (!h->region_bytes || h->region_bytes > MAX_REGION ||
+		    fstat(rfd, &sb) || (uint64_t)sb.st_size < h->region_bytes) {
+			r = -EINVAL;
+			goto out_lease;
+		}
+		/* A region that can shrink under us would SIGBUS the daemon. */
+		if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+			r = -EPERM;
+			goto out_lease;
+		}
+		m = mmap(NULL, h->region_bytes, PROT_READ | PROT_WRITE,
+			 MAP_SHARED, rfd, 0);
+		if (m == MAP_FAILED) {
+			r = -errno;
+			goto out_lease;
+		}
+		c->region = m;
+		c->region_bytes = h->region_bytes;
+	}
+	c->hello = true;
+	rep->mode = d->mode;
+	rep->capacity = d->capacity;
+	rep->block_bytes = d->block_bytes;
+	rep->lease_id = c->lease_id;
+	memcpy(rep->pool, d->pool_name, KVPOOL_NAME_LEN);
+	strncpy(rep->backend, d->be->name, sizeof(rep->backend) - 1);
+	rep->chunk_blocks = d->chunk_blocks;
+	goto out;
+out_lease:
+	if (c->lease) {
+		kvd_ip_lease_close(d, c->lease);
+		c->lease = NULL;
+	}
+	c->lease_id = 0;
+out:
+	if (lfd >= 0)
+		close(lfd);
+	if (rfd >= 0)
+		close(rfd);
+	return r;
+}
+
+static int op_layout(struct kvd_client *c, const struct kvp_layout *l,
+		     struct kvp_layout_reply *rep)
+{
+	struct kvk_layout kl;
+	int r;
+
+	if (l->pad)
+		return -EINVAL;
+	if (c->nlayouts >= KVP_MAX_LAYOUTS)
+		return -ENOSPC;
+	r = kvk_layout_init(&kl, l->layers, l->kv_heads, l->head_dim,
+			    l->dtype, c->d->block_bytes);
+	if (r)
+		return r;
+	kl.pool_blocks = c->d->capacity;
+	c->layouts[c->nlayouts] = kl;
+	rep->layout_id = c->nlayouts++;
+	rep->tokens_per_block = kl.tokens_per_block;
+	rep->bytes_per_token = kl.bytes_per_token;
+	return 0;
+}
+
+static int op_kv(struct kvd_client *c, const struct kvp_kv *q, bool write)
+{
+	struct kvd *d = c->d;
+	const struct kvk_layout *l = get_layout(c, q->layout_id);
+	uint32_t *blocks = NULL, *slots = NULL, i;
+	void *k = NULL, *v = NULL;
+	uint64_t row;
+	int r;
+
+	if (q->pad)
+		return -EINVAL;
+	if (!l || q->layer >= l->layers || !q->ntok || q->ntok > MAX_NTOK)
+		return -EINVAL;
+	row = (uint64_t)l->kv_heads * l->head_dim;
+	r = region_u32(c, q->off_blocks, q->ntok, &blocks);
+	if (!r)
+		r = region_u32(c, q->off_slots, q->ntok, &slots);
+	if (!r && (write || q->off_k != KVP_OFF_NONE))
+		r = region_ptr(c, q->off_k, q->ntok, row * 4, &k);
+	if (!r && (write || q->off_v != KVP_OFF_NONE))
+		r = region_ptr(c, q->off_v, q->ntok, row * 4, &v);
+	if (r)
+		goto out;
+	for (i = 0; i < q->ntok; i++)
+		if (slots[i] >= l->tokens_per_block) {
+			r = -EINVAL;
+			goto out;
+		}
+	r = check_blocks(c, blocks, q->ntok);
+	if (r)
+		goto out;
+	pthread_rwlock_rdlock(&d->backing);
+	r = check_mapped(c, blocks, q->ntok);
+	if (!r)
+		r = write ? d->be->write_kv(d, l, q->layer, q->ntok, blocks,
+					    slots, k, v) :
+			    d->be->read_kv(d, l, q->layer, q->ntok, blocks,
+					   slots, k, v);
+	pthread_rwlock_unlock(&d->backing);
+out:
+	free(blocks);
+	free(slots);
+	return r;
+}
+
+static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
+{
+	struct kvd *d = c->d;
+	const struct kvk_layout *l = get_layout(c, a->layout_id);
+	uint32_t *tables = NULL, *ctx = NULL, *used = NULL, nused = 0, b, i;
+	uint64_t qn, mbs = a->max_blocks_per_seq;
+	void *q, *out;
+	float scale;
+	int r;
+
+	if (a->pad || !l || a->layer >= l->layers || !a->batch ||
+	    a->batch > MAX_BATCH || !a->q_heads || !mbs ||
+	    mbs > d->capacity || a->n_new > MAX_NTOK)
+		return -EINVAL;
+	if (a->q_heads % l->kv_heads || a->q_heads / l->kv_heads > KVK_MAX_GQA)
+		return -EINVAL;
+	if (!isfinite(a->scale) || a->scale < 0)
+		return -EINVAL;
+	scale = a->scale ? a->scale : 1.0f / sqrtf((float)l->head_dim);
+	qn = (uint64_t)a->batch * (a->n_new ? a->n_new : 1) * a->q_heads;
+	r = region_ptr(c, a->off_q, qn, (uint64_t)l->head_dim * 4, &q);
+	if (!r)
+		r = region_ptr(c, a->off_out, qn, (uint64_t)l->head_dim * 4,
+			       &out);
+	if (!r)
+		r = region_u32(c, a->off_tables, (uint64_t)a->batch * mbs,
+			       &tables);
+	if (!r)
+		r = region_u32(c, a->off_ctx, a->batch, &ctx);
+	if (r)
+		goto out;
+	used = malloc((size_t)a->batch * mbs * sizeof(*used));
+	if (!used) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (b = 0; b < a->batch; b++) {
+		uint64_t nb = ((uint64_t)ctx[b] + l->tokens_per_block - 1) /
+			      l->tokens_per_block;
+
+		if (nb > mbs || ctx[b] < a->n_new) {
+			r = -EINVAL;
+			goto out;
+		}
+		for (i = 0; i < nb; i++)
+			used[nused++] = tables[b * mbs + i];
+	}
+	r = check_blocks(c, used, nused);
+	if (r)
+		goto out;
+	pthread_rwlock_rdlock(&d->backing);
+	r = check_mapped(c, used, nused);
+	if (!r && !a->n_new) {
+		struct kvk_decode_args da = {
+			.layout = l, .layer = a->layer, .batch = a->batch,
+			.q_heads = a->q_heads,
+			.max_blocks_per_seq = a->max_blocks_per_seq,
+			.q = q, .block_tables = tables, .ctx_lens = ctx,
+			.scale = scale, .out = out,
+		};
+		r = d->be->decode(d, &da);
+	} else if (!r) {
+		struct kvk_prefill_args pa = {
+			.layout = l, .layer = a->layer, .batch = a->batch,
+			.q_heads = a->q_heads,
+			.max_blocks_per_seq = a->max_blocks_per_seq,
+			.n_new = a->n_new, .q = q, .block_tables = tables,
+			.ctx_lens = ctx, .scale = scale, .out = out,
+		};
+		r = d->be->prefill(d, &pa);
+	}
+	pthread_rwlock_unlock(&d->backing);
+out:
+	free(tables);
+	free(ctx);
+	free(used);
+	return r;
+}
+
+static int op_copy(struct kvd_client *c, const struct kvp_copy *q)
+{
+	struct kvd *d = c->d;
+	uint32_t *src = NULL, *dst = NULL;
+	int r;
+
+	if (q->pad || !q->n || q->n > KVP_IO_MAX_BLOCKS)
+		return -EINVAL;
+	r = region_u32(c, q->off_src, q->n, &src);
+	if (!r)
+		r = region_u32(c, q->off_dst, q->n, &dst);
+	if (!r)
+		r = check_blocks(c, src, q->n);
+	if (!r)
+		r = check_blocks(c, dst, q->n);
+	if (r)
+		goto out;
+	pthread_rwlock_rdlock(&d->backing);
+	r = check_mapped(c, src, q->n);
+	if (!r)
+		r = check_mapped(c, dst, q->n);
+	if (!r)
+		r = d->be->copy(d, src, dst, q->n);
+	pthread_rwlock_unlock(&d->backing);
+out:
+	free(src);
+	free(dst);
+	return r;
+}
+
+static int op_status(struct kvd_client *c, struct kvp_status_reply *rep)
+{
+	struct kvd *d = c->d;
+
+	if (d->mode == KVP_MODE_INPROC) {
+		kvd_ip_status(d, c->lease, &rep->ledger);
+	} else if (ioctl(d->owner_fd, KVPOOL_IOC_STATUS, &rep->ledger)) {
+		return -errno;
+	}
+	rep->ledger.epoch = d->epoch;
+	rep->ledger.lease_id = c->lease_id;
+	rep->mode = d->mode;
+	rep->chunk_blocks = d->chunk_blocks;
+	strncpy(rep->backend, d->be->name, sizeof(rep->backend) - 1);
+	rep->region_bytes = c->region_bytes;
+	return 0;
+}
+
+int kvd_fill_client_list(struct kvd *d, struct kvp_client_rec *out,
+			 uint32_t start, uint32_t cap, uint32_t *total)
+{
+	if (d->mode == KVP_MODE_INPROC)
+		return kvd_ip_lease_list(d, out, start, cap, total);
+	return kvd_mod_lease_list(d, out, start, cap, total);
+}
+
+/* ---- dispatch ----------------------------------------------------------- */
+
+#define BODY(type) ({							\
+	if (blen != sizeof(type))					\
+		return -EBADMSG;					\
+	(const type *)body; })
+
+static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
+		    const void *body, size_t blen, void *rbody, size_t *rlen)
+{
+	struct kvd *d = c->d;
+	bool inproc = d->mode == KVP_MODE_INPROC;
+
+	switch (h->op) {
+	case KVP_OP_HELLO:
+		*rlen = sizeof(struct kvp_hello_reply);
+		return op_hello(c, BODY(struct kvp_hello), rbody);
+	case KVP_OP_POOL_STATUS:
+		if (blen)
+			return -EBADMSG;
+		*rlen = sizeof(struct kvp_pool_rec);
+		kvd_ledger_pool_rec(d, rbody);
+		return 0;
+	case KVP_OP_TENANT_ADD:
+	case KVP_OP_TENANT_DEL:
+	case KVP_OP_TENANT_SET: {
+		const struct kvp_tenant *t = BODY(struct kvp_tenant);
+
+		if (!c->admin)
+			return -EACCES;
+		return kvd_ip_tenant_op(d, h->op, t);
+	}
+	case KVP_OP_TENANT_LIST:
+	case KVP_OP_CLIENT_LIST: {
+		const struct kvp_list *q = BODY(struct kvp_list);
+		struct kvp_list_reply *lr = rbody;
+		size_t room = KVP_MSG_MAX - sizeof(struct kvp_reply) -
+			      sizeof(*lr);
+		int n;
+
+		if (q->pad)
+			return -EINVAL;
+		if (q->pool[0] && strncmp(q->pool, d->pool_name,
+					  KVPOOL_NAME_LEN))
+			return -ENOENT;
+		if (h->op == KVP_OP_TENANT_LIST)
+			n = kvd_ip_tenant_list(d, (void *)(lr + 1), q->start,
+				(uint32_t)(room / sizeof(struct kvp_tenant_rec)),
+				&lr->total);
+		else
+			n = kvd_fill_client_list(d, (void *)(lr + 1), q->start,
+				(uint32_t)(room / sizeof(struct kvp_client_rec)),
+				&lr->total);
+		if (n < 0)
+			return n;
+		lr->count = (uint32_t)n;
+		*rlen = sizeof(*lr) + (size_t)n *
+			(h->op == KVP_OP_TENANT_LIST ?
+			 sizeof(struct kvp_tenant_rec) :
+			 sizeof(struct kvp_client_rec));
+		return n;
+	}
+	default:
+		break;
+	}
+
+	/* Everything below needs a session. */
+	switch (h->op) {
+	case KVP_OP_ATTACH: case KVP_OP_LEASE: case KVP_OP_RELEASE:
+	case KVP_OP_STATUS: case KVP_OP_LAYOUT: case KVP_OP_WRITE_KV:
+	case KVP_OP_READ_KV: case KVP_OP_ATTN: case KVP_OP_COPY:
+		if (!c->hello)
+			return -ENOTCONN;
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+
+	switch (h->op) {
+	case KVP_OP_ATTACH: {
+		const struct kvp_attach *a = BODY(struct kvp_attach);
+		struct kvpool_cred cred = {
+			.uid = c->cred.uid, .gid = c->cred.gid,
+			.pid = (u32)c->cred.pid, .admin = c->cred.uid == 0,
+		};
+		char pool[KVP_NAME_LEN], tenant[KVP_NAME_LEN];
+		struct kvp_attach_reply *ar = rbody;
+		int r;
+
+		if (!inproc)
+			return -EOPNOTSUPP;
+		memcpy(pool, a->pool, sizeof(pool));
+		memcpy(tenant, a->tenant, sizeof(tenant));
+		pool[sizeof(pool) - 1] = tenant[sizeof(tenant) - 1] = 0;
+		r = kvd_ip_attach(d, c->lease, pool, tenant, &cred);
+		ar->lease_id = c->lease_id;
+		*rlen = sizeof(*ar);
+		return r;
+	}
+	case KVP_OP_LEASE: {
+		const struct kvp_lease *l = BODY(struct kvp_lease);
+		int r;
+
+		if (!inproc)
+			return -EOPNOTSUPP;
+		if (!l->count || l->count > KVP_IO_MAX_BLOCKS ||
+		    (l->flags & ~KVPOOL_LEASE_FLAGS))
+			return -EINVAL;
+		r = kvd_ip_grant(d, c->lease, l->count, l->flags,
+				 l->timeout_ns, rbody, c->sock);
+		if (r > 0)
+			*rlen = (size_t)r * sizeof(uint32_t);
+		return r;
+	}
+	case KVP_OP_RELEASE: {
+		const struct kvp_release *rl = body;
+
+		if (!inproc)
+			return -EOPNOTSUPP;
+		if (blen < sizeof(*rl))
+			return -EBADMSG;
+		if (rl->count > KVP_IO_MAX_BLOCKS ||
+		    blen != sizeof(*rl) + (size_t)rl->count * 4)
+			return -EBADMSG;
+		if (rl->flags & ~KVPOOL_RELEASE_FLAGS)
+			return -EINVAL;
+		if ((rl->flags & KVPOOL_RELEASE_ALL) ? rl->count != 0 :
+		    rl->count == 0)
+			return -EINVAL;
+		return kvd_ip_release(d, c->lease, (const uint32_t *)(rl + 1),
+				      rl->count, rl->flags);
+	}
+	case KVP_OP_STATUS:
+		if (blen)
+			return -EBADMSG;
+		*rlen = sizeof(struct kvp_status_reply);
+		return op_status(c, rbody);
+	case KVP_OP_LAYOUT:
+		*rlen = sizeof(struct kvp_layout_reply);
+		return op_layout(c, BODY(struct kvp_layout), rbody);
+	case KVP_OP_WRITE_KV:
+		return op_kv(c, BODY(struct kvp_kv), true);
+	case KVP_OP_READ_KV:
+		return op_kv(c, BODY(struct kvp_kv), false);
+	case KVP_OP_ATTN:
+		return op_attn(c, BODY(struct kvp_attn));
+	case KVP_OP_COPY:
+		return op_copy(c, BODY(struct kvp_copy));
+	}
+	return -EOPNOTSUPP;
+}
+
+/* Every op drops the ledger pins its block checks took. */
+static int dispatch_op(struct kvd_client *c, const struct kvp_hdr *h,
+		       const void *body, size_t blen, void *rbody,
+		       size_t *rlen)
+{
+	int r = dispatch(c, h, body, blen, rbody, rlen);
+
+	unpin_blocks(c);
+	return r;
+}
+
+static int serve_one(struct kvd_client *c)
+{
+	struct kvp_hdr *h = (struct kvp_hdr *)c->in;
+	struct kvp_reply *rep = (struct kvp_reply *)c->out;
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = { .iov_base = c->in, .iov_len = sizeof(c->in) };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cm.buf, .msg_controllen = sizeof(cm.buf),
+	};
+	struct cmsghdr *cmh;
+	size_t rlen = 0;
+	ssize_t n;
+	int r;
+
+	n = recvmsg(c->sock, &mh, MSG_CMSG_CLOEXEC);
+	if (n <= 0)
+		return n == 0 ? -ECONNRESET : -errno;
+	for (cmh = CMSG_FIRSTHDR(&mh); cmh; cmh = CMSG_NXTHDR(&mh, cmh)) {
+		if (cmh->cmsg_level == SOL_SOCKET &&
+		    cmh->cmsg_type == SCM_RIGHTS) {
+			size_t k, nf = (cmh->cmsg_len - CMSG_LEN(0)) /
+				       sizeof(int);
+			int fd;
+
+			for (k = 0; k < nf; k++) {
+				memcpy(&fd, CMSG_DATA(cmh) + k * sizeof(int),
+				       sizeof(int));
+				if (c->nfds < MAX_FDS)
+					c->fds[c->nfds++] = fd;
+				else
+					close(fd);
+			}
+		}
+	}
+
+	memset(rep, 0, sizeof(*rep));
+	rep->hdr.magic = KVP_MAGIC;
+	if ((size_t)n >= sizeof(*h)) {
+		rep->hdr.op = h->op | KVP_REPLY;
+		rep->hdr.req_id = h->req_id;
+	}
+	if (mh.msg_flags & MSG_TRUNC) {
+		r = -EMSGSIZE;
+	} else if ((mh.msg_flags & MSG_CTRUNC) && n >= 0) {
+		r = -EBADF;
+	} else if ((size_t)n < sizeof(*h) || h->magic != KVP_MAGIC ||
+		   h->len != (uint32_t)n) {
+		r = -EBADMSG;
+	} else if (h->flags) {
+		r = -EINVAL;
+	} else {
+		r = dispatch_op(c, h, h + 1, (size_t)n - sizeof(*h), rep + 1,
+			     &rlen);
+	}
+	drop_fds(c);
+	if (r < 0) {
+		rlen = 0;
+		kvd_log(KVD_DEBUG, "pid %d op %u: %s", c->cred.pid,
+			(size_t)n >= sizeof(*h) ? h->op : 0, strerror(-r));
+	}
+	rep->status = r;
+	rep->epoch = c->d->epoch;
+	rep->hdr.len = (uint32_t)(sizeof(*rep) + rlen);
+	return send_msg(c, rep, rep->hdr.len);
+}
+
+static void send_reclaim(struct kvd_client *c)
+{
+	struct {
+		struct kvp_reply r;
+		struct kvp_ev_reclaim ev;
+	} m;
+	uint64_t cnt;
+
+	if (read(c->evfd, &cnt, sizeof(cnt)) < 0)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.r.hdr.magic = KVP_MAGIC;
+	m.r.hdr.op = KVP_EV_RECLAIM;
+	m.r.hdr.len = sizeof(m);
+	m.r.epoch = c->d->epoch;
+	m.ev.target = atomic_load(&c->reclaim_target);
+	send_msg(c, &m, sizeof(m));
+}
+
+static void client_free(struct kvd_client *c)
+{
+	struct kvd *d = c->d;
+	struct kvd_client **pp;
+
+	pthread_mutex_lock(&d->clients_lock);
+	for (pp = &d->clients; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	d->nclients--;
+	pthread_mutex_unlock(&d->clients_lock);
+	if (c->lease)
+		kvd_ip_lease_close(d, c->lease);
+	if (c->region)
+		munmap(c->region, c->region_bytes);
+	drop_fds(c);
+	close(c->sock);
+	close(c->evfd);
+	free(c);
+}
+
+static void *client_main(void *arg)
+{
+	struct kvd_client *c = arg;
+
+	kvd_log(KVD_DEBUG, "client pid %d uid %u connected", c->cred.pid,
+		c->cred.uid);
+	while (!c->d->stop) {
+		struct pollfd pf[2] = {
+			{ .fd = c->sock, .events = POLLIN },
+			{ .fd = c->evfd, .events = POLLIN },
+		};
+
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pf[1].revents & POLLIN)
+			send_reclaim(c);
+		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			if (serve_one(c))
+				break;
+		}
+	}
+	kvd_log(KVD_DEBUG, "client pid %d gone (lease %llu)", c->cred.pid,
+		(unsigned long long)c->lease_id);
+	client_free(c);
+	return NULL;
+}
+
+/* ---- hooks for the ledger (d->lock held) ------------------------------ */
+
+void kvd_client_reclaim(void *client, uint32_t target)
+{
+	struct kvd_client *c = client;
+	uint64_t one = 1;
+
+	atomic_store(&c->reclaim_target, target);
+	if (write(c->evfd, &one, sizeof(one)) < 0) {
+		/* saturated: a wake is pending */
+	}
+}
+
+int kvd_client_connected(struct kvd *d, uint64_t lease_id)
+{
+	struct kvd_client *c;
+	int found = 0;
+
+	pthread_mutex_lock(&d->clients_lock);
+	for (c = d->clients; c && !found; c = c->next)
+		found = c->hello && c->lease_id == lease_id;
+	pthread_mutex_unlock(&d->clients_lock);
+	return found;
+}
+
+/* ---- listening socket ------------------------------------------------- */
+
+static bool peer_admin(struct kvd *d, int fd, const struct ucred *cr)
+{
+	gid_t groups[128];
+	socklen_t len = sizeof(groups);
+	unsigned int i;
+
+	if (cr->uid == 0 || cr->uid == d->self_uid)
+		return true;
+	if (d->admin_gid == (gid_t)-1)
+		return false;
+	if (cr->gid == d->admin_gid)
+		return true;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len))
+		return false;
+	for (i = 0; i < len / sizeof(gid_t); i++)
+		if (groups[i] == d->admin_gid)
+			return true;
+	return false;
+}
+
+void kvd_accept(struct kvd *d)
+{
+	struct kvd_client *c;
+	socklen_t len = sizeof(struct ucred);
+	pthread_attr_t at;
+	int fd;
+
+	fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->d = d;
+	c->sock = fd;
+	c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->evfd < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len)) {
+		if (c->evfd >= 0)
+			close(c->evfd);
+		close(fd);
+		free(c);
+		return;
+	}
+	c->admin = peer_admin(d, fd, &c->cred);
+	pthread_mutex_lock(&d->clients_lock);
+	c->next = d->clients;
+	d->clients = c;
+	d->nclients++;
+	pthread_mutex_unlock(&d->clients_lock);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, 256 * 1024);
+	if (pthread_create(&c->th, &at, client_main, c)) {
+		kvd_log(KVD_WARN, "cannot start a client thread");
+		client_free(c);
+	}
+	pthread_attr_destroy(&at);
+}
+
+void kvd_clients_stop(struct kvd *d)
+{
+	struct kvd_client *c;
+	int i;
+
+	d->stop = 1;
+	pthread_mutex_lock(&d->lock);
+	pthread_cond_broadcast(&d->waiters);
+	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_lock(&d->clients_lock);
+	for (c = d->clients; c; c = c->next)
+		shutdown(c->sock, SHUT_RDWR);
+	pthread_mutex_unlock(&d->clients_lock);
+	for (i = 0; i < 300; i++) {
+		unsigned int n;
+
+		pthread_mutex_lock(&d->clients_lock);
+		n = d->nclients;
+		pthread_mutex_unlock(&d->clients_lock);
+		if (!n)
+			break;
+		usleep(10000);
+	}
+}
+
+int kvd_listen(struct kvd *d)
+{
+	struct sockaddr_un sa;
+	const char *path = d->o.socket_path;
+	char dir[sizeof(sa.sun_path)];
+	char *slash;
+	int fd;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	strcpy(dir, path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		if (!mkdir(dir, 0755))
+			snprintf(d->sock_dir, sizeof(d->sock_dir), "%s", dir);
+		else if (errno != EEXIST)
+			return -errno;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* A live daemon answers; a stale socket file is removed. */
+	if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		close(fd);
+		return -EADDRINUSE;
+	}
+	close(fd);
+	unlink(path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    chmod(path, 0666) || listen(fd, 128)) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	d->listen_fd = fd;
+	return 0;
+}

@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kvlease.h - libkvlease, the kvpool client library.
+ *
+ * CONTRACT: this header is the contract between libkvlease (daemon/library
+ * engineer) and the tools (kvpoolctl, kvpool-bench, libkvlease/kvl_admin.c).
+ * Change it only by adding; never change an existing signature or struct.
+ *
+ * A struct kvl_ctx is one client of one pool: a lease (the blocks it holds,
+ * charged to one tenant), a connection to kvpoold for the data plane (K/V
+ * writes, attention, block copies) and a shared memory region for bulk data.
+ * The ledger is /dev/kvpool when the module is loaded, otherwise the ledger
+ * hosted inside kvpoold; the library picks the transport, the calls are the
+ * same.  A context is not thread-safe: use one per thread, or lock.
+ *
+ * Every function returns 0, a count, or -errno; none sets errno as its
+ * interface.  Block indices are pool indices (0..capacity-1).
+ *
+ * Daemon restarts: when kvpoold restarts, block contents are lost.  The
+ * library reconnects by itself; the call that notices returns -ESTALE once
+ * and kvl_epoch() changes.  Sequences then have length 0 (their blocks, if
+ * still leased, stay theirs) and must be re-filled by the caller.  With the
+ * in-process ledger the lease itself died with the daemon: the library
+ * leases a fresh set of blocks for its sequences when they grow again.  Raw
+ * block numbers obtained with kvl_lease() before the restart are invalid in
+ * that mode (kvl_status().held tells what is held).
+ */
+#ifndef KVLEASE_H
+#define KVLEASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVL_NAME_LEN		32
+
+/* Default daemon socket; $KVPOOL_SOCKET overrides it (kvl_opts too). */
+#define KVL_DEFAULT_SOCKET	"/run/kvpool/kvpool.sock"
+#define KVL_SOCKET_ENV		"KVPOOL_SOCKET"
+/* Default ledger device; $KVPOOL_DEVICE overrides it. */
+#define KVL_DEFAULT_DEVICE	"/dev/kvpool"
+#define KVL_DEVICE_ENV		"KVPOOL_DEVICE"
+
+struct kvl_ctx;
+struct kvl_seq;
+struct kvl_admin;
+
+/* Log levels (syslog numbering). */
+#define KVL_LOG_ERR		3
+#define KVL_LOG_WARNING		4
+#define KVL_LOG_INFO		6
+#define KVL_LOG_DEBUG		7
+
+typedef void (*kvl_log_fn)(void *arg, int level, const char *msg);
+
+/* kvl_opts.flags */
+/* Ledger only: do not connect to kvpoold (needs the module). */
+#define KVL_OPEN_NO_DAEMON	(1U << 0)
+/* Ignore /dev/kvpool even when present: use the daemon's ledger. */
+#define KVL_OPEN_NO_MODULE	(1U << 1)
+/* Do not reconnect after a daemon restart: calls fail with -ECONNRESET. */
+#define KVL_OPEN_NO_RECONNECT	(1U << 2)
+
+struct kvl_opts {
+	const char *socket_path;	/* NULL: $KVPOOL_SOCKET or default */
+	const char *device_path;	/* NULL: $KVPOOL_DEVICE or default */
+	const char *pool;		/* NULL or "": the first pool */
+	const char *tenant;		/* NULL or "": per-uid tenant */
+	uint32_t flags;			/* KVL_OPEN_* */
+	uint32_t lease_batch;		/* blocks leased at once for
+					 * sequences; 0: 16 */
+	uint64_t region_bytes;		/* shared region; 0: 16 MiB */
+	uint64_t timeout_ns;		/* lease wait for sequences and
+					 * reconnects; 0: 10 s */
+	kvl_log_fn log;			/* NULL: stderr for errors */
+	void *log_arg;
+	int log_level;			/* 0: KVL_LOG_WARNING */
+	int pad;
+	uint64_t reserved[4];		/* must be zero */
+};
+
+/* Transport of the ledger (kvl_status.mode). */
+#define KVL_MODE_MODULE		1	/* /dev/kvpool ioctls */
+#define KVL_MODE_DAEMON		2	/* kvpoold's in-process ledger */
+
+int kvl_open(const struct kvl_opts *opts, struct kvl_ctx **out);
+void kvl_close(struct kvl_ctx *ctx);
+
+/* ---- leases ---------------------------------------------------------- */
+
+/* Lease flags: the same bits as KVPOOL_LEASE_* of <linux/kvpool.h>. */
+#define KVL_LEASE_PARTIAL	(1U << 0)
+#define KVL_LEASE_NONBLOCK	(1U << 1)
+#define KVL_LEASE_ORPHAN_FAIL	(1U << 2)
+
+/* Bind to a pool/tenant (NULL or "" for defaults); only while holding no
+ * block (-EBUSY).  kvl_open() already attaches to opts->pool/tenant. */
+int kvl_attach_tenant(struct kvl_ctx *ctx, const char *pool,
+		      const char *tenant);
+/* Lease count blocks into blocks[]; returns the number granted. Errors as
+ * KVPOOL_IOC_LEASE: -EDQUOT, -EAGAIN, -ETIMEDOUT, -ENOMEM, -ENXIO, -ENOSPC.
+ * timeout_ns 0 waits without limit. */
+int kvl_lease(struct kvl_ctx *ctx, uint32_t count, uint32_t flags,
+	      uint64_t timeout_ns, uint32_t *blocks);
+/* Release blocks (all validated first, -EINVAL if one is not held);
+ * returns the number released. */
+int kvl_release(struct kvl_ctx *ctx, const uint32_t *blocks, uint32_t count);
+/* Release every block of the lease, sequences' blocks and cache included
+ * (sequences keep existing with length 0). Returns the number released. */
+int kvl_release_all(struct kvl_ctx *ctx);
+/* A file descriptor to poll for reclaim requests: *events is set to the
+ * poll event to wait for (POLLPRI on /dev/kvpool, POLLIN on the daemon
+ * socket).  Then call kvl_reclaim_target(). */
+int kvl_reclaim_fd(struct kvl_ctx *ctx, short *events);
+/* Blocks the ledger asks this client to give back (0: none). */
+int kvl_reclaim_target(struct kvl_ctx *ctx, uint32_t *target);
+/* Give cached (leased but unused) blocks back; returns the number. */
+int kvl_trim(struct kvl_ctx *ctx);
+
+struct kvl_status {
+	char pool[KVL_NAME_LEN];
+	char tenant[KVL_NAME_LEN];
+	uint64_t lease_id;
+	uint64_t block_bytes;
+	uint32_t capacity;
+	uint32_t backed;
+	uint32_t used;
+	uint32_t held;		/* blocks held by this client */
+	uint32_t tenant_max;	/* 0xffffffff: unlimited */
+	uint32_t tenant_min;
+	uint32_t tenant_current;
+	uint32_t tenant_peak;
+	uint32_t reclaim_target;
+	uint32_t state;		/* KVPOOL_STATE_* */
+	uint64_t epoch;		/* data epoch: changes when kvpoold restarts */
+	uint32_t mode;		/* KVL_MODE_* */
+	uint32_t cached;	/* leased blocks kept by the library, unused */
+	uint64_t region_bytes;	/* size of the shared region */
+	char backend[16];	/* "cpu", "cuda" or "" (no daemon) */
+	uint64_t reserved[4];
+};
+
+int kvl_status(struct kvl_ctx *ctx, struct kvl_status *st);
+/* Current data epoch (0 before the first successful daemon call). */
+uint64_t kvl_epoch(const struct kvl_ctx *ctx);
+
+/* ---- KV layout ------------------------------------------------------- */
+
+/* Element types: the values of enum kvk_dtype (kernels/kvkern.h). */
+#define KVL_DTYPE_BF16		1
+#define KVL_DTYPE_FP8		2
+#define KVL_DTYPE_INT8		3
+#define KVL_DTYPE_INT4		4
+
+struct kvl_layout {
+	/* in */
+	uint32_t layers;
+	uint32_t kv_heads;
+	uint32_t head_dim;	/* multiple of 32, 32..256 */
+	uint32_t dtype;		/* KVL_DTYPE_* */
+	float rope_base;	/* informational (0: none) */
+	/* out */
+	uint32_t tokens_per_block;
+	uint64_t bytes_per_token;
+	uint64_t reserved[2];
+};
+
+/* Declare a model's layout to the daemon: returns a layout id (>= 0) for
+ * the calls below, and fills tokens_per_block.  Up to 8 per context. */
+int kvl_layout_declare(struct kvl_ctx *ctx, struct kvl_layout *l);
+
+/* ---- data plane on raw blocks (engines with their own tables) -------- */
+
+/* Write K and V of ntok tokens of one layer: token t -> slot slots[t] of
+ * block blocks[t]; k, v: [ntok][kv_heads][head_dim] FP32. */
+int kvl_write_kv(struct kvl_ctx *ctx, int layout, uint32_t layer,
+		 uint32_t ntok, const uint32_t *blocks, const uint32_t *slots,
+		 const float *k, const float *v);
+/* Read back (dequantised), same shapes; k or v may be NULL. */
+int kvl_read_kv(struct kvl_ctx *ctx, int layout, uint32_t layer,
+		uint32_t ntok, const uint32_t *blocks, const uint32_t *slots,
+		float *k, float *v);
+
+/* Attention for a batch of sequences (semantics of kvk_decode and, with
+ * n_new >= 1, kvk_prefill with a causal mask). */
+struct kvl_attn_args {
+	uint32_t layer;
+	uint32_t batch;
+	uint32_t q_heads;
+	uint32_t max_blocks_per_seq;
+	uint32_t n_new;			/* 0: decode (one query per seq) */
+	float scale;			/* 0: 1/sqrt(head_dim) */
+	const float *q;			/* [batch][max(n_new,1)][q_heads][hd] */
+	const uint32_t *block_tables;	/* [batch][max_blocks_per_seq] */
+	const uint32_t *ctx_lens;	/* [batch] */
+	float *out;			/* like q */
+	uint64_t reserved[2];
+};
+int kvl_attention(struct kvl_ctx *ctx, int layout,
+		  const struct kvl_attn_args *a);
+
+/* Copy whole blocks: dst[i] = src[i] for i in order. */
+int kvl_copy_blocks(struct kvl_ctx *ctx, const uint32_t *src,
+		    const uint32_t *dst, uint32_t n);
+
+/* ---- sequences ------------------------------------------------------- */
+
+int kvl_seq_create(struct kvl_ctx *ctx, int layout, struct kvl_seq **out);
+/* Frees the sequence; blocks no other sequence shares go back to the
+ * library's cache (and to the ledger beyond 2 * lease_batch). */
+void kvl_seq_free(struct kvl_seq *seq);
+/* Grow by ntok positions, leasing blocks in batches as needed; returns
+ * the new length.  -EDQUOT/-ETIMEDOUT/-ENOMEM... from the ledger. */
+int kvl_seq_append(struct kvl_seq *seq, uint32_t ntok);
+/* Write K/V of positions pos..pos+ntok-1 (< length) of one layer; k, v:
+ * [ntok][kv_heads][head_dim].  A shared block is copied first (COW). */
+int kvl_seq_write_kv(struct kvl_seq *seq, uint32_t layer, uint32_t pos,
+		     uint32_t ntok, const float *k, const float *v);
+int kvl_seq_read_kv(struct kvl_seq *seq, uint32_t layer, uint32_t pos,
+		    uint32_t ntok, float *k, float *v);
+/* Decode for nseq sequences of one layout: q, out [nseq][q_heads][hd];
+ * each attends to its whole length. */
+int kvl_seq_decode(struct kvl_seq *const *seqs, uint32_t nseq,
+		   uint32_t layer, uint32_t q_heads, const float *q,
+		   float scale, float *out);
+/* Multi-token causal attention for the last n_new positions of each:
+ * q, out [nseq][n_new][q_heads][hd]. */
+int kvl_seq_attention(struct kvl_seq *const *seqs, uint32_t nseq,
+		      uint32_t layer, uint32_t q_heads, uint32_t n_new,
+		      const float *q, float scale, float *out);
+/* Fork: the child shares every full block (copy-on-write) and gets a copy
+ * of the partial last block. */
+int kvl_seq_fork(struct kvl_seq *seq, struct kvl_seq **child);
+/* Drop the last ntok positions (blocks that become empty are freed). */
+int kvl_seq_truncate(struct kvl_seq *seq, uint32_t len);
+uint32_t kvl_seq_len(const struct kvl_seq *seq);
+/* The block table: *nblocks entries, position p is in table[p / tpb]. */
+int kvl_seq_block_table(const struct kvl_seq *seq, const uint32_t **table,
+			uint32_t *nblocks);
+
+/* ---- admin (implemented in kvl_admin.c by the tools engineer) -------- */
+
+struct kvl_pool_info {
+	char name[KVL_NAME_LEN];
+	uint64_t block_bytes;
+	uint32_t capacity;
+	uint32_t backed;
+	uint32_t used;
+	uint32_t state;		/* KVPOOL_STATE_* */
+	uint64_t epoch;
+	uint32_t leases;	/* open leases */
+	uint32_t chunk_blocks;
+	uint32_t tenants;
+	uint32_t mode;		/* KVL_MODE_* of the answering side */
+	char backend[16];	/* "cpu"/"cuda", "" when unknown */
+	uint64_t reserved[4];
+};
+
+struct kvl_tenant_info {
+	char name[KVL_NAME_LEN];
+	uint32_t max;		/* 0xffffffff: unlimited */
+	uint32_t min;
+	uint32_t current;
+	uint32_t peak;
+	uint64_t ev_max;
+	uint64_t ev_stall;
+	uint64_t ev_reclaim;
+	uint64_t ev_fail;
+	uint32_t uid;		/* allowed uid, 0xffffffff: none */
+	uint32_t gid;		/* allowed gid, 0xffffffff: none */
+	uint32_t leases;
+	uint32_t pad;
+	uint64_t reserved[2];
+};
+
+struct kvl_client_info {
+	uint64_t lease_id;
+	uint32_t pid;
+	uint32_t uid;
+	char tenant[KVL_NAME_LEN];
+	uint32_t blocks;	/* blocks held */
+	uint32_t connected;	/* 1: has a data-plane connection */
+	uint64_t reserved[2];
+};
+
+/* socket_path NULL: $KVPOOL_SOCKET or default. */
+int kvl_admin_open(const char *socket_path, struct kvl_admin **out);
+void kvl_admin_close(struct kvl_admin *adm);
+int kvl_admin_tenant_add(struct kvl_admin *adm, const char *pool,
+			 const char *name, uint32_t max, uint32_t min,
+			 uint32_t uid, uint32_t gid);
+int kvl_admin_tenant_del(struct kvl_admin *adm, const char *pool,
+			 const char *name);
+/* KVL_ADMIN_KEEP in a field leaves it unchanged. */
+#define KVL_ADMIN_KEEP		0xfffffffeU
+int kvl_admin_tenant_set(struct kvl_admin *adm, const char *pool,
+			 const char *name, uint32_t max, uint32_t min,
+			 uint32_t uid, uint32_t gid);
+/* Fills up to cap entries; returns the total number of tenants. */
+int kvl_admin_tenant_list(struct kvl_admin *adm, const char *pool,
+			  struct kvl_tenant_info *out, size_t cap);
+int kvl_admin_pool_status(struct kvl_admin *adm, struct kvl_pool_info *out);
+/* Fills up to cap entries; returns the total number of leases. */
+int kvl_admin_client_list(struct kvl_admin *adm, const char *pool,
+			  struct kvl_client_info *out, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVLEASE_H */

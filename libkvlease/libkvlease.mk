@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: MIT
+#
+# libkvlease/: the client library.
+#   $(B)/lib/libkvlease.so.1 (+ libkvlease.so link)  exported symbols per
+#                                                    libkvlease/kvlease.map
+#   $(B)/lib/libkvlease.a
+#   $(B)/lib/pkgconfig/kvlease.pc
+#   $(B)/bin/kvlease-example                         the example program
+# libkvlease/kvl_admin.c (the tools engineer's admin API) is compiled in
+# when it exists.
+
+KVL_OBJ := $(B)/obj/libkvlease
+KVL_SRCS := kvl.c kvl_seq.c $(notdir $(wildcard libkvlease/kvl_admin.c))
+KVL_OBJS := $(patsubst %.c,$(KVL_OBJ)/%.o,$(KVL_SRCS))
+KVL_HDRS := libkvlease/kvlease.h libkvlease/kvl_internal.h \
+	    daemon/kvpool_proto.h kmod/include/uapi/linux/kvpool.h
+KVL_CPPFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease -Idaemon
+ifneq ($(wildcard libkvlease/kvl_admin.c),)
+KVL_CPPFLAGS += $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
+KVL_EXTRA_LIBS := $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -lnl-genl-3 -lnl-3)
+endif
+KVL_SO := $(B)/lib/libkvlease.so.1
+KVL_A := $(B)/lib/libkvlease.a
+KVL_PC := $(B)/lib/pkgconfig/kvlease.pc
+# Programs linking the shared library find it next to them in the tree.
+KVL_LINK = -L$(B)/lib -lkvlease -Wl,-rpath,'$$ORIGIN/../lib:$$ORIGIN/../../lib'
+
+$(KVL_OBJ)/%.o: libkvlease/%.c $(KVL_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVL_CPPFLAGS) $(CFLAGS_BASE) -c $< -o $@
+
+$(KVL_SO): $(KVL_OBJS) libkvlease/kvlease.map
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,libkvlease.so.1 \
+		-Wl,--version-script=libkvlease/kvlease.map -Wl,-z,defs \
+		-o $@ $(KVL_OBJS) $(KVL_EXTRA_LIBS) -lm
+	ln -sf libkvlease.so.1 $(B)/lib/libkvlease.so
+
+$(KVL_A): $(KVL_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(KVL_PC): libkvlease/kvlease.pc.in
+	@mkdir -p $(@D)
+	sed 's|@PREFIX@|$(PREFIX)|' $< > $@
+
+$(B)/bin/kvlease-example: libkvlease/example.c libkvlease/kvlease.h $(KVL_SO)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease $(CFLAGS_BASE) $< -o $@ $(KVL_LINK) -lm
+
+ALL += $(KVL_SO) $(KVL_A) $(KVL_PC) $(B)/bin/kvlease-example
+
+.PHONY: install-libkvlease
+install-libkvlease: $(KVL_SO) $(KVL_A) $(KVL_PC)
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+		$(DESTDIR)$(PREFIX)/include/kvpool $(DESTDIR)$(PREFIX)/share/man/man3
+	install -m 755 $(KVL_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libkvlease.so.1 $(DESTDIR)$(PREFIX)/lib/libkvlease.so
+	install -m 644 $(KVL_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(KVL_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 libkvlease/kvlease.h $(DESTDIR)$(PREFIX)/include/kvpool/
+	for f in Documentation/man/kvl_*.3; do \
+		[ -e "$$f" ] && install -m 644 "$$f" $(DESTDIR)$(PREFIX)/share/man/man3/; \
+	done; true
+
+INSTALL_TGTS += install-libkvlease

@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: MIT
+#
+# Common part of the end-to-end tests: a private kvpoold on a socket in a
+# temporary directory (never the real one), helpers, bounded waits and a
+# cleanup that kills only the processes the test started.
+# Environment: KVPOOLD, E2E_BIN (programs), LEDGER (inproc|module, default
+# inproc), BACKEND (default cpu).
+
+KVPOOLD=${KVPOOLD:-build/bin/kvpoold}
+E2E_BIN=${E2E_BIN:-build/tests/e2e}
+LEDGER=${LEDGER:-inproc}
+BACKEND=${BACKEND:-cpu}
+UTIL="$E2E_BIN/e2e-util"
+TENANT="$E2E_BIN/e2e-tenant"
+
+for p in "$KVPOOLD" "$UTIL" "$TENANT"; do
+	[ -x "$p" ] || { echo "missing $p (run make)"; exit 77; }
+done
+
+TMP=$(mktemp -d /tmp/kvpool-e2e.XXXXXX) || exit 1
+SOCK=$TMP/kvpool.sock
+DLOG=$TMP/daemon.log
+DPID=
+PIDS=
+
+cleanup() {
+	for p in $PIDS $DPID; do
+		kill -9 "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail() {
+	echo "FAIL: $*"
+	for f in "$TMP"/t*.out "$TMP"/t*.err; do
+		[ -s "$f" ] && { echo "--- $(basename "$f")"; tail -n 5 "$f"; }
+	done
+	echo "--- daemon log (last lines)"
+	tail -n 40 "$DLOG" 2>/dev/null
+	exit 1
+}
+
+# start_daemon [extra kvpoold options...]
+start_daemon() {
+	"$KVPOOLD" --foreground --socket "$SOCK" --ledger "$LEDGER" \
+		--backend "$BACKEND" --block-bytes 65536 --capacity 2048 \
+		--chunk-blocks 32 --shrink-delay-ms 300 -v "$@" \
+		>>"$DLOG" 2>&1 &
+	DPID=$!
+	i=0
+	while [ $i -lt 100 ]; do
+		"$UTIL" status "$SOCK" >/dev/null 2>&1 && return 0
+		kill -0 "$DPID" 2>/dev/null || fail "kvpoold exited at start"
+		sleep 0.1
+		i=$((i + 1))
+	done
+	fail "kvpoold did not answer within 10 s"
+}
+
+daemon_alive() {
+	kill -0 "$DPID" 2>/dev/null || fail "kvpoold died"
+	"$UTIL" status "$SOCK" >/dev/null || fail "kvpoold does not answer"
+}
+
+# The four tenants of the end-to-end runs: different KV layouts.
+# tenant_run N [extra e2e-tenant options...] &   (always in the background:
+# it execs, so $! is the tenant itself; output in $TMP/tN.out)
+tenant_run() {
+	n=$1
+	shift
+	case $n in
+	1) lay="--dtype bf16 --layers 2 --kv-heads 2 --head-dim 64 --q-heads 4" ;;
+	2) lay="--dtype fp8 --layers 3 --kv-heads 1 --head-dim 128 --q-heads 8" ;;
+	3) lay="--dtype int8 --layers 2 --kv-heads 4 --head-dim 32 --q-heads 4" ;;
+	*) lay="--dtype int4 --layers 2 --kv-heads 2 --head-dim 64 --q-heads 8" ;;
+	esac
+	# shellcheck disable=SC2086
+	exec "$TENANT" --socket "$SOCK" --seed "$n" $lay --seqs 3 --tokens 192 \
+		--step 16 "$@" >"$TMP/t$n.out" 2>"$TMP/t$n.err"
+}
+
+# wait_pids_ok PID... : every one must exit 0 (bounded by run-tests.sh's
+# timeout; each tenant's own waits are bounded by libkvlease's timeout).
+wait_pids_ok() {
+	bad=0
+	for p in "$@"; do
+		wait "$p" || bad=1
+	done
+	return $bad
+}
+
+rss_kb() {
+	awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
+}

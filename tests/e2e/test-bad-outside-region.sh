@@ -1,0 +1,9 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# A malformed request (outside-region) gets an error record; the same connection,
+# another client's blocks and a new client keep working.
+. "$(dirname "$0")/lib.sh"
+
+start_daemon
+"$UTIL" bad "$SOCK" outside-region || fail "outside-region"
+daemon_alive

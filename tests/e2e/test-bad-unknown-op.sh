@@ -1,0 +1,9 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# A malformed request (unknown-op) gets an error record; the same connection,
+# another client's blocks and a new client keep working.
+. "$(dirname "$0")/lib.sh"
+
+start_daemon
+"$UTIL" bad "$SOCK" unknown-op || fail "unknown-op"
+daemon_alive

@@ -1,0 +1,11 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The libkvlease example program runs against a private kvpoold.
+. "$(dirname "$0")/lib.sh"
+
+EX=${EXAMPLE:-build/bin/kvlease-example}
+[ -x "$EX" ] || exit 77
+start_daemon
+"$EX" --socket "$SOCK" || fail "example"
+KVPOOL_SOCKET=$SOCK "$EX" || fail "example with \$KVPOOL_SOCKET"
+daemon_alive
