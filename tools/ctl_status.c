@@ -1,0 +1,653 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ctl_status.c - `kvpoolctl status`, `top` and `metrics`: one snapshot of
+ * the pool, its tenants and its clients through the admin API, printed
+ * three ways.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <linux/kvpool.h>
+
+#include "kvlease.h"
+#include "kvpoolctl.h"
+
+#define SNAP_MAX_TENANTS	1024
+#define SNAP_MAX_CLIENTS	4096
+
+struct ctl_snap {
+	struct kvl_pool_info pool;
+	struct kvl_tenant_info *tenants;
+	int ntenants;
+	struct kvl_client_info *clients;
+	int nclients;
+	int clients_err;	/* -EOPNOTSUPP: module without kvpoold */
+};
+
+static void snap_free(struct ctl_snap *s)
+{
+	free(s->tenants);
+	free(s->clients);
+	memset(s, 0, sizeof(*s));
+}
+
+static int snap_get(struct kvl_admin *adm, struct ctl_snap *s)
+{
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	s->tenants = calloc(SNAP_MAX_TENANTS, sizeof(*s->tenants));
+	s->clients = calloc(SNAP_MAX_CLIENTS, sizeof(*s->clients));
+	if (!s->tenants || !s->clients) {
+		snap_free(s);
+		return -ENOMEM;
+	}
+	ret = kvl_admin_pool_status(adm, &s->pool);
+	if (ret)
+		goto fail;
+	/* the admin API reports one pool: the first */
+	if (ctl_g.pool && strcmp(ctl_g.pool, s->pool.name)) {
+		ctl_err("no pool '%s' here (the ledger's pool is '%s')",
+			ctl_g.pool, s->pool.name);
+		ret = -ENOENT;
+		goto fail;
+	}
+	ret = kvl_admin_tenant_list(adm, ctl_g.pool ? ctl_g.pool : s->pool.name,
+				    s->tenants, SNAP_MAX_TENANTS);
+	if (ret < 0)
+		goto fail;
+	s->ntenants = ret < SNAP_MAX_TENANTS ? ret : SNAP_MAX_TENANTS;
+	ret = kvl_admin_client_list(adm, ctl_g.pool ? ctl_g.pool : s->pool.name,
+				    s->clients, SNAP_MAX_CLIENTS);
+	if (ret < 0) {
+		s->clients_err = ret;
+	} else {
+		s->nclients = ret < SNAP_MAX_CLIENTS ? ret : SNAP_MAX_CLIENTS;
+	}
+	return 0;
+fail:
+	snap_free(s);
+	return ret;
+}
+
+static int open_admin(const char *what, struct kvl_admin **adm)
+{
+	int ret = kvl_admin_open(ctl_g.socket, adm);
+
+	return ret ? ctl_fail(what, ret) : 0;
+}
+
+static const char *state_name(uint32_t st)
+{
+	switch (st) {
+	case KVPOOL_STATE_LIVE: return "live";
+	case KVPOOL_STATE_ORPHANED: return "orphaned";
+	default: return "unknown";
+	}
+}
+
+static const char *mode_name(uint32_t m)
+{
+	return m == KVL_MODE_MODULE ? "module" :
+	       m == KVL_MODE_DAEMON ? "daemon" : "unknown";
+}
+
+static const char *limit_str(uint32_t v, char *buf, size_t len)
+{
+	if (v == KVPOOL_UNLIMITED)
+		return "max";
+	snprintf(buf, len, "%u", v);
+	return buf;
+}
+
+static const char *id_str(uint32_t v, char *buf, size_t len)
+{
+	if (v == KVPOOL_ID_NONE)
+		return "-";
+	snprintf(buf, len, "%u", v);
+	return buf;
+}
+
+/* ---------------- text ---------------- */
+
+static void print_pool(const struct kvl_pool_info *p)
+{
+	char a[32], b[32], c[32];
+
+	printf("pool %s: %s ledger, %s backend, %s, epoch %llu\n", p->name,
+	       mode_name(p->mode), p->backend[0] ? p->backend : "unknown",
+	       state_name(p->state), (unsigned long long)p->epoch);
+	printf("  block %s, capacity %u blocks (%s)", ctl_human(p->block_bytes, a, sizeof(a)),
+	       p->capacity, ctl_human(p->block_bytes * p->capacity, b, sizeof(b)));
+	if (p->chunk_blocks)
+		printf(", chunk %u blocks", p->chunk_blocks);
+	printf("\n  backed %u blocks (%s), used %u blocks (%s), %u lease%s\n",
+	       p->backed, ctl_human(p->block_bytes * p->backed, b, sizeof(b)),
+	       p->used, ctl_human(p->block_bytes * p->used, c, sizeof(c)),
+	       p->leases, p->leases == 1 ? "" : "s");
+}
+
+static void print_tenants(const struct ctl_snap *s)
+{
+	int i;
+
+	printf("\n%-16s %8s %8s %8s %8s %8s %8s %8s %8s %6s %6s\n", "TENANT",
+	       "MAX", "MIN", "CURRENT", "PEAK", "EV_MAX", "EV_STALL",
+	       "EV_RCLM", "EV_FAIL", "UID", "GID");
+	for (i = 0; i < s->ntenants; i++) {
+		const struct kvl_tenant_info *t = &s->tenants[i];
+		char m[16], u[16], g[16];
+
+		printf("%-16s %8s %8u %8u %8u %8llu %8llu %8llu %8llu %6s %6s\n",
+		       t->name, limit_str(t->max, m, sizeof(m)), t->min,
+		       t->current, t->peak, (unsigned long long)t->ev_max,
+		       (unsigned long long)t->ev_stall,
+		       (unsigned long long)t->ev_reclaim,
+		       (unsigned long long)t->ev_fail,
+		       id_str(t->uid, u, sizeof(u)), id_str(t->gid, g, sizeof(g)));
+	}
+	if (!s->ntenants)
+		printf("(no tenants)\n");
+}
+
+static void print_clients(const struct ctl_snap *s)
+{
+	int i;
+
+	if (s->clients_err) {
+		printf("\nclients: not available (%s)\n",
+		       s->clients_err == -EOPNOTSUPP ?
+		       "kvpoold is not running; only the pool's owner lists leases" :
+		       strerror(-s->clients_err));
+		return;
+	}
+	printf("\n%-8s %8s %6s %-16s %8s %s\n", "LEASE", "PID", "UID",
+	       "TENANT", "BLOCKS", "DATA");
+	for (i = 0; i < s->nclients; i++) {
+		const struct kvl_client_info *c = &s->clients[i];
+
+		printf("%-8llu %8u %6u %-16s %8u %s\n",
+		       (unsigned long long)c->lease_id, c->pid, c->uid,
+		       c->tenant, c->blocks, c->connected ? "yes" : "no");
+	}
+	if (!s->nclients)
+		printf("(no clients)\n");
+}
+
+/* ---------------- JSON ---------------- */
+
+static void json_pool(struct jw *w, const struct kvl_pool_info *p)
+{
+	jw_obj(w, "pool");
+	jw_str(w, "name", p->name);
+	jw_str(w, "mode", mode_name(p->mode));
+	jw_str(w, "backend", p->backend);
+	jw_str(w, "state", state_name(p->state));
+	jw_u64(w, "epoch", p->epoch);
+	jw_u64(w, "block_bytes", p->block_bytes);
+	jw_u64(w, "capacity", p->capacity);
+	jw_u64(w, "chunk_blocks", p->chunk_blocks);
+	jw_u64(w, "backed", p->backed);
+	jw_u64(w, "used", p->used);
+	jw_u64(w, "backed_bytes", p->backed * p->block_bytes);
+	jw_u64(w, "used_bytes", p->used * p->block_bytes);
+	jw_u64(w, "leases", p->leases);
+	jw_obj_end(w);
+}
+
+static void json_limit(struct jw *w, const char *key, uint32_t v)
+{
+	if (v == KVPOOL_UNLIMITED)
+		jw_str(w, key, "max");
+	else
+		jw_u64(w, key, v);
+}
+
+static void json_id(struct jw *w, const char *key, uint32_t v)
+{
+	if (v == KVPOOL_ID_NONE)
+		jw_null(w, key);
+	else
+		jw_u64(w, key, v);
+}
+
+static void json_tenants(struct jw *w, const struct ctl_snap *s)
+{
+	int i;
+
+	jw_arr(w, "tenants");
+	for (i = 0; i < s->ntenants; i++) {
+		const struct kvl_tenant_info *t = &s->tenants[i];
+
+		jw_obj(w, NULL);
+		jw_str(w, "name", t->name);
+		json_limit(w, "max", t->max);
+		jw_u64(w, "min", t->min);
+		jw_u64(w, "current", t->current);
+		jw_u64(w, "peak", t->peak);
+		jw_obj(w, "events");
+		jw_u64(w, "max", t->ev_max);
+		jw_u64(w, "stall", t->ev_stall);
+		jw_u64(w, "reclaim", t->ev_reclaim);
+		jw_u64(w, "fail", t->ev_fail);
+		jw_obj_end(w);
+		json_id(w, "uid", t->uid);
+		json_id(w, "gid", t->gid);
+		jw_u64(w, "leases", t->leases);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
+static void json_clients(struct jw *w, const struct ctl_snap *s)
+{
+	int i;
+
+	if (s->clients_err) {
+		jw_null(w, "clients");
+		return;
+	}
+	jw_arr(w, "clients");
+	for (i = 0; i < s->nclients; i++) {
+		const struct kvl_client_info *c = &s->clients[i];
+
+		jw_obj(w, NULL);
+		jw_u64(w, "lease_id", c->lease_id);
+		jw_u64(w, "pid", c->pid);
+		jw_u64(w, "uid", c->uid);
+		jw_str(w, "tenant", c->tenant);
+		jw_u64(w, "blocks", c->blocks);
+		jw_bool(w, "connected", c->connected);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
+static void json_status(const struct ctl_snap *s)
+{
+	struct jw w;
+
+	jw_init(&w, stdout);
+	jw_obj(&w, NULL);
+	json_pool(&w, &s->pool);
+	json_tenants(&w, s);
+	json_clients(&w, s);
+	jw_obj_end(&w);
+	jw_end(&w);
+}
+
+static int parse_common(int argc, char **argv, const char *sub)
+{
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json") || !strcmp(argv[i], "-j")) {
+			ctl_g.json = true;
+		} else {
+			ctl_err("%s: unknown argument '%s'", sub, argv[i]);
+			ctl_usage_hint(sub);
+			return CTL_EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
+int cmd_status(int argc, char **argv)
+{
+	struct kvl_admin *adm;
+	struct ctl_snap s;
+	int ret;
+
+	ret = parse_common(argc, argv, "status");
+	if (ret)
+		return ret;
+	ret = open_admin("status", &adm);
+	if (ret)
+		return ret;
+	ret = snap_get(adm, &s);
+	kvl_admin_close(adm);
+	if (ret)
+		return ctl_fail("status", ret);
+	if (ctl_g.json) {
+		json_status(&s);
+	} else {
+		print_pool(&s.pool);
+		print_tenants(&s);
+		print_clients(&s);
+	}
+	snap_free(&s);
+	return CTL_EXIT_OK;
+}
+
+/* ---------------- tenant list (shares the table) ---------------- */
+
+int ctl_tenant_list(int argc, char **argv)
+{
+	struct kvl_admin *adm;
+	struct ctl_snap s;
+	int ret;
+
+	ret = parse_common(argc, argv, "tenant");
+	if (ret)
+		return ret;
+	ret = open_admin("tenant list", &adm);
+	if (ret)
+		return ret;
+	ret = snap_get(adm, &s);
+	kvl_admin_close(adm);
+	if (ret)
+		return ctl_fail("tenant list", ret);
+	if (ctl_g.json) {
+		struct jw w;
+
+		jw_init(&w, stdout);
+		jw_obj(&w, NULL);
+		jw_str(&w, "pool", s.pool.name);
+		json_tenants(&w, &s);
+		jw_obj_end(&w);
+		jw_end(&w);
+	} else {
+		printf("pool %s", s.pool.name);
+		print_tenants(&s);
+	}
+	snap_free(&s);
+	return CTL_EXIT_OK;
+}
+
+/* ---------------- metrics ---------------- */
+
+static void metric_head(FILE *f, const char *name, const char *type,
+			const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void write_metrics(FILE *f, const struct ctl_snap *s)
+{
+	const struct kvl_pool_info *p = &s->pool;
+	const char *pn = p->name;
+	int i;
+
+#define POOL_G(name, help, val)						\
+	do {								\
+		metric_head(f, name, "gauge", help);			\
+		fprintf(f, "%s{pool=\"%s\"} %llu\n", name, pn,		\
+			(unsigned long long)(val));			\
+	} while (0)
+
+	metric_head(f, "kvpool_pool_info", "gauge",
+		    "Pool description (value 1).");
+	fprintf(f, "kvpool_pool_info{pool=\"%s\",mode=\"%s\",backend=\"%s\",state=\"%s\"} 1\n",
+		pn, mode_name(p->mode), p->backend, state_name(p->state));
+	POOL_G("kvpool_pool_block_bytes", "Bytes per block.", p->block_bytes);
+	POOL_G("kvpool_pool_capacity_blocks", "Pool capacity in blocks.",
+	       p->capacity);
+	POOL_G("kvpool_pool_backed_blocks",
+	       "Blocks with physical memory behind them.", p->backed);
+	POOL_G("kvpool_pool_used_blocks", "Leased blocks.", p->used);
+	POOL_G("kvpool_pool_backed_bytes", "Backed memory in bytes.",
+	       p->backed * p->block_bytes);
+	POOL_G("kvpool_pool_used_bytes", "Leased memory in bytes.",
+	       p->used * p->block_bytes);
+	POOL_G("kvpool_pool_chunk_blocks", "Grow/shrink granularity in blocks.",
+	       p->chunk_blocks);
+	POOL_G("kvpool_pool_leases", "Open leases.", p->leases);
+	POOL_G("kvpool_pool_tenants", "Tenants.", (uint64_t)s->ntenants);
+	POOL_G("kvpool_pool_epoch", "Owner epoch (changes on daemon restart).",
+	       p->epoch);
+	POOL_G("kvpool_pool_state",
+	       "Pool state: 1 live (owner attached), 2 orphaned.", p->state);
+
+#define TEN(mname, type, help, field)					\
+	do {								\
+		metric_head(f, mname, type, help);			\
+		for (i = 0; i < s->ntenants; i++)			\
+			fprintf(f, "%s{pool=\"%s\",tenant=\"%s\"} %llu\n", \
+				mname, pn, s->tenants[i].name,		\
+				(unsigned long long)s->tenants[i].field); \
+	} while (0)
+
+	metric_head(f, "kvpool_tenant_max_blocks", "gauge",
+		    "Hard limit in blocks (+Inf: unlimited).");
+	for (i = 0; i < s->ntenants; i++) {
+		if (s->tenants[i].max == KVPOOL_UNLIMITED)
+			fprintf(f, "kvpool_tenant_max_blocks{pool=\"%s\",tenant=\"%s\"} +Inf\n",
+				pn, s->tenants[i].name);
+		else
+			fprintf(f, "kvpool_tenant_max_blocks{pool=\"%s\",tenant=\"%s\"} %u\n",
+				pn, s->tenants[i].name, s->tenants[i].max);
+	}
+	TEN("kvpool_tenant_min_blocks", "gauge", "Protected blocks.", min);
+	TEN("kvpool_tenant_current_blocks", "gauge", "Blocks held now.",
+	    current);
+	TEN("kvpool_tenant_peak_blocks", "gauge", "Most blocks ever held.",
+	    peak);
+	TEN("kvpool_tenant_leases", "gauge", "Open leases of the tenant.",
+	    leases);
+	TEN("kvpool_tenant_max_events_total", "counter",
+	    "Grants refused by the tenant's max.", ev_max);
+	TEN("kvpool_tenant_stall_events_total", "counter",
+	    "Callers that waited for blocks.", ev_stall);
+	TEN("kvpool_tenant_reclaim_events_total", "counter",
+	    "Reclaim requests posted to the tenant.", ev_reclaim);
+	TEN("kvpool_tenant_fail_events_total", "counter",
+	    "Grants that failed (timeout, no memory).", ev_fail);
+	if (!s->clients_err) {
+		metric_head(f, "kvpool_client_blocks", "gauge",
+			    "Blocks held by one client (lease).");
+		for (i = 0; i < s->nclients; i++)
+			fprintf(f, "kvpool_client_blocks{pool=\"%s\",tenant=\"%s\",lease=\"%llu\",pid=\"%u\"} %u\n",
+				pn, s->clients[i].tenant,
+				(unsigned long long)s->clients[i].lease_id,
+				s->clients[i].pid, s->clients[i].blocks);
+	}
+#undef POOL_G
+#undef TEN
+}
+
+int cmd_metrics(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *output = NULL;
+	struct kvl_admin *adm;
+	struct ctl_snap s;
+	int c, ret;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:j", opts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			output = optarg;
+			break;
+		case 'j':
+			ctl_g.json = true;	/* the status object instead */
+			break;
+		default:
+			ctl_err("metrics: bad option '%s'", argv[optind - 1]);
+			ctl_usage_hint("metrics");
+			return CTL_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		ctl_err("metrics: unexpected argument '%s'", argv[optind]);
+		return CTL_EXIT_USAGE;
+	}
+	ret = open_admin("metrics", &adm);
+	if (ret)
+		return ret;
+	ret = snap_get(adm, &s);
+	kvl_admin_close(adm);
+	if (ret)
+		return ctl_fail("metrics", ret);
+	if (ctl_g.json && !output) {
+		json_status(&s);
+	} else if (output) {
+		char tmp[4096];
+		FILE *f;
+
+		snprintf(tmp, sizeof(tmp), "%s.tmp.%d", output, (int)getpid());
+		f = fopen(tmp, "we");
+		if (!f) {
+			ret = -errno;
+			snap_free(&s);
+			return ctl_fail(output, ret);
+		}
+		write_metrics(f, &s);
+		if (fclose(f) || rename(tmp, output)) {
+			ret = -errno;
+			unlink(tmp);
+			snap_free(&s);
+			return ctl_fail(output, ret);
+		}
+	} else {
+		write_metrics(stdout, &s);
+	}
+	snap_free(&s);
+	return CTL_EXIT_OK;
+}
+
+/* ---------------- top ---------------- */
+
+static volatile sig_atomic_t top_stop;
+
+static void top_sig(int sig)
+{
+	top_stop = 1;
+}
+
+int cmd_top(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "once", no_argument, NULL, '1' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct termios old_tio, tio;
+	bool once = false, tty;
+	uint32_t interval_ms = 1000, count = 0, frame = 0;
+	uint64_t v, prev_t = 0;
+	uint32_t prev_used = 0;
+	struct kvl_admin *adm;
+	struct sigaction sa;
+	int c, ret;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":i:1n:j", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i': {
+			double d;
+			char *end;
+
+			d = strtod(optarg, &end);
+			if (*end || !(d >= 0.1 && d <= 3600))
+				return ctl_bad_value("--interval", optarg, -ERANGE);
+			interval_ms = (uint32_t)(d * 1000);
+			break;
+		}
+		case '1':
+			once = true;
+			break;
+		case 'j':
+			ctl_g.json = true;
+			break;
+		case 'n':
+			ret = ctl_parse_size(optarg, &v);
+			if (ret || v > UINT32_MAX)
+				return ctl_bad_value("--count", optarg,
+						     ret ? ret : -ERANGE);
+			count = (uint32_t)v;
+			break;
+		default:
+			ctl_err("top: bad option '%s'", argv[optind - 1]);
+			ctl_usage_hint("top");
+			return CTL_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		ctl_err("top: unexpected argument '%s'", argv[optind]);
+		return CTL_EXIT_USAGE;
+	}
+	if (once)
+		count = 1;
+	ret = open_admin("top", &adm);
+	if (ret)
+		return ret;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = top_sig;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	tty = !once && !ctl_g.json && isatty(STDIN_FILENO) &&
+	      !tcgetattr(STDIN_FILENO, &old_tio);
+	if (tty) {
+		tio = old_tio;
+		tio.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		tcsetattr(STDIN_FILENO, TCSANOW, &tio);
+	}
+	ret = CTL_EXIT_OK;
+	while (!top_stop) {
+		struct ctl_snap s;
+		uint64_t now = ctl_now_ns();
+		struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+		int err;
+
+		err = snap_get(adm, &s);
+		if (err) {
+			ret = ctl_fail("top", err);
+			break;
+		}
+		if (ctl_g.json) {
+			/* one status object per frame, for scripts */
+			json_status(&s);
+			snap_free(&s);
+			if (count && ++frame >= count)
+				break;
+			poll(NULL, 0, (int)interval_ms);
+			continue;
+		}
+		if (!once)
+			fputs("\033[H\033[2J", stdout);
+		print_pool(&s.pool);
+		if (prev_t)
+			printf("  used %+.1f blocks/s", ((double)s.pool.used -
+			       (double)prev_used) * 1e9 / (double)(now - prev_t));
+		else
+			printf("  used +0.0 blocks/s");
+		printf("   (%s)\n", once ? "one frame" :
+		       "q or Ctrl-C quits");
+		print_tenants(&s);
+		print_clients(&s);
+		fflush(stdout);
+		prev_t = now;
+		prev_used = s.pool.used;
+		snap_free(&s);
+		if (count && ++frame >= count)
+			break;
+		if (poll(tty ? &pfd : NULL, tty ? 1 : 0, (int)interval_ms) > 0) {
+			char ch;
+
+			if (read(STDIN_FILENO, &ch, 1) == 1 &&
+			    (ch == 'q' || ch == 'Q'))
+				break;
+		}
+	}
+	if (tty)
+		tcsetattr(STDIN_FILENO, TCSANOW, &old_tio);
+	kvl_admin_close(adm);
+	return ret;
+}

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvpoolctl.h - the subcommands of kvpoolctl(8).
+ */
+#ifndef KVPOOLCTL_H
+#define KVPOOLCTL_H
+
+#include <stdbool.h>
+
+#include "ctl_util.h"
+
+/* Options given before the subcommand. */
+struct ctl_global {
+	bool json;		/* --json / -j */
+	const char *socket;	/* --socket PATH: the daemon's socket */
+	const char *pool;	/* --pool NAME */
+};
+
+extern struct ctl_global ctl_g;
+
+/* Each returns a CTL_EXIT_* code.  argv[0] is the subcommand's name. */
+int cmd_plan(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_tenant(int argc, char **argv);
+int cmd_monitor(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+int cmd_metrics(int argc, char **argv);
+/* `tenant list` (in ctl_status.c, shares the tenant table). */
+int ctl_tenant_list(int argc, char **argv);
+
+/* Print "kvpoolctl: <what>: <strerror>" style errors. */
+void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Report a bad option value and return CTL_EXIT_USAGE. */
+int ctl_bad_value(const char *opt, const char *val, int err);
+/* Map an -errno from the admin API to an exit code, with a message. */
+int ctl_fail(const char *what, int err);
+/* Short usage line of a subcommand, for errors. */
+void ctl_usage_hint(const char *sub);
+
+#endif /* KVPOOLCTL_H */

@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: MIT
+#
+# tools/: kvpoolctl (the operator's tool) and kvpool-bench (the multi-tenant
+# workload driver).
+#   $(B)/bin/kvpoolctl     links tools/ctl_*.c and libkvlease/kvl_admin.c
+#                          (its own copy of the object: it needs only the
+#                          admin API) with libnl-genl-3
+#   $(B)/bin/kvpool-bench  links libkvlease and libkvkern
+#   make demo              builds what the demo needs and runs kvpool-bench
+
+TOOLS_OBJ := $(B)/obj/tools
+TOOLS_NL_CFLAGS := $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
+TOOLS_NL_LIBS := $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -lnl-genl-3 -lnl-3)
+TOOLS_CFLAGS := $(CPPFLAGS_BASE) -Itools -Ilibkvlease -Ikernels \
+		$(TOOLS_NL_CFLAGS) $(CFLAGS_BASE)
+TOOLS_HDRS := $(wildcard tools/*.h) libkvlease/kvlease.h \
+	      daemon/kvpool_proto.h kmod/include/uapi/linux/kvpool.h
+
+KVPOOLCTL := $(B)/bin/kvpoolctl
+KVPOOLCTL_SRCS := kvpoolctl.c ctl_util.c ctl_plan.c ctl_status.c \
+		  ctl_tenant.c ctl_monitor.c
+KVPOOLCTL_OBJS := $(patsubst %.c,$(TOOLS_OBJ)/%.o,$(KVPOOLCTL_SRCS)) \
+		  $(TOOLS_OBJ)/kvl_admin.o
+
+$(TOOLS_OBJ)/%.o: tools/%.c $(TOOLS_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(TOOLS_CFLAGS) -c $< -o $@
+
+$(TOOLS_OBJ)/kvl_admin.o: libkvlease/kvl_admin.c $(TOOLS_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(TOOLS_CFLAGS) -c $< -o $@
+
+$(KVPOOLCTL): $(KVPOOLCTL_OBJS)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(TOOLS_NL_LIBS) -lm
+
+ALL += $(KVPOOLCTL)
+
+# kvpool-bench needs the client library (libkvlease/libkvlease.mk, included
+# before this fragment); linked statically so it runs from the tree.
+KVPOOL_BENCH := $(B)/bin/kvpool-bench
+KVPOOL_BENCH_SRCS := kvpool-bench.c bench_worker.c bench_report.c ctl_util.c
+KVPOOL_BENCH_OBJS := $(patsubst %.c,$(TOOLS_OBJ)/%.o,$(KVPOOL_BENCH_SRCS))
+ifdef KVL_A
+$(KVPOOL_BENCH): $(KVPOOL_BENCH_OBJS) $(KVL_A)
+	@mkdir -p $(@D)
+	$(CC) -o $@ $(KVPOOL_BENCH_OBJS) $(KVL_A) $(TOOLS_NL_LIBS) -lpthread -lm
+
+ALL += $(KVPOOL_BENCH)
+endif
+
+# The README's main command: build what the demo needs and run it.
+DEMO_ARGS ?=
+demo: $(KVPOOLCTL) $(KVPOOL_BENCH) $(B)/bin/kvpoold
+	$(KVPOOL_BENCH) --out $(B)/demo $(DEMO_ARGS)
+
+.PHONY: tools install-tools
+tools: $(KVPOOLCTL) $(KVPOOL_BENCH)
+
+install-tools: $(KVPOOLCTL) $(KVPOOL_BENCH)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0755 $(KVPOOLCTL) $(DESTDIR)$(PREFIX)/bin/
+	if [ -x $(KVPOOL_BENCH) ]; then \
+		install -m 0755 $(KVPOOL_BENCH) $(DESTDIR)$(PREFIX)/bin/; fi
+	for f in Documentation/man/kvpoolctl*.8; do \
+		[ -e "$$f" ] && install -m 0644 "$$f" $(DESTDIR)$(PREFIX)/share/man/man8/; \
+	done; true
+	for f in Documentation/man/kvpool-bench.1; do \
+		[ -e "$$f" ] && install -m 0644 "$$f" $(DESTDIR)$(PREFIX)/share/man/man1/; \
+	done; true
+
+INSTALL_TGTS += install-tools
