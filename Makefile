@@ -65,8 +65,9 @@ install: $(ALL) $(INSTALL_TGTS)
 deps:
 	@tools/install-deps.sh
 
-# The main job; tools/tools.mk gives it its recipe (the multi-tenant demo).
-demo: all
+# The main job; tools/tools.mk gives it its prerequisites and recipe (the
+# multi-tenant demo).
+demo:
 
 clean:
 	rm -rf $(B)
