@@ -52,3 +52,15 @@ kmod-lint: $(KMOD_SRCS)
 	@if grep -E 'warning:|error:' $(B)/kmod/lint.log; then \
 		echo "kmod-lint: FAILED (W=1, sparse): see $(B)/kmod/lint.log" >&2; exit 1; fi
 	@echo "kmod-lint: clean (W=1 C=2, $(KVPOOL_KVER))"
+
+# Install the module under /lib/modules/<version>/extra (run depmod on the
+# target afterwards) and the UAPI header for programs that use the ioctls.
+.PHONY: install-kmod
+install-kmod:
+	install -D -m 0644 kmod/include/uapi/linux/kvpool.h \
+		$(DESTDIR)$(PREFIX)/include/linux/kvpool.h
+	@if [ -f $(KMOD_KO) ]; then \
+		install -D -m 0644 $(KMOD_KO) \
+			$(DESTDIR)/lib/modules/$(KVPOOL_KVER)/extra/kvpool.ko; \
+	else echo "install-kmod: $(KMOD_KO) not built: module not installed"; fi
+INSTALL_TGTS += install-kmod
