@@ -19,7 +19,8 @@
  * Prints a table, then as the last stdout line one JSON object:
  * {"read_gbps": R, "results": [{"dtype", "ctx", "batch", "gbps",
  * "ratio"}, ...]}.  Options: -t threads (0 = all CPUs), -m pool MiB,
- * -s seconds per shape (default 0.4), -q (quick: contexts 1K and 8K only).
+ * -s seconds per shape (default 0.4), -q (quick: contexts 1K and 8K only),
+ * -k dtypes (comma-separated names, e.g. bf16,fp8; default all).
  */
 #include <errno.h>
 #include <math.h>
@@ -115,8 +116,9 @@ int main(int argc, char **argv)
 	size_t bw_bytes = (size_t)512 << 20;
 	uint8_t *bwbuf;
 	uint32_t dt, ci, bi, nctx;
+	const char *only = NULL;
 
-	while ((opt = getopt(argc, argv, "t:m:s:q")) != -1) {
+	while ((opt = getopt(argc, argv, "t:m:s:qk:")) != -1) {
 		switch (opt) {
 		case 't':
 			threads = (unsigned int)atoi(optarg);
@@ -130,9 +132,12 @@ int main(int argc, char **argv)
 		case 'q':
 			quick = 1;
 			break;
+		case 'k':
+			only = optarg;
+			break;
 		default:
 			fprintf(stderr, "usage: %s [-t threads] [-m pool MiB] "
-				"[-s seconds] [-q]\n", argv[0]);
+				"[-s seconds] [-q] [-k dtypes]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -159,6 +164,8 @@ int main(int argc, char **argv)
 		uint64_t pt, fx, need_blocks, nblocks;
 		uint8_t *pool;
 
+		if (only && !strstr(only, kvk_dtype_name(dt)))
+			continue;
 		kvk_layout_cost(1, KVH, D, dt, &pt, &fx);
 		kvk_layout_init(&l, 1, KVH, D, dt, fx + pt * TPB);
 		need_blocks = (uint64_t)131072 / TPB * 64;

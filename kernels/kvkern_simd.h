@@ -309,7 +309,66 @@ vf cvt(uint32_t dtype, const uint8_t *row, uint32_t d, const uint8_t *gscale)
 	}
 }
 
-#define PF_DIST 2
+/*
+ * Values of one tile: out[r][:] += p[r][j] * V[j][:] for the n rows of
+ * the tile.  NC slices of VW outputs per pass (NC * R <= 16 accumulators
+ * in registers), so that the FMA chains (one FMA per position) overlap.
+ * fast: FP8 tile known to hold no NaN code.
+ */
+static inline __attribute__((always_inline))
+void v_tile(const uint8_t *vp, uint32_t row_bytes, const uint8_t *gsb,
+	    uint32_t gsz, const float *pv, float *const *o, uint32_t n,
+	    uint32_t slot0, const uint32_t D, const uint32_t dtype,
+	    const uint32_t RC, uint32_t vnan, const int fast)
+{
+	const uint32_t NC = RC >= 16 || VW < 16 ? 1 : RC >= 8 ? 2 :
+			    D % (4 * VW) ? 2 : 4;
+	const uint32_t R = RC;
+	uint32_t dc, r, j, c;
+
+	for (dc = 0; dc < D; dc += NC * VW) {
+		vf oa[16][4];	/* NC <= 4; fixed size: no VLA */
+
+		#pragma GCC unroll 16
+		for (r = 0; r < R; r++)
+			#pragma GCC unroll 16
+			for (c = 0; c < NC; c++)
+				oa[r][c] = ld(o[r] + 2 + dc + c * VW);
+		for (j = 0; j < n; j++) {
+			const uint8_t *vr = vp + (uint64_t)(slot0 + j) *
+					    row_bytes;
+			const uint8_t *gs = gsb + (uint64_t)(slot0 + j) * gsz;
+			vf v[4];
+
+			if (fast || (dtype == KVK_FP8 && !((vnan >> j) & 1))) {
+				#pragma GCC unroll 16
+				for (c = 0; c < NC; c++)
+					v[c] = cvt_fp8_fast(vr, dc + c * VW);
+			} else {
+				#pragma GCC unroll 16
+				for (c = 0; c < NC; c++)
+					v[c] = cvt(dtype, vr, dc + c * VW, gs);
+			}
+			#pragma GCC unroll 16
+			for (r = 0; r < R; r++) {
+				vf pb = splat(pv[r * VW + j]);
+
+				#pragma GCC unroll 16
+				for (c = 0; c < NC; c++)
+					oa[r][c] += pb * v[c];
+			}
+		}
+		#pragma GCC unroll 16
+		for (r = 0; r < R; r++)
+			#pragma GCC unroll 16
+			for (c = 0; c < NC; c++)
+				st(o[r] + 2 + dc + c * VW, oa[r][c]);
+	}
+}
+
+#ifndef KVK_PFD
+#define KVK_PFD 4	/* blocks prefetched ahead */
+#endif
 
 
 /*
@@ -340,6 +399,7 @@ void attn_core(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 			 * against one dominant term */
 	uint32_t r, j, dc, bi;
 	uint64_t koff, voff, ksoff, vsoff;
+	const uint8_t *nb;
 	uint32_t vnan;
 
 	koff = kvk_row_offset(l, job->layer, 0, it->head, 0);
@@ -388,20 +448,18 @@ void attn_core(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 			memcpy(&sv, blk + vsoff, 4);
 		}
 		/* software prefetch: blocks are scattered, so the hardware
-		 * prefetchers restart at every block; fetch the planes of
-		 * the block PF_DIST ahead while this one is computed */
-		if (bi + PF_DIST < nblk_end) {
-			const uint8_t *nb = job->pool +
-				(uint64_t)table[bi + PF_DIST] * l->block_bytes;
-			uint64_t pb = l->plane_bytes, x;
-
-			if (pb > 16384)
-				pb = 16384;
-			for (x = 0; x < pb; x += 64) {
-				__builtin_prefetch(nb + koff + x);
-				__builtin_prefetch(nb + voff + x);
-			}
+		 * prefetchers restart at every block.  The rows of the block
+		 * PF_DIST ahead are fetched one by one next to the rows of
+		 * this block (spread over the compute, not one burst); the
+		 * first blocks of the item and the small scale areas in one
+		 * burst. */
+		nb = NULL;
+		if (bi + KVK_PFD < nblk_end) {
+			nb = job->pool + (uint64_t)table[bi + KVK_PFD] *
+			     l->block_bytes;
 			if (dtype == KVK_INT4) {
+				uint64_t x;
+
 				for (x = 0; x < (uint64_t)T * gsz; x += 64) {
 					__builtin_prefetch(nb + ksoff + x);
 					__builtin_prefetch(nb + vsoff + x);
@@ -409,6 +467,23 @@ void attn_core(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 			} else if (dtype != KVK_BF16) {
 				__builtin_prefetch(nb + ksoff);
 				__builtin_prefetch(nb + vsoff);
+			}
+		}
+		if (bi == it->t0 / T) {
+			uint32_t b2;
+
+			for (b2 = bi; b2 < bi + KVK_PFD && b2 < nblk_end;
+			     b2++) {
+				const uint8_t *pb = job->pool +
+					(uint64_t)table[b2] * l->block_bytes;
+				uint64_t x, n2 = l->plane_bytes;
+
+				if (n2 > 16384)
+					n2 = 16384;
+				for (x = 0; x < n2; x += 64) {
+					__builtin_prefetch(pb + koff + x);
+					__builtin_prefetch(pb + voff + x);
+				}
 			}
 		}
 
@@ -425,6 +500,18 @@ void attn_core(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 						    (uint64_t)(slot0 + j) * gsz;
 				vf k[KVK_MAX_HEAD_DIM / VW] = { 0 };
 
+				if (nb) {
+					const uint8_t *pr = nb + koff +
+						(uint64_t)(slot0 + j) *
+						l->row_bytes;
+					uint32_t x;
+
+					for (x = 0; x < l->row_bytes; x += 64) {
+						__builtin_prefetch(pr + x);
+						__builtin_prefetch(pr + x +
+							(voff - koff));
+					}
+				}
 				if (dtype == KVK_FP8 && !fp8_row_nan(kr, D)) {
 #pragma GCC unroll 16
 					for (dc = 0; dc < ND; dc++)
@@ -437,13 +524,19 @@ void attn_core(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 				}
 				#pragma GCC unroll 16
 				for (r = 0; r < R; r++) {
+					/* two chains: half the latency */
 					vf a = ld(qs + r * D) * k[0];
+					vf b = ld(qs + r * D + VW) * k[1];
 
 					#pragma GCC unroll 16
-					for (dc = 1; dc < ND; dc++)
+					for (dc = 2; dc < ND; dc += 2) {
 						a += ld(qs + r * D + dc * VW) *
 						     k[dc];
-					acc[r * VW + j] = a;
+						b += ld(qs + r * D +
+							(dc + 1) * VW) *
+						     k[dc + 1];
+					}
+					acc[r * VW + j] = a + b;
 				}
 			}
 			#pragma GCC unroll 16
@@ -491,31 +584,14 @@ void attn_core(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 					vnan |= (uint32_t)fp8_row_nan(vp +
 						(uint64_t)(slot0 + j) *
 						l->row_bytes, D) << j;
-			for (dc = 0; dc < D; dc += VW) {
-				vf oa[16] = { 0 };
-
-				#pragma GCC unroll 16
-				for (r = 0; r < R; r++)
-					oa[r] = ld(o[r] + 2 + dc);
-				for (j = 0; j < n; j++) {
-					const uint8_t *vr = vp +
-						(uint64_t)(slot0 + j) *
-						l->row_bytes;
-					const uint8_t *gs = blk + vsoff +
-						(uint64_t)(slot0 + j) * gsz;
-					vf v = dtype == KVK_FP8 &&
-						!((vnan >> j) & 1) ?
-						cvt_fp8_fast(vr, dc) :
-						cvt(dtype, vr, dc, gs);
-
-					#pragma GCC unroll 16
-					for (r = 0; r < R; r++)
-						oa[r] += pv[r * VW + j] * v;
-				}
-				#pragma GCC unroll 16
-				for (r = 0; r < R; r++)
-					st(o[r] + 2 + dc, oa[r]);
-			}
+			/* a tile without FP8 NaN codes takes the loop
+			 * without per-row checks */
+			if (dtype == KVK_FP8 && !vnan)
+				v_tile(vp, l->row_bytes, blk + vsoff, gsz,
+				       pv, o, n, slot0, D, dtype, RC, 0, 1);
+			else
+				v_tile(vp, l->row_bytes, blk + vsoff, gsz,
+				       pv, o, n, slot0, D, dtype, RC, vnan, 0);
 		}
 	}
 	#pragma GCC unroll 16
