@@ -145,40 +145,31 @@ uint8_t kvk_q_fp8(float x, float s)
 	return kvk_f32_to_fp8(x / s);
 }
 
-int8_t kvk_q_int8(float x, float s)
+/* Symmetric rounding to -qmax..qmax; NaN and a zero scale give 0. */
+static float q_sym(float x, float s, float qmax)
 {
 	float q;
 
 	if (isnan(x))
 		return 0;
 	if (isinf(x))
-		return x > 0 ? 127 : -127;
+		return x > 0 ? qmax : -qmax;
 	if (s == 0.0f)
 		return 0;
 	q = rintf(x / s);
-	if (q > KVK_INT8_MAX)
-		q = KVK_INT8_MAX;
-	if (q < -KVK_INT8_MAX)
-		q = -KVK_INT8_MAX;
-	return (int8_t)q;
+	if (q > qmax)
+		return qmax;
+	return q < -qmax ? -qmax : q;
+}
+
+int8_t kvk_q_int8(float x, float s)
+{
+	return (int8_t)q_sym(x, s, KVK_INT8_MAX);
 }
 
 int kvk_q_int4(float x, float s)
 {
-	float q;
-
-	if (isnan(x))
-		return 0;
-	if (isinf(x))
-		return x > 0 ? 7 : -7;
-	if (s == 0.0f)
-		return 0;
-	q = rintf(x / s);
-	if (q > KVK_INT4_MAX)
-		q = KVK_INT4_MAX;
-	if (q < -KVK_INT4_MAX)
-		q = -KVK_INT4_MAX;
-	return (int)q;
+	return (int)q_sym(x, s, KVK_INT4_MAX);
 }
 
 /* ---- layout ---- */
