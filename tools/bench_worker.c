@@ -144,25 +144,33 @@ static bool preempt_one(struct worker *w, const struct req *keep)
 	return true;
 }
 
-/* A lease failed with err: count it and make room.  Returns 0 to retry,
- * 1 to give up on r (it was dropped), or a fatal -errno. */
-static int pressure(struct worker *w, struct req *r, int err)
+/* Count a refused lease (quota hit or stall); false if err is fatal. */
+static bool count_refusal(struct worker *w, int err)
 {
 	switch (err) {
 	case -EDQUOT:
 		w->ws->quota_hits++;
-		break;
+		return true;
 	case -ETIMEDOUT:
 	case -EAGAIN:
 	case -ENOMEM:
 		w->ws->stalls++;
-		break;
+		return true;
 	case -ESTALE:
-		/* daemon restarted: every sequence is empty now */
-		return 1;
+		return true;
 	default:
-		return err;
+		return false;
 	}
+}
+
+/* A lease failed with err: count it and make room.  Returns 0 to retry,
+ * 1 to give up on r (it was dropped), or a fatal -errno. */
+static int pressure(struct worker *w, struct req *r, int err)
+{
+	if (!count_refusal(w, err))
+		return err;
+	if (err == -ESTALE)	/* daemon restarted: every sequence is empty */
+		return 1;
 	kvl_trim(w->ctx);
 	w->admit_after = ctl_now_ns() + 20000000ULL;
 	if (preempt_one(w, r)) {
@@ -204,20 +212,8 @@ static uint32_t active_count(const struct worker *w)
 /* A new request could not get its blocks: do not admit it now. */
 static int defer(struct worker *w, struct req *r, int err)
 {
-	switch (err) {
-	case -EDQUOT:
-		w->ws->quota_hits++;
-		break;
-	case -ETIMEDOUT:
-	case -EAGAIN:
-	case -ENOMEM:
-		w->ws->stalls++;
-		break;
-	case -ESTALE:
-		break;
-	default:
+	if (!count_refusal(w, err))
 		return err;
-	}
 	req_drop(w, r);
 	kvl_trim(w->ctx);
 	/* try admitting again in 20 ms, or when a request finishes; while
