@@ -760,9 +760,10 @@ static int check_limits(uint32_t max, uint32_t min, bool keep_ok)
 	return 0;
 }
 
-int kvl_admin_tenant_add(struct kvl_admin *adm, const char *pool,
-			 const char *name, uint32_t max, uint32_t min,
-			 uint32_t uid, uint32_t gid)
+/* Common checks of the tenant calls; limits: 0 none, 1 add, 2 set. */
+static int check_tenant_args(struct kvl_admin *adm, const char *pool,
+			     const char *name, uint32_t max, uint32_t min,
+			     int limits)
 {
 	int ret;
 
@@ -771,8 +772,17 @@ int kvl_admin_tenant_add(struct kvl_admin *adm, const char *pool,
 	ret = check_name(name, false);
 	if (!ret)
 		ret = check_name(pool, true);
-	if (!ret)
-		ret = check_limits(max, min, false);
+	if (!ret && limits)
+		ret = check_limits(max, min, limits == 2);
+	return ret;
+}
+
+int kvl_admin_tenant_add(struct kvl_admin *adm, const char *pool,
+			 const char *name, uint32_t max, uint32_t min,
+			 uint32_t uid, uint32_t gid)
+{
+	int ret = check_tenant_args(adm, pool, name, max, min, 1);
+
 	if (ret)
 		return ret;
 	if (adm->mode == KVL_MODE_MODULE)
@@ -785,13 +795,8 @@ int kvl_admin_tenant_add(struct kvl_admin *adm, const char *pool,
 int kvl_admin_tenant_del(struct kvl_admin *adm, const char *pool,
 			 const char *name)
 {
-	int ret;
+	int ret = check_tenant_args(adm, pool, name, 0, 0, 0);
 
-	if (!adm)
-		return -EINVAL;
-	ret = check_name(name, false);
-	if (!ret)
-		ret = check_name(pool, true);
 	if (ret)
 		return ret;
 	if (adm->mode == KVL_MODE_MODULE)
@@ -804,15 +809,8 @@ int kvl_admin_tenant_set(struct kvl_admin *adm, const char *pool,
 			 const char *name, uint32_t max, uint32_t min,
 			 uint32_t uid, uint32_t gid)
 {
-	int ret;
+	int ret = check_tenant_args(adm, pool, name, max, min, 2);
 
-	if (!adm)
-		return -EINVAL;
-	ret = check_name(name, false);
-	if (!ret)
-		ret = check_name(pool, true);
-	if (!ret)
-		ret = check_limits(max, min, true);
 	if (ret)
 		return ret;
 	if (adm->mode == KVL_MODE_MODULE)
