@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include "kvkern.h"
 #include "kvkern_internal.h"
@@ -39,6 +40,7 @@
 #define KVH 8
 #define D 128
 #define TPB 16
+#define HUGE_SZ ((uint64_t)2 << 20)
 
 static double now_s(void)
 {
@@ -113,14 +115,14 @@ int main(int argc, char **argv)
 	unsigned int threads = 0;
 	uint64_t cap_mib = 2048;
 	double per_shape = 0.4, read_bw, read_bw2, ref_bw;
-	int quick = 0, opt, nres = 0, i;
+	int quick = 0, huge = 1, opt, nres = 0, i;
 	struct kvk_cpu *cpu;
 	size_t bw_bytes = (size_t)512 << 20;
 	uint8_t *bwbuf;
 	uint32_t dt, ci, bi, nctx;
 	const char *only = NULL;
 
-	while ((opt = getopt(argc, argv, "t:m:s:qk:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:m:s:qk:H")) != -1) {
 		switch (opt) {
 		case 't':
 			threads = (unsigned int)atoi(optarg);
@@ -137,9 +139,12 @@ int main(int argc, char **argv)
 		case 'k':
 			only = optarg;
 			break;
+		case 'H':
+			huge = 0;
+			break;
 		default:
 			fprintf(stderr, "usage: %s [-t threads] [-m pool MiB] "
-				"[-s seconds] [-q] [-k dtypes]\n", argv[0]);
+				"[-s seconds] [-q] [-k dtypes] [-H]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -164,7 +169,7 @@ int main(int argc, char **argv)
 
 	for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
 		struct kvk_layout l;
-		uint64_t pt, fx, need_blocks, nblocks;
+		uint64_t pt, fx, need_blocks, nblocks, pool_bytes;
 		uint8_t *pool;
 
 		if (only && !strstr(only, kvk_dtype_name(dt)))
@@ -175,11 +180,18 @@ int main(int argc, char **argv)
 		nblocks = (cap_mib << 20) / l.block_bytes;
 		if (nblocks > need_blocks)
 			nblocks = need_blocks;
-		pool = malloc(nblocks * l.block_bytes);
+		pool_bytes = (nblocks * l.block_bytes + HUGE_SZ - 1) /
+			     HUGE_SZ * HUGE_SZ;
+		pool = aligned_alloc(HUGE_SZ, pool_bytes);
 		if (!pool) {
 			fprintf(stderr, "out of memory for the pool\n");
 			return 1;
 		}
+		/* blocks are scattered: with 4 KiB pages every K or V plane
+		 * costs a TLB miss; ask for 2 MiB pages (-H: do not) */
+		if (huge && madvise(pool, pool_bytes, MADV_HUGEPAGE))
+			fprintf(stderr, "madvise(MADV_HUGEPAGE): %s\n",
+				strerror(errno));
 		fill_pool(&l, pool, nblocks);
 		for (ci = 0; ci < nctx; ci++) {
 			for (bi = 0; bi < 3; bi++) {

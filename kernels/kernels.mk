@@ -13,7 +13,8 @@ KVK_CUDA_INC ?= /usr/local/cuda/include
 KVK_HAVE_CUDA_H := $(shell test -f $(KVK_CUDA_INC)/cuda.h && echo 1)
 KVK_OBJ := $(B)/obj/kernels
 KVK_HDRS := $(wildcard kernels/*.h)
-KVK_CPU_SRCS := kvkern.c kvkern_cpu.c kvkern_avx512.c kvkern_avx2.c \
+KVK_CPU_SRCS := kvkern.c kvkern_cpu.c kvkern_avx512bf16.c kvkern_avx512.c \
+		kvkern_avx2.c \
 		kvkern_generic.c
 KVK_CUDA_SRCS := cuda_drv.c kvkern_cuda.c
 ifeq ($(KVK_HAVE_CUDA_H),1)
@@ -26,10 +27,12 @@ KVK_CFLAGS := $(CPPFLAGS_BASE) -Ikernels -I$(KVK_CUDA_INC) \
 	      -DKVK_FATBIN_DIR='"$(PREFIX)/lib/kvpool"'
 KVK_LIBS := -lpthread -ldl -lm
 KVK_AVX512 := -O3 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
+KVK_AVX512BF16 := $(KVK_AVX512) -mavx512bf16 -mavx512vbmi
 KVK_AVX2 := -O3 -mavx2 -mfma
 KVK_LIB := $(B)/lib/libkvkern.a
 KVK_FATBIN := $(B)/lib/kvpool_kernels.fatbin
 
+$(KVK_OBJ)/kvkern_avx512bf16.o: KVK_ARCH := $(KVK_AVX512BF16)
 $(KVK_OBJ)/kvkern_avx512.o: KVK_ARCH := $(KVK_AVX512)
 $(KVK_OBJ)/kvkern_avx2.o: KVK_ARCH := $(KVK_AVX2)
 

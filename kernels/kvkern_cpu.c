@@ -16,7 +16,10 @@
 #include "kvkern.h"
 #include "kvkern_internal.h"
 
-#define SCRATCH_FLOATS (16 * KVK_MAX_HEAD_DIM + 16 * 16 * 16 + 16 * 16 + \
+/* per thread: kvkern_simd.h's attn_core() and kvkern_dpbf16.h's attn_bf()
+ * (the larger: q 16 x D, two score tiles 2 x 16 x 16, weights 16 x 16,
+ * outputs 16 x D) */
+#define SCRATCH_FLOATS (16 * KVK_MAX_HEAD_DIM + 2 * 16 * 16 * 16 + 16 * 16 + \
 			16 * (KVK_MAX_HEAD_DIM + 2) + 64)
 #define MIN_CHUNK 512		/* positions per split-K chunk, at least */
 
@@ -85,6 +88,17 @@ static const struct kvk_simd_ops *pick_simd(void)
 	else if (cap && (!strcmp(cap, "generic") || !strcmp(cap, "scalar")))
 		lvl = 0;
 	__builtin_cpu_init();
+	if (cap && !strcmp(cap, "avx512"))
+		lvl = 2;
+	else if (!cap || !strcmp(cap, "avx512bf16"))
+		lvl = 3;
+	if (lvl >= 3 && __builtin_cpu_supports("avx512f") &&
+	    __builtin_cpu_supports("avx512bw") &&
+	    __builtin_cpu_supports("avx512vl") &&
+	    __builtin_cpu_supports("avx512dq") &&
+	    __builtin_cpu_supports("avx512bf16") &&
+	    __builtin_cpu_supports("avx512vbmi"))
+		return &kvk_simd_avx512bf16;
 	if (lvl >= 2 && __builtin_cpu_supports("avx512f") &&
 	    __builtin_cpu_supports("avx512bw") &&
 	    __builtin_cpu_supports("avx512vl") &&

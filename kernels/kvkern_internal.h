@@ -74,6 +74,7 @@ struct kvk_simd_ops {
 	double (*sum_bytes)(const void *buf, size_t bytes);
 };
 
+extern const struct kvk_simd_ops kvk_simd_avx512bf16;
 extern const struct kvk_simd_ops kvk_simd_avx512;
 extern const struct kvk_simd_ops kvk_simd_avx2;
 extern const struct kvk_simd_ops kvk_simd_generic;

@@ -599,6 +599,48 @@ void attn_core(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 		o[r][1] = hsum(lv[r]);
 }
 
+#ifdef KVK_DPBF16
+#include "kvkern_dpbf16.h"
+
+#ifndef KVK_NO_SPECIALISE
+#define BFCASE(dt, d) \
+	case (dt) * 1000 + (d): \
+		if (R == 1) \
+			attn_bf(job, it, scratch, (d), (dt), 1); \
+		else if (R <= 4) \
+			attn_bf(job, it, scratch, (d), (dt), 4); \
+		else if (R <= 8) \
+			attn_bf(job, it, scratch, (d), (dt), 8); \
+		else \
+			attn_bf(job, it, scratch, (d), (dt), 16); \
+		break
+#endif
+
+/* BF16 and FP8 with head_dim a multiple of 64 take attn_bf(). */
+static int item_bf(const struct kvk_attn_job *job,
+		   const struct kvk_attn_item *it, float *scratch, uint32_t R)
+{
+	uint32_t D = job->l->head_dim, dtype = job->l->dtype;
+
+	if ((dtype != KVK_BF16 && dtype != KVK_FP8) || D % 64)
+		return 0;
+	pthread_once(&fp8_bf16_once, fp8_bf16_init);
+#ifndef KVK_NO_SPECIALISE
+	switch (dtype * 1000 + D) {
+	BFCASE(KVK_BF16, 64); BFCASE(KVK_BF16, 128); BFCASE(KVK_BF16, 256);
+	BFCASE(KVK_FP8, 64); BFCASE(KVK_FP8, 128); BFCASE(KVK_FP8, 256);
+	default:
+		attn_bf(job, it, scratch, D, dtype, 16);
+		break;
+	}
+#else
+	(void)R;
+	attn_bf(job, it, scratch, D, dtype, 16);
+#endif
+	return 1;
+}
+#endif
+
 #if VW >= 16 && !defined(KVK_NO_SPECIALISE)
 #define RCASE(dt, d) \
 	do { \
@@ -624,7 +666,13 @@ static void item_fn(const struct kvk_attn_job *job, uint32_t i,
 	uint32_t R = it->nq * job->group;
 
 	(void)R;
-#if VW >= 16 && !defined(KVK_NO_SPECIALISE)
+	(void)D;
+	(void)dtype;
+#ifdef KVK_DPBF16
+	/* the other dtypes: the plain avx512 loops (kvkern_avx512.c) */
+	if (!item_bf(job, it, scratch, R))
+		kvk_simd_avx512.item(job, i, thread);
+#elif VW >= 16 && !defined(KVK_NO_SPECIALISE)
 	switch (dtype * 1000 + D) {
 	CASE(KVK_BF16, 64); CASE(KVK_BF16, 128); CASE(KVK_BF16, 256);
 	CASE(KVK_FP8, 64); CASE(KVK_FP8, 128); CASE(KVK_FP8, 256);

@@ -35,6 +35,7 @@ $(KVKT_DIR)/%: tests/kernels/%.c $(KVK_LIB) $(KVKT_HDRS)
 # only, to keep the compile short), small grid
 KVKT_ASAN_OBJ := $(B)/asan/obj/kernels
 KVKT_ASAN_OBJS := $(patsubst %.c,$(KVKT_ASAN_OBJ)/%.o,$(KVK_CPU_SRCS))
+$(KVKT_ASAN_OBJ)/kvkern_avx512bf16.o: KVK_ARCH := $(KVK_AVX512BF16)
 $(KVKT_ASAN_OBJ)/kvkern_avx512.o: KVK_ARCH := $(KVK_AVX512)
 $(KVKT_ASAN_OBJ)/kvkern_avx2.o: KVK_ARCH := $(KVK_AVX2)
 $(KVKT_ASAN_OBJ)/%.o: kernels/%.c $(KVK_HDRS)

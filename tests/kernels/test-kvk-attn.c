@@ -29,7 +29,8 @@ static const uint32_t ctxs[] = { 1, 15, 16, 17, 1000 };
 static const uint32_t ctxs[] = { 1, 15, 16, 17, 1000, 8192 };
 #endif
 static const uint32_t tpbs[] = { 16, 7, 1, 64, 33 };
-static const char *const simds[] = { "avx512", "avx2", "generic" };
+static const char *const simds[] = { "avx512bf16", "avx512", "avx2",
+				      "generic" };
 #ifdef KT_PREFILL
 static const uint32_t n_news[] = { 1, 7, 33, 4 };
 #endif

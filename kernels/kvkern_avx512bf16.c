@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvkern_avx512bf16.c - attention inner loops for avx512 with AVX512-BF16
+ * and AVX512-VBMI: BF16 and FP8 caches take kvkern_dpbf16.h, the other
+ * dtypes the avx512 loops of kvkern_simd.h.
+ */
+#define VW 16
+#define KVK_DPBF16 1
+#define SIMD_OPS kvk_simd_avx512bf16
+#define SIMD_NAME "avx512bf16"
+#include "kvkern_simd.h"
