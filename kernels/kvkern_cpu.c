@@ -351,7 +351,9 @@ static int run_attn(const struct kvk_layout *l, const void *pool,
 	/* work per group = positions it reads */
 	for (b = 0; b < batch; b++)
 		total += (uint64_t)ctx[b] * H * ((nq1 + qb - 1) / qb);
-	chunk = total / ((uint64_t)nthreads * 4) + 1;
+	/* about 16 items per thread: the last ones to start end close
+	 * together even when a thread runs slower (shared machines) */
+	chunk = total / ((uint64_t)nthreads * 16) + 1;
 	if (chunk < MIN_CHUNK)
 		chunk = MIN_CHUNK;
 	if (nthreads == 1)
