@@ -342,18 +342,29 @@ static int run_attn(const struct kvk_layout *l, const void *pool,
 	uint64_t total = 0, chunk, nitems = 0, nparts = 0, ngroups = 0;
 	struct kvk_attn_item *items = NULL;
 	struct attn_call c;
-	uint32_t b, h, q0, gi, ii, pi;
+	uint32_t b, h, q0, gi, ii, pi, rc, hb;
 	int ret = 0;
 
 	memset(&c, 0, sizeof(c));
 	if (qb > nq1)
 		qb = nq1;
+	/* several kv heads per item, so that an item reads whole blocks:
+	 * rows (rounded up as the SIMD cores do) x head_dim of all its heads
+	 * within the 16 x KVK_MAX_HEAD_DIM the per-thread scratch holds */
+	rc = qb * G == 1 ? 1 : qb * G <= 4 ? 4 : qb * G <= 8 ? 8 : 16;
+	hb = 16 * KVK_MAX_HEAD_DIM / (rc * l->head_dim);
+	if (hb * rc > 64)
+		hb = 64 / rc;
+	if (hb > H)
+		hb = H;
+	if (hb < 1)
+		hb = 1;
 	/* work per group = positions it reads */
 	for (b = 0; b < batch; b++)
 		total += (uint64_t)ctx[b] * H * ((nq1 + qb - 1) / qb);
 	/* about 16 items per thread: the last ones to start end close
 	 * together even when a thread runs slower (shared machines) */
-	chunk = total / ((uint64_t)nthreads * 16) + 1;
+	chunk = total / ((uint64_t)nthreads * 16 * hb) + 1;
 	if (chunk < MIN_CHUNK)
 		chunk = MIN_CHUNK;
 	if (nthreads == 1)
@@ -368,7 +379,7 @@ static int run_attn(const struct kvk_layout *l, const void *pool,
 			uint64_t nch = (end + chunk - 1) / chunk;
 
 			ngroups += H;
-			nitems += H * nch;
+			nitems += (H + hb - 1) / hb * nch;
 			nparts += H * nch * nq * G;
 		}
 	}
@@ -391,31 +402,38 @@ static int run_attn(const struct kvk_layout *l, const void *pool,
 			uint64_t end = n_q ? (uint64_t)ctx[b] - n_q + q0 + nq :
 					     ctx[b];
 			uint32_t nch = (uint32_t)((end + chunk - 1) / chunk);
+			uint32_t ch, hstride = nch * nq * G;
 
+			/* partials: [head][chunk][row] from pi */
 			for (h = 0; h < H; h++) {
 				struct group *g = &c.groups[gi++];
-				uint32_t ch;
 
 				g->seq = b;
 				g->head = h;
 				g->q0 = q0;
 				g->nq = nq;
-				g->part = pi;
+				g->part = pi + h * hstride;
 				g->chunks = nch;
-				for (ch = 0; ch < nch; ch++) {
+			}
+			for (ch = 0; ch < nch; ch++) {
+				for (h = 0; h < H; h += hb) {
 					struct kvk_attn_item *it = &items[ii++];
 
 					it->seq = b;
 					it->head = h;
+					it->nh = H - h < hb ? H - h : hb;
+					it->hstride = hstride;
 					it->q0 = q0;
 					it->nq = nq;
 					it->t0 = (uint32_t)(ch * chunk);
-					it->t1 = (uint32_t)((ch + 1) * chunk <
-						 end ? (ch + 1) * chunk : end);
-					it->part = pi;
-					pi += nq * G;
+					it->t1 = (uint32_t)((uint64_t)(ch + 1) *
+						 chunk < end ? (ch + 1) * chunk :
+						 end);
+					it->part = pi + h * hstride +
+						   ch * nq * G;
 				}
 			}
+			pi += H * hstride;
 		}
 	}
 	c.ngroups = gi;

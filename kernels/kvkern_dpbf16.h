@@ -117,11 +117,17 @@ static inline __attribute__((always_inline)) __m512i bc32(const uint32_t *p)
 	return _mm512_set1_epi32((int)*p);
 }
 
-/* One tile: up to VW positions of one block. */
+#define BF_ROWS 64		/* rows (heads x query rows) per item, at most */
+/* blocks prefetched ahead: an item reads all its heads' planes of a
+ * block, so two blocks ahead is already 64 KiB (FP8) to 128 KiB (BF16) */
+#define BF_PFD 2
+
+/* One unit of work: up to VW positions of one block, one kv head. */
 struct bf_tile {
 	const uint8_t *kp, *vp;	/* K and V rows of the tile's first position */
-	const uint8_t *nk;	/* same rows KVK_PFD blocks ahead, or NULL */
+	const uint8_t *nk;	/* same rows BF_PFD blocks ahead, or NULL */
 	uint32_t ts, n;		/* first position, positions */
+	uint32_t row0;		/* the head's first row in the item */
 	float sk, sv;		/* FP8 block scales */
 };
 
@@ -130,74 +136,93 @@ struct bf_item {
 	const struct kvk_attn_job *job;
 	const struct kvk_attn_item *it;
 	const uint32_t *table;
-	uint64_t koff, voff, ksoff, vsoff;
-	uint32_t pos, nblk_end;
-	uint16_t *qh, *ql;	/* [R][D] query (x scale), hi and lo BF16 */
-	uint32_t *pph, *ppl;	/* [R][8] weights of position pairs */
-	float *ov;		/* [R][D] output accumulators, V order */
+	uint64_t koff[BF_ROWS], voff[BF_ROWS];	/* per head */
+	uint64_t ksoff[BF_ROWS], vsoff[BF_ROWS];
+	uint32_t pos, nblk_end, nh, rc;
+	/* the current block: heads hh .. nh - 1 of it still to do */
+	const uint8_t *blk, *nb;
+	uint32_t hh, slot0, ts, n;
+	uint16_t *qh, *ql;	/* [rows][D] query (x scale), hi and lo BF16 */
+	uint32_t *pph, *ppl;	/* [RC][8] weights of position pairs */
+	float *ov;		/* [rows][D] output accumulators, V order */
 	struct fp8_lut lut;
-	float m[16];		/* running maximum per row */
-	int64_t limit[16];	/* last position each row attends to */
-	vf lv[16];		/* per-lane softmax sums */
+	float m[BF_ROWS];	/* running maximum per row */
+	int64_t limit[BF_ROWS];	/* last position each row attends to */
+	vf lv[BF_ROWS];		/* per-lane softmax sums */
 };
 
 /*
- * The next tile of the item, 0 when none is left.  Entering a block:
- * software prefetch (blocks are scattered, so the hardware prefetchers
- * restart at every block): the first KVK_PFD blocks of the item in one
- * burst, then the scales of the block KVK_PFD ahead; its rows are fetched
- * one by one next to the rows of the current tile (bf_scores()).
+ * The next unit of the item, 0 when none is left: the heads of a block one
+ * after the other, then the next block, so that each block is read whole.
+ * Entering a block: software prefetch (blocks are scattered, so the
+ * hardware prefetchers restart at every block): the first BF_PFD blocks
+ * of the item in one burst, then the scales of the block BF_PFD ahead;
+ * its rows are fetched one by one next to the rows of the current unit
+ * (bf_scores()).
  */
 static inline __attribute__((always_inline))
 int bf_next(struct bf_item *b, struct bf_tile *t, const uint32_t dtype)
 {
 	const struct kvk_layout *l = b->job->l;
 	const uint8_t *pool = b->job->pool;
-	uint32_t T = l->tokens_per_block, bi, slot0, b2;
+	const uint32_t rb = l->row_bytes;
+	uint32_t T = l->tokens_per_block, bi, b2, hh;
 	uint64_t be, y, n2;
-	const uint8_t *blk, *nb;
+	const uint8_t *nb;
 
-	if (b->pos >= b->it->t1)
-		return 0;
-	bi = b->pos / T;
-	slot0 = b->pos - bi * T;
-	be = (uint64_t)(bi + 1) * T < b->it->t1 ? (uint64_t)(bi + 1) * T :
-						 b->it->t1;
-	blk = pool + (uint64_t)b->table[bi] * l->block_bytes;
-	t->ts = b->pos;
-	t->n = be - b->pos < VW ? (uint32_t)(be - b->pos) : VW;
-	t->kp = blk + b->koff + (uint64_t)slot0 * l->row_bytes;
-	t->vp = blk + b->voff + (uint64_t)slot0 * l->row_bytes;
-	t->nk = NULL;
+	if (b->hh == b->nh) {
+		if (b->pos >= b->it->t1)
+			return 0;
+		bi = b->pos / T;
+		b->slot0 = b->pos - bi * T;
+		be = (uint64_t)(bi + 1) * T < b->it->t1 ?
+		     (uint64_t)(bi + 1) * T : b->it->t1;
+		b->blk = pool + (uint64_t)b->table[bi] * l->block_bytes;
+		b->ts = b->pos;
+		b->n = be - b->pos < VW ? (uint32_t)(be - b->pos) : VW;
+		b->nb = NULL;
+		if (bi + BF_PFD < b->nblk_end) {
+			b->nb = pool + (uint64_t)b->table[bi + BF_PFD] *
+				l->block_bytes;
+			if (dtype == KVK_FP8 &&
+			    (b->pos == b->it->t0 || !b->slot0)) {
+				__builtin_prefetch(b->nb + b->ksoff[0]);
+				__builtin_prefetch(b->nb + b->vsoff[0]);
+			}
+		}
+		if (b->pos == b->it->t0) {
+			n2 = l->plane_bytes * b->nh;
+			n2 = n2 < 16384 ? n2 : 16384;
+			for (b2 = bi; b2 < bi + BF_PFD && b2 < b->nblk_end;
+			     b2++) {
+				nb = pool + (uint64_t)b->table[b2] *
+				     l->block_bytes;
+				for (y = 0; y < n2; y += 64) {
+					__builtin_prefetch(nb + b->koff[0] + y);
+					__builtin_prefetch(nb + b->voff[0] + y);
+				}
+				if (dtype == KVK_FP8) {
+					__builtin_prefetch(nb + b->ksoff[0]);
+					__builtin_prefetch(nb + b->vsoff[0]);
+				}
+			}
+		}
+		b->pos += b->n;
+		b->hh = 0;
+	}
+	hh = b->hh++;
+	t->ts = b->ts;
+	t->n = b->n;
+	t->row0 = hh * b->rc;
+	t->kp = b->blk + b->koff[hh] + (uint64_t)b->slot0 * rb;
+	t->vp = b->blk + b->voff[hh] + (uint64_t)b->slot0 * rb;
+	t->nk = b->nb ? b->nb + b->koff[hh] + (uint64_t)b->slot0 * rb : NULL;
 	t->sk = 1.0f;
 	t->sv = 1.0f;
 	if (dtype == KVK_FP8) {
-		memcpy(&t->sk, blk + b->ksoff, 4);
-		memcpy(&t->sv, blk + b->vsoff, 4);
+		memcpy(&t->sk, b->blk + b->ksoff[hh], 4);
+		memcpy(&t->sv, b->blk + b->vsoff[hh], 4);
 	}
-	if (bi + KVK_PFD < b->nblk_end) {
-		nb = pool + (uint64_t)b->table[bi + KVK_PFD] * l->block_bytes;
-		t->nk = nb + b->koff + (uint64_t)slot0 * l->row_bytes;
-		if (dtype == KVK_FP8 && (b->pos == b->it->t0 || !slot0)) {
-			__builtin_prefetch(nb + b->ksoff);
-			__builtin_prefetch(nb + b->vsoff);
-		}
-	}
-	if (b->pos == b->it->t0) {
-		for (b2 = bi; b2 < bi + KVK_PFD && b2 < b->nblk_end; b2++) {
-			nb = pool + (uint64_t)b->table[b2] * l->block_bytes;
-			n2 = l->plane_bytes < 16384 ? l->plane_bytes : 16384;
-			for (y = 0; y < n2; y += 64) {
-				__builtin_prefetch(nb + b->koff + y);
-				__builtin_prefetch(nb + b->voff + y);
-			}
-			if (dtype == KVK_FP8) {
-				__builtin_prefetch(nb + b->ksoff);
-				__builtin_prefetch(nb + b->vsoff);
-			}
-		}
-	}
-	b->pos += t->n;
 	return 1;
 }
 
@@ -208,7 +233,7 @@ void bf_scores(struct bf_item *b, const struct bf_tile *t, vf *acc,
 	       const uint32_t D, const uint32_t dtype, const uint32_t R)
 {
 	const uint32_t NK = D / 32, rb = b->job->l->row_bytes;
-	const uint64_t vk = b->voff - b->koff;
+	const uint64_t vk = b->voff[0] - b->koff[0];	/* same for all heads */
 	uint32_t j, k, r, x;
 
 	for (j = 0; j < t->n; j++) {
@@ -237,7 +262,8 @@ void bf_scores(struct bf_item *b, const struct bf_tile *t, vf *acc,
 		}
 		#pragma GCC unroll 16
 		for (r = 0; r < R; r++) {
-			const uint16_t *h = b->qh + r * D, *lo = b->ql + r * D;
+			const uint16_t *h = b->qh + (t->row0 + r) * D;
+			const uint16_t *lo = b->ql + (t->row0 + r) * D;
 			__m512 a = _mm512_setzero_ps(), c = _mm512_setzero_ps();
 
 			#pragma GCC unroll 16
@@ -262,6 +288,9 @@ void bf_softmax(struct bf_item *b, const struct bf_tile *t, vf *acc,
 		const uint32_t D, const uint32_t dtype, const uint32_t R)
 {
 	const vi iota = (vi){MVW(ROTI, 0)};
+	float *m = b->m + t->row0, *ov = b->ov + t->row0 * D;
+	const int64_t *limit = b->limit + t->row0;
+	vf *lv = b->lv + t->row0;
 	vf sr[16], p;
 	vi mr[16];
 	__mmask16 up = 0;
@@ -270,8 +299,8 @@ void bf_softmax(struct bf_item *b, const struct bf_tile *t, vf *acc,
 
 	#pragma GCC unroll 16
 	for (r = 0; r < R; r++) {
-		int32_t lim = (int32_t)(b->limit[r] - (int64_t)t->ts < VW ?
-					b->limit[r] - (int64_t)t->ts : VW);
+		int32_t lim = (int32_t)(limit[r] - (int64_t)t->ts < VW ?
+					limit[r] - (int64_t)t->ts : VW);
 
 		for (j = t->n; j < VW; j++)
 			acc[r * VW + j] = splat(0.0f);
@@ -280,7 +309,7 @@ void bf_softmax(struct bf_item *b, const struct bf_tile *t, vf *acc,
 			sr[r] *= t->sk;
 		mr[r] = (iota >= (vi){} + (int32_t)t->n) | (iota > (vi){} + lim);
 		sr[r] = sel(mr[r], splat(-INFINITY), sr[r]);
-		if (_mm512_cmp_ps_mask((__m512)sr[r], _mm512_set1_ps(b->m[r]),
+		if (_mm512_cmp_ps_mask((__m512)sr[r], _mm512_set1_ps(m[r]),
 				       _CMP_NLE_UQ))
 			up |= (__mmask16)(1u << r);
 	}
@@ -291,22 +320,22 @@ void bf_softmax(struct bf_item *b, const struct bf_tile *t, vf *acc,
 			if (!((up >> r) & 1))
 				continue;
 			tmax = hmax(sr[r]);
-			cf = b->m[r] == -INFINITY ? 0.0f :
-			     expf(b->m[r] - tmax);
-			b->m[r] = tmax;
-			b->lv[r] *= cf;
+			cf = m[r] == -INFINITY ? 0.0f :
+			     expf(m[r] - tmax);
+			m[r] = tmax;
+			lv[r] *= cf;
 			for (x = 0; x < D; x += VW)
-				st(b->ov + r * D + x, ld(b->ov + r * D + x) * cf);
+				st(ov + r * D + x, ld(ov + r * D + x) * cf);
 		}
 	}
 	#pragma GCC unroll 16
 	for (r = 0; r < R; r++) {
 		/* nothing attended yet: every score is -inf, exp(-inf) = 0 */
-		float mm = b->m[r] == -INFINITY ? 0.0f : b->m[r];
+		float mm = m[r] == -INFINITY ? 0.0f : m[r];
 
 		p = vexp(sr[r] - mm);
 		p = sel(mr[r], splat(0.0f), p);
-		b->lv[r] += p;
+		lv[r] += p;
 		if (dtype == KVK_FP8)
 			p *= t->sv;
 		split_bf16(p, &hi, &lo);
@@ -327,7 +356,7 @@ void bf_values(struct bf_item *b, const struct bf_tile *t, const uint32_t D,
 
 	for (g = 0; g < R; g += RG) {
 		for (c = 0; c < D / 64; c++) {
-			float *ov = b->ov + g * D + 64 * c;
+			float *ov = b->ov + (t->row0 + g) * D + 64 * c;
 			__m512 oa[BF_RG][4];
 
 			#pragma GCC unroll 16
@@ -398,10 +427,11 @@ void bf_values(struct bf_item *b, const struct bf_tile *t, const uint32_t D,
 }
 
 /*
- * One item, BF16 or FP8 cache, D a multiple of 64, RC rows (1, 4, 8, 16;
- * rows beyond it->nq * group are padding).  Software-pipelined by one
- * tile: the scores of tile t+1 are computed between the softmax of tile
- * t and its values, so that the softmax's long dependency chains overlap
+ * One item, BF16 or FP8 cache, D a multiple of 64, RC rows per kv head
+ * (1, 4, 8, 16; rows beyond it->nq * group are padding), it->nh heads with
+ * it->nh * RC * D <= 16 * KVK_MAX_HEAD_DIM.  Software-pipelined by one
+ * unit: the scores of unit u+1 are computed between the softmax of unit u
+ * and its values, so that the softmax's long dependency chains overlap
  * with independent work.
  */
 static inline __attribute__((always_inline))
@@ -410,16 +440,16 @@ void attn_bf(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 	     const uint32_t RC)
 {
 	const struct kvk_layout *l = job->l;
-	const uint32_t G = job->group, RR = it->nq * G, R = RC;
+	const uint32_t G = job->group, RR = it->nq * G;
 	const uint32_t ctx = job->ctx_lens[it->seq];
-	/* scratch: q hi/lo [16][D] BF16, two score buffers [16][VW]
-	 * vectors, p pairs hi/lo [16][8], output accumulators [16][D] */
+	/* scratch: q hi/lo [rows][D] BF16, two score buffers [16][VW]
+	 * vectors, p pairs hi/lo [16][8], output accumulators [rows][D] */
 	vf *acc0 = (vf *)(scratch + 16 * KVK_MAX_HEAD_DIM);
 	vf *acc1 = acc0 + 16 * VW, *acc = acc0, *accn = acc1, *sw;
 	struct bf_item b;
 	struct bf_tile t, tn;
 	float tmp[KVK_MAX_HEAD_DIM];
-	uint32_t r, x;
+	uint32_t r, x, hh, row;
 	int more;
 
 	memset(&b, 0, sizeof(b));
@@ -429,6 +459,9 @@ void attn_bf(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 		  (uint64_t)it->seq * job->max_blocks_per_seq;
 	b.pos = it->t0;
 	b.nblk_end = (it->t1 + l->tokens_per_block - 1) / l->tokens_per_block;
+	b.nh = it->nh;
+	b.hh = it->nh;
+	b.rc = RC;
 	b.qh = (uint16_t *)scratch;
 	b.ql = b.qh + 16 * KVK_MAX_HEAD_DIM;
 	b.pph = (uint32_t *)(acc1 + 16 * VW);
@@ -441,58 +474,68 @@ void attn_bf(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 		b.lut.l1 = _mm512_load_si512((const void *)(fp8_bf16_lo + 64));
 		b.lut.sign = _mm512_set1_epi8((char)0x80);
 	}
-	b.koff = kvk_row_offset(l, job->layer, 0, it->head, 0);
-	b.voff = kvk_row_offset(l, job->layer, 1, it->head, 0);
-	b.ksoff = kvk_scale_offset(l, job->layer, 0, it->head, 0);
-	b.vsoff = kvk_scale_offset(l, job->layer, 1, it->head, 0);
-	for (r = 0; r < R; r++) {
-		b.m[r] = -INFINITY;
-		memset(b.ov + r * D, 0, sizeof(float) * D);
-		if (r >= RR) {		/* padding row: masked out */
-			memset(b.qh + r * D, 0, 2 * D);
-			memset(b.ql + r * D, 0, 2 * D);
-			b.limit[r] = -1;
-			continue;
-		}
-		uint32_t qi = it->q0 + r / G, h = it->head * G + r % G;
-		const float *q = job->q + (((uint64_t)it->seq *
-					   (job->n_q ? job->n_q : 1) + qi) *
-					   job->q_heads + h) * D;
+	for (hh = 0; hh < it->nh; hh++) {
+		uint32_t kh = it->head + hh;
 
-		for (x = 0; x < D; x++)
-			tmp[x] = q[perm_k(dtype, x)] * job->scale;
-		for (x = 0; x < D; x += VW) {
-			__m256bh hi, lo;
+		b.koff[hh] = kvk_row_offset(l, job->layer, 0, kh, 0);
+		b.voff[hh] = kvk_row_offset(l, job->layer, 1, kh, 0);
+		b.ksoff[hh] = kvk_scale_offset(l, job->layer, 0, kh, 0);
+		b.vsoff[hh] = kvk_scale_offset(l, job->layer, 1, kh, 0);
+		for (r = 0; r < RC; r++) {
+			row = hh * RC + r;
+			b.m[row] = -INFINITY;
+			memset(b.ov + row * D, 0, sizeof(float) * D);
+			if (r >= RR) {		/* padding row: masked out */
+				memset(b.qh + row * D, 0, 2 * D);
+				memset(b.ql + row * D, 0, 2 * D);
+				b.limit[row] = -1;
+				continue;
+			}
+			uint32_t qi = it->q0 + r / G, h = kh * G + r % G;
+			const float *q = job->q + (((uint64_t)it->seq *
+						   (job->n_q ? job->n_q : 1) +
+						   qi) * job->q_heads + h) * D;
 
-			split_bf16(ld(tmp + x), &hi, &lo);
-			memcpy(b.qh + r * D + x, &hi, 32);
-			memcpy(b.ql + r * D + x, &lo, 32);
+			for (x = 0; x < D; x++)
+				tmp[x] = q[perm_k(dtype, x)] * job->scale;
+			for (x = 0; x < D; x += VW) {
+				__m256bh hi, lo;
+
+				split_bf16(ld(tmp + x), &hi, &lo);
+				memcpy(b.qh + row * D + x, &hi, 32);
+				memcpy(b.ql + row * D + x, &lo, 32);
+			}
+			b.limit[row] = job->n_q ?
+				       (int64_t)ctx - job->n_q + qi :
+				       (int64_t)ctx - 1;
 		}
-		b.limit[r] = job->n_q ? (int64_t)ctx - job->n_q + qi :
-					(int64_t)ctx - 1;
 	}
 
 	more = bf_next(&b, &t, dtype);
 	if (more)
-		bf_scores(&b, &t, acc, D, dtype, R);
+		bf_scores(&b, &t, acc, D, dtype, RC);
 	while (more) {
-		bf_softmax(&b, &t, acc, D, dtype, R);
+		bf_softmax(&b, &t, acc, D, dtype, RC);
 		more = bf_next(&b, &tn, dtype);
 		if (more)
-			bf_scores(&b, &tn, accn, D, dtype, R);
-		bf_values(&b, &t, D, dtype, R);
+			bf_scores(&b, &tn, accn, D, dtype, RC);
+		bf_values(&b, &t, D, dtype, RC);
 		t = tn;
 		sw = acc;
 		acc = accn;
 		accn = sw;
 	}
-	for (r = 0; r < RR; r++) {
-		float *o = job->parts + (uint64_t)(it->part + r) *
-			   job->part_stride;
+	for (hh = 0; hh < it->nh; hh++) {
+		for (r = 0; r < RR; r++) {
+			float *o = job->parts + ((uint64_t)it->part +
+				   (uint64_t)hh * it->hstride + r) *
+				   job->part_stride;
 
-		o[0] = b.m[r];
-		o[1] = hsum(b.lv[r]);
-		for (x = 0; x < D; x++)
-			o[2 + perm_v(dtype, x)] = b.ov[r * D + x];
+			row = hh * RC + r;
+			o[0] = b.m[row];
+			o[1] = hsum(b.lv[row]);
+			for (x = 0; x < D; x++)
+				o[2 + perm_v(dtype, x)] = b.ov[row * D + x];
+		}
 	}
 }

@@ -81,9 +81,11 @@ extern const struct kvk_simd_ops kvk_simd_generic;
 
 /*
  * One attention call cut into items.  A "row" is one (query token, query
- * head); rows of an item share one kv_head.  Item i covers sequence
- * seq[i], kv head head[i], query tokens [q0, q0 + nq) and cache positions
- * [t0, t1); it leaves per row partial (m, l, o[head_dim]) in part.
+ * head).  Item i covers sequence seq[i], kv heads [head, head + nh),
+ * query tokens [q0, q0 + nq) and cache positions [t0, t1); it leaves per
+ * row partial (m, l, o[head_dim]) in parts, from part for its first head
+ * (several heads per item: each block is read whole, not one plane of it
+ * at a time).
  */
 struct kvk_attn_item {
 	uint32_t seq;
@@ -91,6 +93,8 @@ struct kvk_attn_item {
 	uint32_t q0, nq;
 	uint32_t t0, t1;
 	uint32_t part;		/* index of first row's partial in parts */
+	uint32_t nh;		/* kv heads head .. head + nh - 1 */
+	uint32_t hstride;	/* partials of head + i: part + i * hstride */
 	uint32_t pad;
 };
 

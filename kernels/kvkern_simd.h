@@ -634,8 +634,9 @@ static int item_bf(const struct kvk_attn_job *job,
 		break;
 	}
 #else
-	(void)R;
-	attn_bf(job, it, scratch, D, dtype, 16);
+	/* the same rows per head as run_attn() sized the items for */
+	attn_bf(job, it, scratch, D, dtype,
+		R == 1 ? 1 : R <= 4 ? 4 : R <= 8 ? 8 : 16);
 #endif
 	return 1;
 }
@@ -657,22 +658,16 @@ static int item_bf(const struct kvk_attn_job *job,
 		break
 #endif
 
-static void item_fn(const struct kvk_attn_job *job, uint32_t i,
-		    unsigned int thread)
+#ifndef KVK_DPBF16
+/* One kv head of an item. */
+static void item_one(const struct kvk_attn_job *job,
+		     const struct kvk_attn_item *it, float *scratch)
 {
-	const struct kvk_attn_item *it = &job->items[i];
-	float *scratch = job->scratch + (size_t)thread * job->scratch_floats;
 	uint32_t D = job->l->head_dim, dtype = job->l->dtype;
 	uint32_t R = it->nq * job->group;
 
 	(void)R;
-	(void)D;
-	(void)dtype;
-#ifdef KVK_DPBF16
-	/* the other dtypes: the plain avx512 loops (kvkern_avx512.c) */
-	if (!item_bf(job, it, scratch, R))
-		kvk_simd_avx512.item(job, i, thread);
-#elif VW >= 16 && !defined(KVK_NO_SPECIALISE)
+#if VW >= 16 && !defined(KVK_NO_SPECIALISE)
 	switch (dtype * 1000 + D) {
 	CASE(KVK_BF16, 64); CASE(KVK_BF16, 128); CASE(KVK_BF16, 256);
 	CASE(KVK_FP8, 64); CASE(KVK_FP8, 128); CASE(KVK_FP8, 256);
@@ -689,6 +684,31 @@ static void item_fn(const struct kvk_attn_job *job, uint32_t i,
 		attn_core(job, it, scratch, D, dtype, 16);
 #else
 	attn_core(job, it, scratch, D, dtype, 16);
+#endif
+}
+#endif
+
+static void item_fn(const struct kvk_attn_job *job, uint32_t i,
+		    unsigned int thread)
+{
+	const struct kvk_attn_item *it = &job->items[i];
+	float *scratch = job->scratch + (size_t)thread * job->scratch_floats;
+
+#ifdef KVK_DPBF16
+	/* the other dtypes: the plain avx512 loops (kvkern_avx512.c) */
+	if (!item_bf(job, it, scratch, it->nq * job->group))
+		kvk_simd_avx512.item(job, i, thread);
+#else
+	struct kvk_attn_item one = *it;
+	uint32_t hh;
+
+	/* the heads one after the other */
+	for (hh = 0; hh < it->nh; hh++) {
+		one.head = it->head + hh;
+		one.part = it->part + hh * it->hstride;
+		one.nh = 1;
+		item_one(job, &one, scratch);
+	}
 #endif
 }
 

@@ -14,6 +14,8 @@
  *   - optimised path vs FP64 over the original FP32 K/V: relative L2
  *     error <= the dtype's bound (Documentation/kernels.rst);
  *   - optimised == scalar reference within 1e-4 relative.
+ * Then, per dtype and instruction set, three shapes with 8 kv heads at
+ * context 1000 (several kv heads per work item).
  * -DKT_SMALL (the sanitizer build) drops contexts above 1000.
  */
 #include <stdio.h>
@@ -37,6 +39,17 @@ static const uint32_t n_news[] = { 1, 7, 33, 4 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
+/*
+ * Many kv heads: an item takes several heads (as many as fit 16 x 256
+ * rows x head_dim), so these shapes give several items per chunk whose
+ * partials interleave: 8 kv heads at head_dim 256 x GQA 4 (2 heads per
+ * item), at 64 x 16 (4 per item) and at 128 x 1 (all 8 in one).
+ */
+static const uint32_t many_heads[][3] = {	/* head_dim, GQA, kv heads */
+	{ 256, 4, 8 }, { 64, 16, 8 }, { 128, 1, 8 },
+};
+static uint32_t kv_heads;	/* 0: 2 (1 for GQA 8) */
+
 struct worst {
 	double ref_deq, opt_deq, opt_orig, opt_ref;
 };
@@ -45,7 +58,8 @@ static int run_case(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 		    uint32_t tpb, struct kvk_cpu *cpu, uint32_t n_new,
 		    struct worst *w)
 {
-	uint32_t H = G == 8 ? 1 : 2, batch = 2, ctx[2], b, i, h, qh;
+	uint32_t H = kv_heads ? kv_heads : G == 8 ? 1 : 2, batch = 2, ctx[2];
+	uint32_t b, i, h, qh;
 	struct kt_batch kb;
 	size_t nq, rows, r;
 	float *q, *o_ref, *o_opt;
@@ -192,6 +206,13 @@ int main(void)
 						 ctxs[ci], tpbs[n % N(tpbs)],
 						 cpus[n % N(simds)], nn, &w);
 				}
+		kv_heads = many_heads[0][2];
+		for (gi = 0; gi < N(many_heads); gi++)
+			for (s = 0; s < N(simds); s++, n++)
+				run_case(dt, many_heads[gi][0],
+					 many_heads[gi][1], 1000,
+					 tpbs[n % N(tpbs)], cpus[s], 3, &w);
+		kv_heads = 0;
 		printf("%-5s %10.2e %10.2e %10.2e %10.2e  (bound %.2g)\n",
 		       kvk_dtype_name(dt), w.ref_deq, w.opt_deq, w.opt_orig,
 		       w.opt_ref, kt_quant_bound(dt));
