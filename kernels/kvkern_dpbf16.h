@@ -232,7 +232,9 @@ static inline __attribute__((always_inline))
 void bf_scores(struct bf_item *b, const struct bf_tile *t, vf *acc,
 	       const uint32_t D, const uint32_t dtype, const uint32_t R)
 {
-	const uint32_t NK = D / 32, rb = b->job->l->row_bytes;
+	/* row bytes: a constant here (kvk_layout_init()), so the prefetch
+	 * loop unrolls */
+	const uint32_t NK = D / 32, rb = dtype == KVK_BF16 ? 2 * D : D;
 	const uint64_t vk = b->voff[0] - b->koff[0];	/* same for all heads */
 	uint32_t j, k, r, x;
 
@@ -243,6 +245,7 @@ void bf_scores(struct bf_item *b, const struct bf_tile *t, vf *acc,
 		if (t->nk) {
 			const uint8_t *pr = t->nk + (uint64_t)j * rb;
 
+			#pragma GCC unroll 8
 			for (x = 0; x < rb; x += 64) {
 				__builtin_prefetch(pr + x);
 				__builtin_prefetch(pr + x + vk);
@@ -351,7 +354,8 @@ void bf_values(struct bf_item *b, const struct bf_tile *t, const uint32_t D,
 	       const uint32_t dtype, const uint32_t R)
 {
 	static const uint8_t zero_row[128] __attribute__((aligned(64)));
-	const uint32_t RG = R < BF_RG ? R : BF_RG, rb = b->job->l->row_bytes;
+	const uint32_t RG = R < BF_RG ? R : BF_RG;
+	const uint32_t rb = dtype == KVK_BF16 ? 2 * D : D;
 	uint32_t g, c, r, k, j;
 
 	for (g = 0; g < R; g += RG) {
