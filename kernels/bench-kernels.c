@@ -22,7 +22,8 @@
  * "ratio"}, ...]} where R is the higher of the bandwidth measured at the
  * start and at the end (the conservative ratio).  Options: -t threads (0 = all CPUs), -m pool MiB,
  * -s seconds per shape (default 0.4), -q (quick: contexts 1K and 8K only),
- * -k dtypes (comma-separated names, e.g. bf16,fp8; default all).
+ * -k dtypes (comma-separated names, e.g. bf16,fp8; default all), -H (pool
+ * on 4 KiB pages: by default it asks for 2 MiB pages, MADV_HUGEPAGE).
  */
 #include <errno.h>
 #include <math.h>

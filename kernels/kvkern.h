@@ -175,8 +175,10 @@ struct kvk_cpu;
 int kvk_cpu_init(struct kvk_cpu **out, unsigned int nthreads);
 void kvk_cpu_free(struct kvk_cpu *cpu);
 unsigned int kvk_cpu_threads(const struct kvk_cpu *cpu);
-/* Name of the SIMD path chosen at run time: "avx512", "avx2", "generic".
- * KVK_SIMD=generic|avx2|avx512 in the environment caps the choice. */
+/* Name of the SIMD path chosen at run time: "avx512bf16" (AVX-512 with
+ * AVX512-BF16 and AVX512-VBMI), "avx512", "avx2", "generic".
+ * KVK_SIMD=generic|avx2|avx512|avx512bf16 in the environment caps the
+ * choice. */
 const char *kvk_cpu_simd(const struct kvk_cpu *cpu);
 
 /* Scalar reference (single thread). */

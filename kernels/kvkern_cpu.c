@@ -81,17 +81,15 @@ static void *worker(void *p)
 static const struct kvk_simd_ops *pick_simd(void)
 {
 	const char *cap = getenv("KVK_SIMD");
-	int lvl = 2;
+	int lvl = 3;	/* the best the CPU has */
 
-	if (cap && !strcmp(cap, "avx2"))
+	if (cap && !strcmp(cap, "avx512"))
+		lvl = 2;
+	else if (cap && !strcmp(cap, "avx2"))
 		lvl = 1;
 	else if (cap && (!strcmp(cap, "generic") || !strcmp(cap, "scalar")))
 		lvl = 0;
 	__builtin_cpu_init();
-	if (cap && !strcmp(cap, "avx512"))
-		lvl = 2;
-	else if (!cap || !strcmp(cap, "avx512bf16"))
-		lvl = 3;
 	if (lvl >= 3 && __builtin_cpu_supports("avx512f") &&
 	    __builtin_cpu_supports("avx512bw") &&
 	    __builtin_cpu_supports("avx512vl") &&
