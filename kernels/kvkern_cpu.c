@@ -346,13 +346,11 @@ static int run_attn(const struct kvk_layout *l, const void *pool,
 	memset(&c, 0, sizeof(c));
 	if (qb > nq1)
 		qb = nq1;
-	/* several kv heads per item, so that an item reads whole blocks:
-	 * rows (rounded up as the SIMD cores do) x head_dim of all its heads
-	 * within the 16 x KVK_MAX_HEAD_DIM the per-thread scratch holds */
-	rc = qb * G == 1 ? 1 : qb * G <= 4 ? 4 : qb * G <= 8 ? 8 : 16;
-	hb = 16 * KVK_MAX_HEAD_DIM / (rc * l->head_dim);
-	if (hb * rc > 64)
-		hb = 64 / rc;
+	/* several kv heads per item, so that an item reads whole blocks */
+	rc = kvk_item_rows(qb * G);
+	hb = KVK_ITEM_ELEMS / (rc * l->head_dim);
+	if (hb * rc > KVK_ITEM_ROWS)
+		hb = KVK_ITEM_ROWS / rc;
 	if (hb > H)
 		hb = H;
 	if (hb < 1)

@@ -117,7 +117,6 @@ static inline __attribute__((always_inline)) __m512i bc32(const uint32_t *p)
 	return _mm512_set1_epi32((int)*p);
 }
 
-#define BF_ROWS 64		/* rows (heads x query rows) per item, at most */
 /* blocks prefetched ahead: an item reads all its heads' planes of a
  * block, so two blocks ahead is already 64 KiB (FP8) to 128 KiB (BF16) */
 #define BF_PFD 2
@@ -136,8 +135,9 @@ struct bf_item {
 	const struct kvk_attn_job *job;
 	const struct kvk_attn_item *it;
 	const uint32_t *table;
-	uint64_t koff[BF_ROWS], voff[BF_ROWS];	/* per head */
-	uint64_t ksoff[BF_ROWS], vsoff[BF_ROWS];
+	/* offsets of the first head's K and V rows and scales; head hh's
+	 * are hh * plane_bytes and hh * sstep further */
+	uint64_t koff, voff, ksoff, vsoff, sstep;
 	uint32_t pos, nblk_end, nh, rc;
 	/* the current block: heads hh .. nh - 1 of it still to do */
 	const uint8_t *blk, *nb;
@@ -146,9 +146,9 @@ struct bf_item {
 	uint32_t *pph, *ppl;	/* [RC][8] weights of position pairs */
 	float *ov;		/* [rows][D] output accumulators, V order */
 	struct fp8_lut lut;
-	float m[BF_ROWS];	/* running maximum per row */
-	int64_t limit[BF_ROWS];	/* last position each row attends to */
-	vf lv[BF_ROWS];		/* per-lane softmax sums */
+	float m[KVK_ITEM_ROWS];	/* running maximum per row */
+	int64_t limit[KVK_ITEM_ROWS];	/* last position each row attends to */
+	vf lv[KVK_ITEM_ROWS];		/* per-lane softmax sums */
 };
 
 /*
@@ -167,7 +167,7 @@ int bf_next(struct bf_item *b, struct bf_tile *t, const uint32_t dtype)
 	const uint8_t *pool = b->job->pool;
 	const uint32_t rb = l->row_bytes;
 	uint32_t T = l->tokens_per_block, bi, b2, hh;
-	uint64_t be, y, n2;
+	uint64_t be, y, n2, ro;
 	const uint8_t *nb;
 
 	if (b->hh == b->nh) {
@@ -186,8 +186,8 @@ int bf_next(struct bf_item *b, struct bf_tile *t, const uint32_t dtype)
 				l->block_bytes;
 			if (dtype == KVK_FP8 &&
 			    (b->pos == b->it->t0 || !b->slot0)) {
-				__builtin_prefetch(b->nb + b->ksoff[0]);
-				__builtin_prefetch(b->nb + b->vsoff[0]);
+				__builtin_prefetch(b->nb + b->ksoff);
+				__builtin_prefetch(b->nb + b->vsoff);
 			}
 		}
 		if (b->pos == b->it->t0) {
@@ -198,12 +198,12 @@ int bf_next(struct bf_item *b, struct bf_tile *t, const uint32_t dtype)
 				nb = pool + (uint64_t)b->table[b2] *
 				     l->block_bytes;
 				for (y = 0; y < n2; y += 64) {
-					__builtin_prefetch(nb + b->koff[0] + y);
-					__builtin_prefetch(nb + b->voff[0] + y);
+					__builtin_prefetch(nb + b->koff + y);
+					__builtin_prefetch(nb + b->voff + y);
 				}
 				if (dtype == KVK_FP8) {
-					__builtin_prefetch(nb + b->ksoff[0]);
-					__builtin_prefetch(nb + b->vsoff[0]);
+					__builtin_prefetch(nb + b->ksoff);
+					__builtin_prefetch(nb + b->vsoff);
 				}
 			}
 		}
@@ -211,17 +211,18 @@ int bf_next(struct bf_item *b, struct bf_tile *t, const uint32_t dtype)
 		b->hh = 0;
 	}
 	hh = b->hh++;
+	ro = hh * l->plane_bytes + (uint64_t)b->slot0 * rb;
 	t->ts = b->ts;
 	t->n = b->n;
 	t->row0 = hh * b->rc;
-	t->kp = b->blk + b->koff[hh] + (uint64_t)b->slot0 * rb;
-	t->vp = b->blk + b->voff[hh] + (uint64_t)b->slot0 * rb;
-	t->nk = b->nb ? b->nb + b->koff[hh] + (uint64_t)b->slot0 * rb : NULL;
+	t->kp = b->blk + b->koff + ro;
+	t->vp = b->blk + b->voff + ro;
+	t->nk = b->nb ? b->nb + b->koff + ro : NULL;
 	t->sk = 1.0f;
 	t->sv = 1.0f;
 	if (dtype == KVK_FP8) {
-		memcpy(&t->sk, b->blk + b->ksoff[hh], 4);
-		memcpy(&t->sv, b->blk + b->vsoff[hh], 4);
+		memcpy(&t->sk, b->blk + b->ksoff + hh * b->sstep, 4);
+		memcpy(&t->sv, b->blk + b->vsoff + hh * b->sstep, 4);
 	}
 	return 1;
 }
@@ -235,7 +236,7 @@ void bf_scores(struct bf_item *b, const struct bf_tile *t, vf *acc,
 	/* row bytes: a constant here (kvk_layout_init()), so the prefetch
 	 * loop unrolls */
 	const uint32_t NK = D / 32, rb = dtype == KVK_BF16 ? 2 * D : D;
-	const uint64_t vk = b->voff[0] - b->koff[0];	/* same for all heads */
+	const uint64_t vk = b->voff - b->koff;	/* same for all heads */
 	uint32_t j, k, r, x;
 
 	for (j = 0; j < t->n; j++) {
@@ -433,7 +434,7 @@ void bf_values(struct bf_item *b, const struct bf_tile *t, const uint32_t D,
 /*
  * One item, BF16 or FP8 cache, D a multiple of 64, RC rows per kv head
  * (1, 4, 8, 16; rows beyond it->nq * group are padding), it->nh heads with
- * it->nh * RC * D <= 16 * KVK_MAX_HEAD_DIM.  Software-pipelined by one
+ * it->nh * RC * D <= KVK_ITEM_ELEMS.  Software-pipelined by one
  * unit: the scores of unit u+1 are computed between the softmax of unit u
  * and its values, so that the softmax's long dependency chains overlap
  * with independent work.
@@ -448,7 +449,7 @@ void attn_bf(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 	const uint32_t ctx = job->ctx_lens[it->seq];
 	/* scratch: q hi/lo [rows][D] BF16, two score buffers [16][VW]
 	 * vectors, p pairs hi/lo [16][8], output accumulators [rows][D] */
-	vf *acc0 = (vf *)(scratch + 16 * KVK_MAX_HEAD_DIM);
+	vf *acc0 = (vf *)(scratch + KVK_ITEM_ELEMS);
 	vf *acc1 = acc0 + 16 * VW, *acc = acc0, *accn = acc1, *sw;
 	struct bf_item b;
 	struct bf_tile t, tn;
@@ -467,7 +468,7 @@ void attn_bf(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 	b.hh = it->nh;
 	b.rc = RC;
 	b.qh = (uint16_t *)scratch;
-	b.ql = b.qh + 16 * KVK_MAX_HEAD_DIM;
+	b.ql = b.qh + KVK_ITEM_ELEMS;
 	b.pph = (uint32_t *)(acc1 + 16 * VW);
 	b.ppl = b.pph + 16 * 8;
 	b.ov = (float *)(b.ppl + 16 * 8);
@@ -478,13 +479,15 @@ void attn_bf(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 		b.lut.l1 = _mm512_load_si512((const void *)(fp8_bf16_lo + 64));
 		b.lut.sign = _mm512_set1_epi8((char)0x80);
 	}
+	b.koff = kvk_row_offset(l, job->layer, 0, it->head, 0);
+	b.voff = kvk_row_offset(l, job->layer, 1, it->head, 0);
+	b.ksoff = kvk_scale_offset(l, job->layer, 0, it->head, 0);
+	b.vsoff = kvk_scale_offset(l, job->layer, 1, it->head, 0);
+	b.sstep = kvk_scale_offset(l, job->layer, 0, it->head + 1, 0) -
+		  b.ksoff;
 	for (hh = 0; hh < it->nh; hh++) {
 		uint32_t kh = it->head + hh;
 
-		b.koff[hh] = kvk_row_offset(l, job->layer, 0, kh, 0);
-		b.voff[hh] = kvk_row_offset(l, job->layer, 1, kh, 0);
-		b.ksoff[hh] = kvk_scale_offset(l, job->layer, 0, kh, 0);
-		b.vsoff[hh] = kvk_scale_offset(l, job->layer, 1, kh, 0);
 		for (r = 0; r < RC; r++) {
 			row = hh * RC + r;
 			b.m[row] = -INFINITY;

@@ -87,6 +87,19 @@ extern const struct kvk_simd_ops kvk_simd_generic;
  * (several heads per item: each block is read whole, not one plane of it
  * at a time).
  */
+/*
+ * Items with several kv heads: all their rows x head_dim must fit the
+ * per-thread scratch (KVK_ITEM_ELEMS) and at most KVK_ITEM_ROWS rows;
+ * rows per head count as the SIMD cores round them (kvk_item_rows()).
+ */
+#define KVK_ITEM_ELEMS (16 * KVK_MAX_HEAD_DIM)
+#define KVK_ITEM_ROWS 64
+
+static inline uint32_t kvk_item_rows(uint32_t rows)
+{
+	return rows == 1 ? 1 : rows <= 4 ? 4 : rows <= 8 ? 8 : 16;
+}
+
 struct kvk_attn_item {
 	uint32_t seq;
 	uint32_t head;

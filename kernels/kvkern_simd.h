@@ -603,16 +603,22 @@ void attn_core(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 #include "kvkern_dpbf16.h"
 
 #ifndef KVK_NO_SPECIALISE
+/* kvk_item_rows(R) as a compile-time constant */
 #define BFCASE(dt, d) \
 	case (dt) * 1000 + (d): \
-		if (R == 1) \
+		switch (kvk_item_rows(R)) { \
+		case 1: \
 			attn_bf(job, it, scratch, (d), (dt), 1); \
-		else if (R <= 4) \
+			break; \
+		case 4: \
 			attn_bf(job, it, scratch, (d), (dt), 4); \
-		else if (R <= 8) \
+			break; \
+		case 8: \
 			attn_bf(job, it, scratch, (d), (dt), 8); \
-		else \
+			break; \
+		default: \
 			attn_bf(job, it, scratch, (d), (dt), 16); \
+		} \
 		break
 #endif
 
@@ -635,8 +641,7 @@ static int item_bf(const struct kvk_attn_job *job,
 	}
 #else
 	/* the same rows per head as run_attn() sized the items for */
-	attn_bf(job, it, scratch, D, dtype,
-		R == 1 ? 1 : R <= 4 ? 4 : R <= 8 ? 8 : 16);
+	attn_bf(job, it, scratch, D, dtype, kvk_item_rows(R));
 #endif
 	return 1;
 }
