@@ -19,7 +19,7 @@ NVCC    ?= /usr/local/cuda/bin/nvcc
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	   -Wmissing-prototypes -Wformat=2 -Wundef -Wpointer-arith \
 	   -Wno-unused-parameter
-CPPFLAGS_BASE := -D_GNU_SOURCE -Ikmod/include/uapi -Ikmod
+CPPFLAGS_BASE := -D_GNU_SOURCE -Ikmod/include/uapi -Ikmod -Iinclude
 CFLAGS_BASE   := -std=gnu11 -O2 -g -fPIC $(WARN)
 SAN_FLAGS     := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 		 -fno-sanitize-recover=all

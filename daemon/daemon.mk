@@ -9,7 +9,7 @@ KVD_HAVE_CUDA := $(shell test -f $(KVD_CUDA_INC)/cuda.h && grep -qs "^int kvk_cu
 KVD_OBJ := $(B)/obj/daemon
 KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c
 KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) $(KVD_OBJ)/kvpool_ledger.o
-KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/kvpool_proto.h \
+KVD_HDRS := daemon/kvpoold.h daemon/inproc.h include/kvpool_proto.h \
 	    kernels/kvkern.h kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	    kmod/include/uapi/linux/kvpool.h
 ifeq ($(KVD_HAVE_CUDA),1)

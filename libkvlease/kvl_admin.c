@@ -10,7 +10,7 @@
  *    (/sys/kernel/kvpool) if a netlink read fails.  The client list comes
  *    from kvpoold (the pool's owner) when it is running.
  *  - the daemon: otherwise every op is a KVP_OP_* admin record on kvpoold's
- *    socket (daemon/kvpool_proto.h), answered by its in-process ledger.
+ *    socket (include/kvpool_proto.h), answered by its in-process ledger.
  * With neither, kvl_admin_open() fails with -ECONNREFUSED.
  */
 #include <dirent.h>
@@ -34,7 +34,7 @@
 #include <linux/kvpool.h>
 
 #include "kvlease.h"
-#include "../daemon/kvpool_proto.h"
+#include "kvpool_proto.h"
 
 #define KVL_SYSFS_ROOT		"/sys/kernel/kvpool"
 #define ADMIN_RECV_TIMEOUT_S	10

@@ -2,8 +2,8 @@
 /*
  * kvlease.h - libkvlease, the kvpool client library.
  *
- * CONTRACT: this header is the contract between libkvlease (daemon/library
- * engineer) and the tools (kvpoolctl, kvpool-bench, libkvlease/kvl_admin.c).
+ * CONTRACT: this header is the contract between libkvlease and its users
+ * (engines, kvpoolctl, kvpool-bench, libkvlease/kvl_admin.c).
  * Change it only by adding; never change an existing signature or struct.
  *
  * A struct kvl_ctx is one client of one pool: a lease (the blocks it holds,
@@ -241,7 +241,7 @@ uint32_t kvl_seq_len(const struct kvl_seq *seq);
 int kvl_seq_block_table(const struct kvl_seq *seq, const uint32_t **table,
 			uint32_t *nblocks);
 
-/* ---- admin (implemented in kvl_admin.c by the tools engineer) -------- */
+/* ---- admin (kvl_admin.c) --------------------------------------------- */
 
 struct kvl_pool_info {
 	char name[KVL_NAME_LEN];

@@ -6,15 +6,15 @@
 #   $(B)/lib/libkvlease.a
 #   $(B)/lib/pkgconfig/kvlease.pc
 #   $(B)/bin/kvlease-example                         the example program
-# libkvlease/kvl_admin.c (the tools engineer's admin API) is compiled in
-# when it exists.
+# libkvlease/kvl_admin.c (the admin API: netlink or the daemon socket) is
+# compiled in when it exists.
 
 KVL_OBJ := $(B)/obj/libkvlease
 KVL_SRCS := kvl.c kvl_seq.c $(notdir $(wildcard libkvlease/kvl_admin.c))
 KVL_OBJS := $(patsubst %.c,$(KVL_OBJ)/%.o,$(KVL_SRCS))
 KVL_HDRS := libkvlease/kvlease.h libkvlease/kvl_internal.h \
-	    daemon/kvpool_proto.h kmod/include/uapi/linux/kvpool.h
-KVL_CPPFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease -Idaemon
+	    include/kvpool_proto.h kmod/include/uapi/linux/kvpool.h
+KVL_CPPFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease
 ifneq ($(wildcard libkvlease/kvl_admin.c),)
 KVL_CPPFLAGS += $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
 KVL_EXTRA_LIBS := $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -lnl-genl-3 -lnl-3)

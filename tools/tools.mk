@@ -14,7 +14,7 @@ TOOLS_NL_LIBS := $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -l
 TOOLS_CFLAGS := $(CPPFLAGS_BASE) -Itools -Ilibkvlease -Ikernels \
 		$(TOOLS_NL_CFLAGS) $(CFLAGS_BASE)
 TOOLS_HDRS := $(wildcard tools/*.h) libkvlease/kvlease.h \
-	      daemon/kvpool_proto.h kmod/include/uapi/linux/kvpool.h
+	      include/kvpool_proto.h kmod/include/uapi/linux/kvpool.h
 
 KVPOOLCTL := $(B)/bin/kvpoolctl
 KVPOOLCTL_SRCS := kvpoolctl.c ctl_util.c ctl_plan.c ctl_status.c \

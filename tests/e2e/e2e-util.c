@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * e2e-util - helpers and single-concern checks for the end-to-end tests,
- * speaking kvpoold's protocol directly (daemon/kvpool_proto.h) or through
+ * speaking kvpoold's protocol directly (include/kvpool_proto.h) or through
  * libkvlease.
  *
  *   e2e-util status SOCK                 print the pool's figures

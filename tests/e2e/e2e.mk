@@ -7,12 +7,12 @@
 #   $(B)/tests/e2e/e2e-util     status/hold/quota/bad-request helpers
 
 E2E_OUT := $(B)/tests/e2e
-E2E_CFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease -Idaemon -Ikernels
+E2E_CFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease -Ikernels
 E2E_PROGS := $(E2E_OUT)/e2e-tenant $(E2E_OUT)/e2e-util
 
 # Linked with the static libkvlease so that the VM can run them from /bin
 # (the example program and kvpool-bench use the shared one).
-$(E2E_OUT)/%: tests/e2e/%.c libkvlease/kvlease.h daemon/kvpool_proto.h \
+$(E2E_OUT)/%: tests/e2e/%.c libkvlease/kvlease.h include/kvpool_proto.h \
 		$(KVL_A) $(B)/lib/libkvkern.a
 	@mkdir -p $(@D)
 	$(CC) $(E2E_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVL_A) \
