@@ -15,7 +15,8 @@ KVK_OBJ := $(B)/obj/kernels
 KVK_HDRS := $(wildcard kernels/*.h)
 KVK_CPU_SRCS := kvkern.c kvkern_cpu.c kvkern_avx512bf16.c kvkern_avx512.c \
 		kvkern_avx2.c \
-		kvkern_generic.c
+		kvkern_generic.c \
+		kvkern_edit.c
 KVK_CUDA_SRCS := cuda_drv.c kvkern_cuda.c
 ifeq ($(KVK_HAVE_CUDA_H),1)
 KVK_SRCS := $(KVK_CPU_SRCS) $(KVK_CUDA_SRCS)
@@ -35,6 +36,9 @@ KVK_FATBIN := $(B)/lib/kvpool_kernels.fatbin
 $(KVK_OBJ)/kvkern_avx512bf16.o: KVK_ARCH := $(KVK_AVX512BF16)
 $(KVK_OBJ)/kvkern_avx512.o: KVK_ARCH := $(KVK_AVX512)
 $(KVK_OBJ)/kvkern_avx2.o: KVK_ARCH := $(KVK_AVX2)
+# the edit ops: rotation products rounded one by one, like the CUDA twins
+KVK_EDIT_FLAGS := -O3 -ffp-contract=off
+$(KVK_OBJ)/kvkern_edit.o: KVK_ARCH := $(KVK_EDIT_FLAGS)
 
 $(KVK_OBJ)/%.o: kernels/%.c $(KVK_HDRS)
 	@mkdir -p $(@D)

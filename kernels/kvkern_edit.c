@@ -1,0 +1,784 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvkern_edit.c - editing a sequence in place, CPU side: the RoPE data of
+ * a layout, splice (delete slots, make slots for new tokens, move the tail
+ * and re-rotate its keys by the position delta), compact (keep an ordered
+ * subset of slots) and score (attention mass per slot from a window of
+ * recent queries).  Semantics, the angle computation and the block-scale
+ * rule: Documentation/edits.rst.  The CUDA twins are in
+ * kernels/cuda/kvkern_edit.cu (same plan, same arithmetic, same bytes).
+ *
+ * Compiled with -ffp-contract=off: the rotation is x*c - y*s and x*s + y*c
+ * with every product rounded to FP32, exactly as the CUDA kernels do it.
+ */
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvkern_edit_internal.h"
+
+/* ---- RoPE ------------------------------------------------------------ */
+
+int kvk_layout_set_rope(struct kvk_layout *l, uint32_t style,
+			uint32_t rotary_dims, float base,
+			const float *inv_freq)
+{
+	struct kvk_rope r;
+	uint32_t i, half;
+
+	if (!l || !l->tokens_per_block)
+		return -EINVAL;
+	memset(&r, 0, sizeof(r));
+	if (style == KVK_ROPE_NONE) {
+		l->rope = r;
+		return 0;
+	}
+	if (style != KVK_ROPE_NEOX && style != KVK_ROPE_GPTJ)
+		return -EINVAL;
+	if (!rotary_dims)
+		rotary_dims = l->head_dim;
+	if (rotary_dims % 2 || rotary_dims > l->head_dim)
+		return -EINVAL;
+	half = rotary_dims / 2;
+	if (inv_freq) {
+		if (!isfinite(base) || base < 0.0f)
+			return -EINVAL;
+		for (i = 0; i < half; i++) {
+			if (!isfinite(inv_freq[i]))
+				return -EINVAL;
+			r.inv_freq[i] = inv_freq[i];
+		}
+		r.table_given = 1;
+	} else {
+		if (!isfinite(base) || !(base > 0.0f))
+			return -EINVAL;
+		for (i = 0; i < half; i++)
+			r.inv_freq[i] = (float)pow((double)base,
+						   -2.0 * i / rotary_dims);
+	}
+	r.style = style;
+	r.rotary_dims = rotary_dims;
+	r.base = base;
+	l->rope = r;
+	return 0;
+}
+
+/*
+ * The angle delta * f, f = inv_freq[i] = m * 2^e with a 24-bit m, is an
+ * integer of at most 32 + 24 bits times 2^e: exact in an extended-precision
+ * long double (64-bit significand).  fmodl() then subtracts a multiple of
+ * the long-double 2 pi exactly; what is left is the error of that constant
+ * (|2 pi - 2PI_L| < 2^-62), times |delta * f| / 2 pi: below 1e-9 rad for
+ * |delta| < 2^32 and f <= 1.  cos and sin are rounded to FP32 once.
+ */
+#if LDBL_MANT_DIG >= 64
+typedef long double kvk_ext;
+#define KVK_EXT_2PI	6.28318530717958647692528676655900577L
+#define kvk_ext_fmod	fmodl
+#define kvk_ext_cos	cosl
+#define kvk_ext_sin	sinl
+#else
+/* No extended precision: the product is rounded once (2^-53 relative). */
+typedef double kvk_ext;
+#define KVK_EXT_2PI	6.28318530717958647692528676655900577
+#define kvk_ext_fmod	fmod
+#define kvk_ext_cos	cos
+#define kvk_ext_sin	sin
+#endif
+
+int kvk_rope_cos_sin(const struct kvk_rope *r, int64_t delta, float *c,
+		     float *s)
+{
+	uint32_t i;
+
+	if (!r || !c || !s || (r->style != KVK_ROPE_NEOX &&
+			       r->style != KVK_ROPE_GPTJ) ||
+	    !r->rotary_dims || r->rotary_dims > KVK_MAX_HEAD_DIM)
+		return -EINVAL;
+	if (delta <= -((int64_t)1 << 32) || delta >= ((int64_t)1 << 32))
+		return -EINVAL;
+	for (i = 0; i < r->rotary_dims / 2; i++) {
+		kvk_ext th = (kvk_ext)delta * (kvk_ext)r->inv_freq[i];
+
+		th = kvk_ext_fmod(th, KVK_EXT_2PI);
+		c[i] = (float)kvk_ext_cos(th);
+		s[i] = (float)kvk_ext_sin(th);
+	}
+	return 0;
+}
+
+/* out = R in: pairs turned by (c[i], s[i]), the other dims copied. */
+static void rope_apply(uint32_t style, uint32_t rd, const float *c,
+		       const float *s, uint32_t D, const float *restrict in,
+		       float *restrict out)
+{
+	uint32_t half = rd / 2, i;
+
+	if (style == KVK_ROPE_NEOX) {
+		for (i = 0; i < half; i++) {
+			float x = in[i], y = in[i + half];
+
+			out[i] = x * c[i] - y * s[i];
+			out[i + half] = x * s[i] + y * c[i];
+		}
+	} else {
+		for (i = 0; i < half; i++) {
+			float x = in[2 * i], y = in[2 * i + 1];
+
+			out[2 * i] = x * c[i] - y * s[i];
+			out[2 * i + 1] = x * s[i] + y * c[i];
+		}
+	}
+	for (i = rd; i < D; i++)
+		out[i] = in[i];
+}
+
+int kvk_rope_rotate_rows(const struct kvk_layout *l, int64_t delta,
+			 uint32_t nrows, float *rows)
+{
+	float c[KVK_ROPE_MAX_FREQ], s[KVK_ROPE_MAX_FREQ];
+	float tmp[KVK_MAX_HEAD_DIM];
+	uint32_t r, D;
+	int ret;
+
+	if (!l || (nrows && !rows))
+		return -EINVAL;
+	if (l->rope.style == KVK_ROPE_NONE)
+		return -ENODATA;
+	ret = kvk_rope_cos_sin(&l->rope, delta, c, s);
+	if (ret)
+		return ret;
+	D = l->head_dim;
+	for (r = 0; r < nrows; r++) {
+		memcpy(tmp, rows + (size_t)r * D, sizeof(float) * D);
+		rope_apply(l->rope.style, l->rope.rotary_dims, c, s, D, tmp,
+			   rows + (size_t)r * D);
+	}
+	return 0;
+}
+
+/* ---- plans ----------------------------------------------------------- */
+
+static int cmp_u32(const void *pa, const void *pb)
+{
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+
+	return a < b ? -1 : a > b;
+}
+
+/* n table entries: inside the pool (when it is known) and distinct. */
+static int check_table(const struct kvk_layout *l, const uint32_t *t,
+		       uint64_t n)
+{
+	uint32_t *c;
+	uint64_t i;
+	int ret = 0;
+
+	if (!n)
+		return 0;
+	if (!t)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (l->pool_blocks && t[i] >= l->pool_blocks)
+			return -EINVAL;
+	if (n < 2)
+		return 0;
+	c = malloc(sizeof(*c) * n);
+	if (!c)
+		return -ENOMEM;
+	memcpy(c, t, sizeof(*c) * n);
+	qsort(c, n, sizeof(*c), cmp_u32);
+	for (i = 1; i < n && !ret; i++)
+		if (c[i] == c[i - 1])
+			ret = -EINVAL;
+	free(c);
+	return ret;
+}
+
+int kvk_plan_splice(const struct kvk_splice_args *a, struct kvk_edit_plan *p)
+{
+	const struct kvk_layout *l;
+	uint64_t T, cap, new_len, end, last, used;
+	int ret;
+
+	if (!a || !p || !a->layout || !a->layout->tokens_per_block ||
+	    !a->pool_base || a->pad)
+		return -EINVAL;
+	l = a->layout;
+	T = l->tokens_per_block;
+	cap = (uint64_t)a->nblocks * T;
+	if ((uint64_t)a->at + a->ndel > a->len)
+		return -ERANGE;
+	new_len = (uint64_t)a->len - a->ndel + a->nins;
+	if (a->len > cap || new_len > cap || new_len > UINT32_MAX)
+		return -ERANGE;
+	if (a->delta <= -((int64_t)1 << 32) || a->delta >= ((int64_t)1 << 32))
+		return -EINVAL;
+	memset(p, 0, sizeof(*p));
+	p->rotate = a->delta != 0 && (uint64_t)a->at + a->ndel < a->len;
+	if (p->rotate && l->rope.style == KVK_ROPE_NONE)
+		return -ENODATA;
+	used = ((a->len > new_len ? a->len : new_len) + T - 1) / T;
+	ret = check_table(l, a->block_table, used);
+	if (ret)
+		return ret;
+	p->mode = KVK_EDIT_SPLICE;
+	p->tpb = (uint32_t)T;
+	p->len = a->len;
+	p->new_len = (uint32_t)new_len;
+	p->at = a->at;
+	p->nins = a->nins;
+	p->shift = (int64_t)a->nins - a->ndel;
+	p->delta = a->delta;
+	p->dir = p->shift > 0 ? -1 : 1;
+	p->first = (uint32_t)(a->at / T);
+	/* Same slots, no turn: only the slots made for new tokens change. */
+	if (p->shift == 0 && !p->rotate)
+		end = a->nins ? (uint64_t)a->at + a->nins : 0;
+	else
+		end = new_len;
+	last = (end + T - 1) / T;
+	p->ndest = end && last > p->first ? (uint32_t)(last - p->first) : 0;
+	if (p->rotate) {
+		p->style = l->rope.style;
+		p->rd = l->rope.rotary_dims;
+		ret = kvk_rope_cos_sin(&l->rope, a->delta, p->cs, p->sn);
+	}
+	return ret;
+}
+
+int kvk_plan_compact(const struct kvk_compact_args *a,
+		     struct kvk_edit_plan *p)
+{
+	const struct kvk_layout *l;
+	uint64_t T, last;
+	uint32_t i, f;
+	int ret;
+
+	if (!a || !p || !a->layout || !a->layout->tokens_per_block ||
+	    !a->pool_base || a->pad)
+		return -EINVAL;
+	l = a->layout;
+	T = l->tokens_per_block;
+	if (a->len > (uint64_t)a->nblocks * T)
+		return -ERANGE;
+	if (a->nkeep > a->len || (a->nkeep && !a->keep))
+		return -EINVAL;
+	for (i = 0; i < a->nkeep; i++)
+		if (a->keep[i] >= a->len || (i && a->keep[i] <= a->keep[i - 1]))
+			return -EINVAL;
+	ret = check_table(l, a->block_table, (a->len + T - 1) / T);
+	if (ret)
+		return ret;
+	memset(p, 0, sizeof(*p));
+	p->mode = KVK_EDIT_COMPACT;
+	p->tpb = (uint32_t)T;
+	p->len = a->len;
+	p->new_len = a->nkeep;
+	p->keep = a->keep;
+	p->nkeep = a->nkeep;
+	p->dir = 1;
+	for (f = 0; f < a->nkeep && a->keep[f] == f; f++)
+		;
+	p->first = (uint32_t)(f / T);
+	last = (a->nkeep + T - 1) / T;
+	p->ndest = last > p->first ? (uint32_t)(last - p->first) : 0;
+	return 0;
+}
+
+/* ---- the edit, one plane of one destination block at a time ----------- */
+
+struct edit_job {
+	const struct kvk_layout *l;
+	uint8_t *pool;
+	const uint32_t *table;
+	const struct kvk_edit_plan *p;
+	float *scratch;			/* per thread: T * (D + 1) floats */
+	size_t scratch_floats;
+};
+
+static float plane_scale(const struct kvk_layout *l, const uint8_t *blk,
+			 uint32_t layer, uint32_t kv, uint32_t head)
+{
+	float s;
+
+	memcpy(&s, blk + kvk_scale_offset(l, layer, kv, head, 0), 4);
+	return kvk_e_valid_scale(s);
+}
+
+/* Dequantise one row: block scale s (FP8/INT8), group scales gs (INT4). */
+static void load_row(uint32_t dtype, uint32_t D, const uint8_t *r, float s,
+		     const uint8_t *gs, float *out)
+{
+	uint32_t d;
+
+	switch (dtype) {
+	case KVK_BF16:
+		for (d = 0; d < D; d++) {
+			uint16_t h;
+
+			memcpy(&h, r + 2 * d, 2);
+			out[d] = kvk_e_bf16_f32(h);
+		}
+		break;
+	case KVK_FP8:
+		for (d = 0; d < D; d++)
+			out[d] = kvk_e_fp8_f32(r[d]) * s;
+		break;
+	case KVK_INT8:
+		for (d = 0; d < D; d++)
+			out[d] = (float)(int8_t)r[d] * s;
+		break;
+	default:
+		for (d = 0; d < D; d++) {
+			uint16_t h;
+			int q = (r[d / 2] >> ((d & 1) * 4)) & 15;
+
+			if (q & 8)
+				q -= 16;
+			memcpy(&h, gs + (d / KVK_INT4_GROUP) * 2, 2);
+			out[d] = (float)q * kvk_f16_to_f32(h);
+		}
+		break;
+	}
+}
+
+static void store_bf16(uint32_t D, const float *x, uint8_t *r)
+{
+	uint32_t d;
+
+	for (d = 0; d < D; d++) {
+		uint16_t h = kvk_e_f32_bf16(x[d]);
+
+		memcpy(r + 2 * d, &h, 2);
+	}
+}
+
+/* INT4: each group of 32 gets its own FP16 scale (as kvk_write_kv). */
+static void store_int4(uint32_t D, const float *x, uint8_t *r, uint8_t *gs)
+{
+	uint32_t g, d;
+
+	for (g = 0; g < D / KVK_INT4_GROUP; g++) {
+		const float *v = x + g * KVK_INT4_GROUP;
+		float amax = 0.0f, sc;
+		uint16_t h;
+
+		for (d = 0; d < KVK_INT4_GROUP; d++)
+			if (isfinite(v[d]) && fabsf(v[d]) > amax)
+				amax = fabsf(v[d]);
+		h = kvk_f32_to_f16(amax / KVK_INT4_MAX);
+		if ((h & 0x7fff) >= 0x7c00)
+			h = 0x7bff;
+		sc = kvk_f16_to_f32(h);
+		memcpy(gs + g * 2, &h, 2);
+		for (d = 0; d < KVK_INT4_GROUP; d += 2) {
+			int lo = (int)kvk_e_q_sym(v[d], sc, KVK_INT4_MAX);
+			int hi = (int)kvk_e_q_sym(v[d + 1], sc, KVK_INT4_MAX);
+
+			r[(g * KVK_INT4_GROUP + d) / 2] =
+				(uint8_t)((lo & 15) | ((hi & 15) << 4));
+		}
+	}
+}
+
+static void store_scaled(uint32_t dtype, uint32_t D, const float *x, float s,
+			 uint8_t *r)
+{
+	uint32_t d;
+
+	if (dtype == KVK_FP8)
+		for (d = 0; d < D; d++)
+			r[d] = kvk_e_q_fp8(x[d], s);
+	else
+		for (d = 0; d < D; d++)
+			r[d] = (uint8_t)(int8_t)kvk_e_q_sym(x[d], s,
+							    KVK_INT8_MAX);
+}
+
+/* FP8/INT8 codes from scale s0 to scale s (FP8 NaN codes are kept). */
+static void requant(uint32_t dtype, uint32_t D, const uint8_t *src,
+		    float s0, float s, uint8_t *dst)
+{
+	uint32_t d;
+
+	if (dtype == KVK_FP8)
+		for (d = 0; d < D; d++)
+			dst[d] = kvk_e_q_fp8(kvk_e_fp8_f32(src[d]) * s0, s);
+	else
+		for (d = 0; d < D; d++)
+			dst[d] = (uint8_t)(int8_t)kvk_e_q_sym(
+				(float)(int8_t)src[d] * s0, s, KVK_INT8_MAX);
+}
+
+static inline int slot_kind(const struct kvk_edit_plan *p, uint32_t g,
+			    uint32_t kv, uint32_t *src)
+{
+	int kind = kvk_edit_src(p, g, src);
+
+	return kind == KVK_EDIT_ROT && kv ? KVK_EDIT_COPY : kind;
+}
+
+static void edit_plane(const struct edit_job *j, uint32_t bi, uint32_t layer,
+		       uint32_t kv, uint32_t head, float *fv, float *ssrc)
+{
+	const struct kvk_layout *l = j->l;
+	const struct kvk_edit_plan *p = j->p;
+	uint32_t T = l->tokens_per_block, D = l->head_dim, rb = l->row_bytes;
+	uint32_t dt = l->dtype, gsb = dt == KVK_INT4 ?
+				     D / KVK_INT4_GROUP * 2 : 0;
+	uint64_t roff = kvk_row_offset(l, layer, kv, head, 0);
+	uint64_t goff = dt == KVK_INT4 ?
+			kvk_scale_offset(l, layer, kv, head, 0) : 0;
+	uint8_t *dblk = j->pool + (uint64_t)j->table[bi] * l->block_bytes;
+	float tmp[KVK_MAX_HEAD_DIM], rot[KVK_MAX_HEAD_DIM], s = 0.0f;
+	uint64_t g0 = (uint64_t)bi * T;
+	uint32_t n, i, src, d;
+	int scaled = dt == KVK_FP8 || dt == KVK_INT8;
+
+	/* FP8/INT8: the block-scale rule needs every source first. */
+	if (scaled) {
+		float qmax = dt == KVK_FP8 ? KVK_FP8_MAX : KVK_INT8_MAX;
+		float smax = 0.0f, amax = 0.0f;
+
+		for (i = 0; i < T; i++) {
+			int kind = slot_kind(p, (uint32_t)(g0 + i), kv, &src);
+			const uint8_t *sblk;
+
+			if (kind == KVK_EDIT_ZERO)
+				continue;
+			sblk = j->pool + (uint64_t)j->table[src / T] *
+			       l->block_bytes;
+			ssrc[i] = plane_scale(l, sblk, layer, kv, head);
+			if (ssrc[i] > smax)
+				smax = ssrc[i];
+			if (kind != KVK_EDIT_ROT)
+				continue;
+			load_row(dt, D, sblk + roff + (uint64_t)(src % T) * rb,
+				 ssrc[i], NULL, tmp);
+			rope_apply(p->style, p->rd, p->cs, p->sn, D, tmp,
+				   fv + (size_t)i * D);
+			for (d = 0; d < D; d++) {
+				float a = fabsf(fv[(size_t)i * D + d]);
+
+				if (isfinite(a) && a > amax)
+					amax = a;
+			}
+		}
+		s = kvk_pow2_scale(amax, qmax);
+		if (smax > s)
+			s = smax;
+	}
+	for (n = 0; n < T; n++) {
+		int kind;
+		const uint8_t *sblk, *srow;
+		uint8_t *drow;
+
+		i = p->dir > 0 ? n : T - 1 - n;
+		kind = slot_kind(p, (uint32_t)(g0 + i), kv, &src);
+		drow = dblk + roff + (uint64_t)i * rb;
+		if (kind == KVK_EDIT_ZERO) {
+			memset(drow, 0, rb);
+			if (gsb)
+				memset(dblk + goff + (uint64_t)i * gsb, 0, gsb);
+			continue;
+		}
+		sblk = j->pool + (uint64_t)j->table[src / T] * l->block_bytes;
+		srow = sblk + roff + (uint64_t)(src % T) * rb;
+		if (kind == KVK_EDIT_COPY) {
+			if (scaled && ssrc[i] != s) {
+				requant(dt, D, srow, ssrc[i], s, drow);
+				continue;
+			}
+			if (srow != drow)
+				memmove(drow, srow, rb);
+			if (gsb && srow != drow)
+				memmove(dblk + goff + (uint64_t)i * gsb,
+					sblk + goff + (uint64_t)(src % T) * gsb,
+					gsb);
+			continue;
+		}
+		/* a tail key, rotated by delta */
+		if (scaled) {
+			store_scaled(dt, D, fv + (size_t)i * D, s, drow);
+			continue;
+		}
+		load_row(dt, D, srow, 1.0f,
+			 sblk + goff + (uint64_t)(src % T) * gsb, tmp);
+		rope_apply(p->style, p->rd, p->cs, p->sn, D, tmp, rot);
+		if (dt == KVK_BF16)
+			store_bf16(D, rot, drow);
+		else
+			store_int4(D, rot, drow,
+				   dblk + goff + (uint64_t)i * gsb);
+	}
+	if (scaled)
+		memcpy(dblk + kvk_scale_offset(l, layer, kv, head, 0), &s, 4);
+}
+
+/* Item (layer, K|V): every destination block in order, every kv head. */
+static void edit_item(void *ctx, uint32_t item, unsigned int thread)
+{
+	const struct edit_job *j = ctx;
+	uint32_t layer = item / 2, kv = item % 2, k, h;
+	uint32_t T = j->l->tokens_per_block;
+	float *fv = j->scratch + thread * j->scratch_floats;
+	float *ssrc = fv + (size_t)T * j->l->head_dim;
+
+	for (k = 0; k < j->p->ndest; k++) {
+		uint32_t bi = kvk_edit_dest(j->p, k);
+
+		for (h = 0; h < j->l->kv_heads; h++)
+			edit_plane(j, bi, layer, kv, h, fv, ssrc);
+	}
+}
+
+static int run_edit(const struct kvk_layout *l, void *pool,
+		    const uint32_t *table, const struct kvk_edit_plan *p,
+		    struct kvk_cpu *cpu)
+{
+	struct edit_job j = {
+		.l = l, .pool = pool, .table = table, .p = p,
+	};
+	unsigned int nt = kvk_cpu_threads(cpu);
+
+	if (!p->ndest)
+		return 0;
+	j.scratch_floats = (size_t)l->tokens_per_block * (l->head_dim + 1);
+	j.scratch = malloc(sizeof(float) * j.scratch_floats * nt);
+	if (!j.scratch)
+		return -ENOMEM;
+	kvk_parallel_for(cpu, l->layers * 2, edit_item, &j);
+	free(j.scratch);
+	return 0;
+}
+
+int kvk_splice(const struct kvk_splice_args *a, struct kvk_cpu *cpu)
+{
+	struct kvk_edit_plan p;
+	int ret = kvk_plan_splice(a, &p);
+
+	if (ret)
+		return ret;
+	return run_edit(a->layout, a->pool_base, a->block_table, &p, cpu);
+}
+
+int kvk_compact(const struct kvk_compact_args *a, struct kvk_cpu *cpu)
+{
+	struct kvk_edit_plan p;
+	int ret = kvk_plan_compact(a, &p);
+
+	if (ret)
+		return ret;
+	return run_edit(a->layout, a->pool_base, a->block_table, &p, cpu);
+}
+
+/* ---- score ----------------------------------------------------------- */
+
+int kvk_check_score(const struct kvk_score_args *a)
+{
+	const struct kvk_layout *l;
+	uint64_t T, i, nb;
+
+	if (!a || !a->layout || !a->layout->tokens_per_block ||
+	    !a->pool_base || a->pad || (a->flags & ~KVK_SCORE_FLAGS))
+		return -EINVAL;
+	l = a->layout;
+	T = l->tokens_per_block;
+	if (a->layer >= l->layers || !a->q_heads || a->q_heads % l->kv_heads ||
+	    a->q_heads / l->kv_heads > KVK_MAX_GQA)
+		return -EINVAL;
+	if (!a->n_q || a->n_q > KVK_SCORE_MAX_Q || !a->len ||
+	    ((a->flags & KVK_SCORE_CAUSAL) && a->n_q > a->len))
+		return -EINVAL;
+	if (!a->q || !a->block_table || !a->out || !isfinite(a->scale))
+		return -EINVAL;
+	if (a->len > (uint64_t)a->nblocks * T)
+		return -ERANGE;
+	nb = (a->len + T - 1) / T;
+	for (i = 0; i < nb; i++)
+		if (l->pool_blocks && a->block_table[i] >= l->pool_blocks)
+			return -EINVAL;
+	return 0;
+}
+
+#define SCORE_CHUNK 512
+
+struct score_job {
+	const struct kvk_score_args *a;
+	const struct kvk_layout *l;
+	uint32_t G, Rh, nchunks;
+	uint32_t *lim;		/* [n_q]: last slot query i sees */
+	float *pm, *pl;		/* [kv_heads][nchunks][Rh] partial max, sum */
+	float *M, *L;		/* [kv_heads][Rh] */
+	float *kbuf;		/* per thread: head_dim floats */
+};
+
+static inline float dot(const float *a, const float *b, uint32_t D)
+{
+	float acc[16];
+	uint32_t d, k;
+
+	for (k = 0; k < 16; k++)
+		acc[k] = 0.0f;
+	for (d = 0; d < D; d += 16)
+		for (k = 0; k < 16; k++)
+			acc[k] += a[d + k] * b[d + k];
+	for (k = 8; k; k >>= 1)
+		for (d = 0; d < k; d++)
+			acc[d] += acc[d + k];
+	return acc[0];
+}
+
+/* Query row r of kv head h: query i = r / G, query head h * G + r % G. */
+static inline const float *qrow(const struct score_job *j, uint32_t h,
+				uint32_t r)
+{
+	const struct kvk_score_args *a = j->a;
+
+	return a->q + ((size_t)(r / j->G) * a->q_heads + h * j->G + r % j->G) *
+		      j->l->head_dim;
+}
+
+static const uint8_t *score_blk(const struct score_job *j, uint32_t slot)
+{
+	return (const uint8_t *)j->a->pool_base +
+	       (uint64_t)j->a->block_table[slot / j->l->tokens_per_block] *
+	       j->l->block_bytes;
+}
+
+/* Pass 1, item (kv head, chunk): online (max, sum) per query row. */
+static void score_stats(void *ctx, uint32_t item, unsigned int thread)
+{
+	const struct score_job *j = ctx;
+	const struct kvk_score_args *a = j->a;
+	uint32_t h = item / j->nchunks, c = item % j->nchunks, r, s;
+	uint32_t T = j->l->tokens_per_block, D = j->l->head_dim;
+	uint32_t s1 = (c + 1) * SCORE_CHUNK < a->len ?
+		      (c + 1) * SCORE_CHUNK : a->len;
+	float *m = j->pm + ((size_t)h * j->nchunks + c) * j->Rh;
+	float *lsum = j->pl + ((size_t)h * j->nchunks + c) * j->Rh;
+	float *k = j->kbuf + (size_t)thread * D;
+
+	for (r = 0; r < j->Rh; r++) {
+		m[r] = -INFINITY;
+		lsum[r] = 0.0f;
+	}
+	for (s = c * SCORE_CHUNK; s < s1; s++) {
+		kvk_load_row(j->l, score_blk(j, s), a->layer, 0, h, s % T, k);
+		for (r = 0; r < j->Rh; r++) {
+			float x;
+
+			if (s > j->lim[r / j->G])
+				continue;
+			x = dot(qrow(j, h, r), k, D) * a->scale;
+			if (x > m[r]) {
+				lsum[r] = lsum[r] * expf(m[r] - x) + 1.0f;
+				m[r] = x;
+			} else {
+				lsum[r] += expf(x - m[r]);
+			}
+		}
+	}
+}
+
+/* Pass 2, item (chunk): each slot's weights over every row, in order. */
+static void score_accum(void *ctx, uint32_t c, unsigned int thread)
+{
+	const struct score_job *j = ctx;
+	const struct kvk_score_args *a = j->a;
+	uint32_t T = j->l->tokens_per_block, D = j->l->head_dim, h, r, s;
+	uint32_t s1 = (c + 1) * SCORE_CHUNK < a->len ?
+		      (c + 1) * SCORE_CHUNK : a->len;
+	int want_max = !!(a->flags & KVK_SCORE_MAX);
+	float *k = j->kbuf + (size_t)thread * D;
+
+	for (s = c * SCORE_CHUNK; s < s1; s++) {
+		float acc = 0.0f;
+
+		for (h = 0; h < j->l->kv_heads; h++) {
+			const float *M = j->M + (size_t)h * j->Rh;
+			const float *L = j->L + (size_t)h * j->Rh;
+
+			kvk_load_row(j->l, score_blk(j, s), a->layer, 0, h,
+				     s % T, k);
+			for (r = 0; r < j->Rh; r++) {
+				float w;
+
+				if (s > j->lim[r / j->G])
+					continue;
+				w = expf(dot(qrow(j, h, r), k, D) * a->scale -
+					 M[r]) / L[r];
+				if (!want_max)
+					acc += w;
+				else if (w > acc || w != w)
+					acc = w;
+			}
+		}
+		a->out[s] = acc;
+	}
+}
+
+int kvk_score(const struct kvk_score_args *a, struct kvk_cpu *cpu)
+{
+	struct score_job j;
+	uint32_t H, i, h, r, c;
+	unsigned int nt = kvk_cpu_threads(cpu);
+	int ret = kvk_check_score(a);
+
+	if (ret)
+		return ret;
+	memset(&j, 0, sizeof(j));
+	j.a = a;
+	j.l = a->layout;
+	H = j.l->kv_heads;
+	j.G = a->q_heads / H;
+	j.Rh = a->n_q * j.G;
+	j.nchunks = (a->len + SCORE_CHUNK - 1) / SCORE_CHUNK;
+	j.lim = malloc(sizeof(uint32_t) * a->n_q);
+	j.pm = malloc(sizeof(float) * 2 * ((size_t)H * j.nchunks * j.Rh));
+	j.M = malloc(sizeof(float) * 2 * ((size_t)H * j.Rh));
+	j.kbuf = malloc(sizeof(float) * j.l->head_dim * nt);
+	if (!j.lim || !j.pm || !j.M || !j.kbuf) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	j.pl = j.pm + (size_t)H * j.nchunks * j.Rh;
+	j.L = j.M + (size_t)H * j.Rh;
+	for (i = 0; i < a->n_q; i++)
+		j.lim[i] = (a->flags & KVK_SCORE_CAUSAL) ?
+			   a->len - a->n_q + i : a->len - 1;
+	kvk_parallel_for(cpu, H * j.nchunks, score_stats, &j);
+	/* merge the chunks of every row in chunk order */
+	for (h = 0; h < H; h++)
+		for (r = 0; r < j.Rh; r++) {
+			float M = -INFINITY, L = 0.0f;
+
+			for (c = 0; c < j.nchunks; c++) {
+				float m = j.pm[((size_t)h * j.nchunks + c) *
+					       j.Rh + r];
+
+				if (m > M || m != m)
+					M = m;
+			}
+			for (c = 0; c < j.nchunks; c++) {
+				size_t x = ((size_t)h * j.nchunks + c) * j.Rh +
+					   r;
+
+				if (j.pm[x] == -INFINITY)
+					continue;
+				L += j.pl[x] * expf(j.pm[x] - M);
+			}
+			j.M[(size_t)h * j.Rh + r] = M;
+			j.L[(size_t)h * j.Rh + r] = L;
+		}
+	kvk_parallel_for(cpu, j.nchunks, score_accum, &j);
+out:
+	free(j.lim);
+	free(j.pm);
+	free(j.M);
+	free(j.kbuf);
+	return ret;
+}
