@@ -17,7 +17,7 @@ KVK_CPU_SRCS := kvkern.c kvkern_cpu.c kvkern_avx512bf16.c kvkern_avx512.c \
 		kvkern_avx2.c \
 		kvkern_generic.c \
 		kvkern_edit.c
-KVK_CUDA_SRCS := cuda_drv.c kvkern_cuda.c
+KVK_CUDA_SRCS := cuda_drv.c kvkern_cuda.c kvkern_cuda_edit.c
 ifeq ($(KVK_HAVE_CUDA_H),1)
 KVK_SRCS := $(KVK_CPU_SRCS) $(KVK_CUDA_SRCS)
 else
@@ -56,7 +56,8 @@ KVK_NVCC_FLAGS := -O3 -std=c++17 -Ikernels \
 	-gencode arch=compute_80,code=sm_80 \
 	-gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90
-$(KVK_FATBIN): kernels/cuda/kvkern_kernels.cu kernels/kvkern_cuda_abi.h
+$(KVK_FATBIN): kernels/cuda/kvkern_kernels.cu kernels/kvkern_cuda_abi.h \
+		kernels/cuda/kvkern_edit.cu kernels/kvkern_cuda_edit_abi.h
 	@mkdir -p $(@D)
 	$(NVCC) $(KVK_NVCC_FLAGS) -fatbin -o $@ $<
 ALL += $(KVK_FATBIN)
