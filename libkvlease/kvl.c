@@ -202,6 +202,7 @@ static int hello(struct kvl_ctx *ctx)
 	ctx->lease_id = rep.lease_id;
 	if (ctx->refcnt && rep.capacity != ctx->capacity) {
 		free(ctx->refcnt);
+	free(ctx->merged);
 		ctx->refcnt = calloc(rep.capacity, sizeof(*ctx->refcnt));
 		if (!ctx->refcnt)
 			return -ENOMEM;
@@ -227,6 +228,13 @@ static int hello(struct kvl_ctx *ctx)
 		if (r < 0)
 			return r;
 		s->id = lr.layout_id;
+		if (s->has_rope) {
+			s->rope.layout_id = s->id;
+			r = rpc_raw(ctx, KVP_OP_LAYOUT_ROPE, &s->rope,
+				    sizeof(s->rope), NULL, 0, NULL, 0, NULL);
+			if (r < 0)
+				return r;
+		}
 	}
 	return 0;
 }
@@ -297,6 +305,12 @@ static int rpc(struct kvl_ctx *ctx, uint16_t op, const void *body,
 			return r;
 	}
 	return -ECONNRESET;
+}
+
+int kvl_rpc(struct kvl_ctx *ctx, uint16_t op, const void *body, size_t blen,
+	    void *rbody, size_t rcap, size_t *rlen)
+{
+	return rpc(ctx, op, body, blen, rbody, rcap, rlen);
 }
 
 /* ---- open / close ----------------------------------------------------- */
@@ -462,6 +476,7 @@ KVL_EXPORT void kvl_close(struct kvl_ctx *ctx)
 	if (ctx->memfd >= 0)
 		close(ctx->memfd);
 	free(ctx->refcnt);
+	free(ctx->merged);
 	free(ctx->cache);
 	free(ctx->socket_path);
 	free(ctx->device_path);
@@ -724,9 +739,19 @@ static uint64_t rput(struct kvl_ctx *ctx, struct ralloc *ra,
 	return off;
 }
 
+uint64_t kvl_region_put(struct kvl_ctx *ctx, uint64_t *used, const void *src,
+			uint64_t bytes)
+{
+	struct ralloc ra = { *used };
+	uint64_t off = rput(ctx, &ra, src, bytes);
+
+	*used = ra.used;
+	return off;
+}
+
 static int kv_io(struct kvl_ctx *ctx, int layout, uint32_t layer,
 		 uint32_t ntok, const uint32_t *blocks, const uint32_t *slots,
-		 float *k, float *v, bool write)
+		 float *k, float *v, bool write, uint32_t flags)
 {
 	const struct kvl_layout *l = layout_of(ctx, layout);
 	uint64_t row, per, max_tok;
@@ -754,6 +779,7 @@ static int kv_io(struct kvl_ctx *ctx, int layout, uint32_t layer,
 		q.layout_id = ctx->layouts[layout].id;
 		q.layer = layer;
 		q.ntok = n;
+		q.flags = flags;
 		q.off_blocks = rput(ctx, &ra, blocks + done, n * 4ULL);
 		q.off_slots = rput(ctx, &ra, slots + done, n * 4ULL);
 		if (write) {
@@ -788,14 +814,23 @@ KVL_EXPORT int kvl_write_kv(struct kvl_ctx *ctx, int layout, uint32_t layer,
 			    const float *v)
 {
 	return kv_io(ctx, layout, layer, ntok, blocks, slots, (float *)k,
-		     (float *)v, true);
+		     (float *)v, true, 0);
+}
+
+int kvl_write_kv_flags(struct kvl_ctx *ctx, int layout, uint32_t layer,
+		       uint32_t ntok, const uint32_t *blocks,
+		       const uint32_t *slots, const float *k, const float *v,
+		       uint32_t flags)
+{
+	return kv_io(ctx, layout, layer, ntok, blocks, slots, (float *)k,
+		     (float *)v, true, flags);
 }
 
 KVL_EXPORT int kvl_read_kv(struct kvl_ctx *ctx, int layout, uint32_t layer,
 			   uint32_t ntok, const uint32_t *blocks,
 			   const uint32_t *slots, float *k, float *v)
 {
-	return kv_io(ctx, layout, layer, ntok, blocks, slots, k, v, false);
+	return kv_io(ctx, layout, layer, ntok, blocks, slots, k, v, false, 0);
 }
 
 KVL_EXPORT int kvl_attention(struct kvl_ctx *ctx, int layout,

@@ -16,7 +16,11 @@
 struct kvl_layout_slot {
 	struct kvl_layout l;
 	uint32_t id;		/* the daemon's layout id */
+	bool has_rope;		/* rope sent with LAYOUT_ROPE (kvl_edit.c) */
+	struct kvp_layout_rope rope;
 };
+
+struct kvl_seq_edit;
 
 struct kvl_seq {
 	struct kvl_ctx *ctx;
@@ -26,6 +30,8 @@ struct kvl_seq {
 	uint32_t nblocks;
 	uint32_t cap;
 	uint32_t *table;
+	struct kvl_seq_edit *edit;	/* positions, scores, compression
+					 * policy (kvl_edit.c); NULL: none */
 };
 
 struct kvl_ctx {
@@ -61,6 +67,9 @@ struct kvl_ctx {
 
 	/* sequences */
 	uint16_t *refcnt;	/* per pool block, blocks in sequences */
+	uint8_t *merged;	/* per pool block: an edit moved tokens into
+				 * it (kvl_edit.c); NULL until the first edit */
+	uint32_t merged_cap;
 	uint32_t *cache;	/* leased, in no sequence */
 	uint32_t ncache;
 	uint32_t cache_cap;
@@ -75,5 +84,37 @@ void kvl_logf(struct kvl_ctx *ctx, int level, const char *fmt, ...)
 void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost);
 /* Release everything the sequences and the cache hold (release_all). */
 void kvl_seq_forget_all(struct kvl_ctx *ctx);
+
+/* kvl.c, for kvl_seq.c and kvl_edit.c */
+int kvl_rpc(struct kvl_ctx *ctx, uint16_t op, const void *body, size_t blen,
+	    void *rbody, size_t rcap, size_t *rlen);
+/* Copy bytes into the shared region at *used (64-byte aligned slices;
+ * src NULL reserves); returns the offset. */
+uint64_t kvl_region_put(struct kvl_ctx *ctx, uint64_t *used, const void *src,
+			uint64_t bytes);
+/* kvl_write_kv() with KVP_KV_* flags. */
+int kvl_write_kv_flags(struct kvl_ctx *ctx, int layout, uint32_t layer,
+		       uint32_t ntok, const uint32_t *blocks,
+		       const uint32_t *slots, const float *k, const float *v,
+		       uint32_t flags);
+
+/* kvl_seq.c, for kvl_edit.c */
+int kvl_seq_cache_fill(struct kvl_ctx *ctx, uint32_t need);
+void kvl_seq_cache_trim(struct kvl_ctx *ctx, uint32_t keep);
+int kvl_seq_table_grow(struct kvl_seq *s, uint32_t n);
+int kvl_seq_cow(struct kvl_seq *s, uint32_t i);
+void kvl_seq_put_block(struct kvl_ctx *ctx, uint32_t b);
+
+/* kvl_edit.c, called by kvl_seq.c */
+int kvl_edit_before_append(struct kvl_seq *s, uint32_t ntok);
+void kvl_edit_after_append(struct kvl_seq *s, uint32_t old_len);
+void kvl_edit_before_truncate(struct kvl_seq *s, uint32_t len);
+int kvl_edit_fork(struct kvl_seq *parent, struct kvl_seq *child);
+void kvl_edit_free(struct kvl_seq *s);
+void kvl_edit_reset(struct kvl_seq *s);
+/* The block lost its last reference, or was copied (cow). */
+void kvl_edit_block_freed(struct kvl_ctx *ctx, uint32_t b);
+void kvl_edit_block_copied(struct kvl_ctx *ctx, uint32_t from, uint32_t to);
+bool kvl_edit_block_merged(const struct kvl_ctx *ctx, uint32_t b);
 
 #endif /* KVL_INTERNAL_H */

@@ -130,8 +130,10 @@ KVL_EXPORT int kvl_seq_create(struct kvl_ctx *ctx, int layout,
 
 static void put_block(struct kvl_ctx *ctx, uint32_t b)
 {
-	if (ctx->refcnt[b] && --ctx->refcnt[b] == 0)
+	if (ctx->refcnt[b] && --ctx->refcnt[b] == 0) {
+		kvl_edit_block_freed(ctx, b);
 		cache_push(ctx, b);
+	}
 }
 
 KVL_EXPORT void kvl_seq_free(struct kvl_seq *s)
@@ -150,6 +152,7 @@ KVL_EXPORT void kvl_seq_free(struct kvl_seq *s)
 		}
 	for (i = 0; i < s->nblocks; i++)
 		put_block(ctx, s->table[i]);
+	kvl_edit_free(s);
 	free(s->table);
 	free(s);
 	if (ctx->sock >= 0 || ctx->mode == KVL_MODE_MODULE)
@@ -177,10 +180,16 @@ KVL_EXPORT int kvl_seq_append(struct kvl_seq *s, uint32_t ntok)
 {
 	struct kvl_ctx *ctx = s->ctx;
 	uint32_t tpb = tpb_of(s);
-	uint64_t len = (uint64_t)s->len + ntok;
-	uint32_t need;
+	uint64_t len;
+	uint32_t need, old_len;
 	int r;
 
+	/* a compression policy may make room first (kvl_seq_set_compress);
+	 * the positions array (after edits) gets its room */
+	r = kvl_edit_before_append(s, ntok);
+	if (r)
+		return r;
+	len = (uint64_t)s->len + ntok;
 	if (len > INT32_MAX)
 		return -EOVERFLOW;
 	need = (uint32_t)((len + tpb - 1) / tpb);
@@ -198,7 +207,9 @@ KVL_EXPORT int kvl_seq_append(struct kvl_seq *s, uint32_t ntok)
 			s->table[s->nblocks++] = b;
 		}
 	}
+	old_len = s->len;
 	s->len = (uint32_t)len;
+	kvl_edit_after_append(s, old_len);
 	return (int)s->len;
 }
 
@@ -208,6 +219,7 @@ KVL_EXPORT int kvl_seq_truncate(struct kvl_seq *s, uint32_t len)
 
 	if (len > s->len)
 		return -EINVAL;
+	kvl_edit_before_truncate(s, len);
 	keep = (len + tpb - 1) / tpb;
 	while (s->nblocks > keep)
 		put_block(s->ctx, s->table[--s->nblocks]);
@@ -247,6 +259,7 @@ static int cow(struct kvl_seq *s, uint32_t i)
 	ctx->ncache--;
 	ctx->refcnt[nb] = 1;
 	ctx->refcnt[old]--;
+	kvl_edit_block_copied(ctx, old, nb);
 	s->table[i] = nb;
 	return 0;
 }
@@ -283,12 +296,28 @@ KVL_EXPORT int kvl_seq_write_kv(struct kvl_seq *s, uint32_t layer,
 				uint32_t pos, uint32_t ntok, const float *k,
 				const float *v)
 {
-	uint32_t *b, *sl;
+	const struct kvl_layout *l = &s->ctx->layouts[s->layout].l;
+	size_t row = (size_t)l->kv_heads * l->head_dim;
+	uint32_t *b, *sl, t0, t1;
 	int r = positions(s, pos, ntok, true, &b, &sl);
 
 	if (r)
 		return r;
-	r = kvl_write_kv(s->ctx, s->layout, layer, ntok, b, sl, k, v);
+	/*
+	 * Runs of blocks an edit moved tokens into are written with
+	 * KVP_KV_MERGE: writing slot 0 there must not start the block
+	 * afresh (its other slots hold tokens).
+	 */
+	for (t0 = 0; t0 < ntok && !r; t0 = t1) {
+		bool m = kvl_edit_block_merged(s->ctx, b[t0]);
+
+		for (t1 = t0 + 1; t1 < ntok &&
+		     kvl_edit_block_merged(s->ctx, b[t1]) == m; t1++)
+			;
+		r = kvl_write_kv_flags(s->ctx, s->layout, layer, t1 - t0,
+				       b + t0, sl + t0, k + t0 * row,
+				       v + t0 * row, m ? KVP_KV_MERGE : 0);
+	}
 	free(b);
 	free(sl);
 	return r;
@@ -409,6 +438,9 @@ KVL_EXPORT int kvl_seq_fork(struct kvl_seq *s, struct kvl_seq **child)
 		c->table[c->nblocks++] = nb;
 	}
 	c->len = s->len;
+	r = kvl_edit_fork(s, c);
+	if (r)
+		goto err;
 	*child = c;
 	return 0;
 err:
@@ -429,16 +461,46 @@ void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost)
 				put_block(ctx, s->table[i]);
 		s->nblocks = 0;
 		s->len = 0;
+		kvl_edit_reset(s);
 	}
 	if (lease_lost) {
 		ctx->ncache = 0;
 		if (ctx->refcnt)
 			memset(ctx->refcnt, 0,
 			       ctx->capacity * sizeof(*ctx->refcnt));
+		if (ctx->merged)
+			memset(ctx->merged, 0, ctx->merged_cap);
 	}
 }
 
 void kvl_seq_forget_all(struct kvl_ctx *ctx)
 {
 	kvl_seq_epoch_reset(ctx, true);
+}
+
+/* ---- for kvl_edit.c ----------------------------------------------------- */
+
+int kvl_seq_cache_fill(struct kvl_ctx *ctx, uint32_t need)
+{
+	return cache_fill(ctx, need);
+}
+
+void kvl_seq_cache_trim(struct kvl_ctx *ctx, uint32_t keep)
+{
+	cache_trim(ctx, keep);
+}
+
+int kvl_seq_table_grow(struct kvl_seq *s, uint32_t n)
+{
+	return table_grow(s, n);
+}
+
+int kvl_seq_cow(struct kvl_seq *s, uint32_t i)
+{
+	return cow(s, i);
+}
+
+void kvl_seq_put_block(struct kvl_ctx *ctx, uint32_t b)
+{
+	put_block(ctx, b);
 }
