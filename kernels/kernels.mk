@@ -81,6 +81,24 @@ bench-kernels: $(B)/bin/kvpool-bench-kernels
 
 BENCH += bench-kernels
 
+# editing benchmark: splice, re-prefill estimate, compression (make
+# bench-edits; --gpu with a GPU)
+ifeq ($(KVK_HAVE_CUDA_H),1)
+KVK_BENCH_EDITS_FLAGS := -DKVK_BENCH_CUDA
+endif
+$(B)/bin/kvpool-bench-edits: kernels/bench-edits.c $(KVK_LIB) $(KVK_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVK_CFLAGS) $(CFLAGS_BASE) $(KVK_BENCH_EDITS_FLAGS) $< -o $@ \
+		$(KVK_LIB) $(KVK_LIBS)
+
+ALL += $(B)/bin/kvpool-bench-edits
+
+.PHONY: bench-edits
+bench-edits: $(B)/bin/kvpool-bench-edits
+	$(B)/bin/kvpool-bench-edits
+
+BENCH += bench-edits
+
 .PHONY: install-kernels
 install-kernels: $(KVK_LIB)
 	install -d $(DESTDIR)$(PREFIX)/lib/kvpool $(DESTDIR)$(PREFIX)/include/kvpool

@@ -309,20 +309,24 @@ static float plane_scale(const struct kvk_layout *l, const uint8_t *blk,
 }
 
 /* Dequantise one row: block scale s (FP8/INT8), group scales gs (INT4). */
+/* Pool rows seen as 16-bit words (rows start at even offsets). */
+typedef uint16_t __attribute__((may_alias)) kvk_u16a;
+typedef uint32_t __attribute__((may_alias)) kvk_u32a;
+
 static void load_row(uint32_t dtype, uint32_t D, const uint8_t *r, float s,
 		     const uint8_t *gs, float *out)
 {
 	uint32_t d;
 
 	switch (dtype) {
-	case KVK_BF16:
-		for (d = 0; d < D; d++) {
-			uint16_t h;
+	case KVK_BF16: {
+		const kvk_u16a *h = (const kvk_u16a *)r;
+		kvk_u32a *o = (kvk_u32a *)out;
 
-			memcpy(&h, r + 2 * d, 2);
-			out[d] = kvk_e_bf16_f32(h);
-		}
+		for (d = 0; d < D; d++)
+			o[d] = (uint32_t)h[d] << 16;
 		break;
+	}
 	case KVK_FP8:
 		for (d = 0; d < D; d++)
 			out[d] = kvk_e_fp8_f32(r[d]) * s;
@@ -345,14 +349,19 @@ static void load_row(uint32_t dtype, uint32_t D, const uint8_t *r, float s,
 	}
 }
 
+/* kvk_e_f32_bf16() on a row, without branches. */
 static void store_bf16(uint32_t D, const float *x, uint8_t *r)
 {
+	const kvk_u32a *u = (const kvk_u32a *)x;
+	kvk_u16a *h = (kvk_u16a *)r;
 	uint32_t d;
 
 	for (d = 0; d < D; d++) {
-		uint16_t h = kvk_e_f32_bf16(x[d]);
+		uint32_t v = u[d];
+		uint32_t rn = (v + 0x7fffu + ((v >> 16) & 1)) >> 16;
+		uint32_t qn = (v >> 16) | 0x40;
 
-		memcpy(r + 2 * d, &h, 2);
+		h[d] = (uint16_t)((v & 0x7fffffffu) > 0x7f800000u ? qn : rn);
 	}
 }
 

@@ -638,7 +638,8 @@ KVL_EXPORT int kvl_seq_set_compress(struct kvl_seq *s,
  * library's cache.  The blocks stay leased (a growing sequence takes them;
  * kvl_trim() gives them to the ledger).
  */
-KVL_EXPORT int kvl_compress_reclaim(struct kvl_ctx *ctx, uint32_t blocks)
+int kvl_compress_reclaim_skip(struct kvl_ctx *ctx, uint32_t blocks,
+			      const struct kvl_seq *skip)
 {
 	uint32_t before = ctx->ncache;
 	struct kvl_seq *s, *best;
@@ -651,7 +652,7 @@ KVL_EXPORT int kvl_compress_reclaim(struct kvl_ctx *ctx, uint32_t blocks)
 		for (s = ctx->seqs; s; s = s->next) {
 			struct kvl_seq_edit *e = s->edit;
 
-			if (!e || !e->has_cp || !e->cp.budget ||
+			if (s == skip || !e || !e->has_cp || !e->cp.budget ||
 			    s->len <= e->cp.budget || e->compressing)
 				continue;
 			if (!best || s->nblocks > best->nblocks)
@@ -665,4 +666,9 @@ KVL_EXPORT int kvl_compress_reclaim(struct kvl_ctx *ctx, uint32_t blocks)
 			       r;
 	}
 	return (int)(ctx->ncache - before);
+}
+
+KVL_EXPORT int kvl_compress_reclaim(struct kvl_ctx *ctx, uint32_t blocks)
+{
+	return kvl_compress_reclaim_skip(ctx, blocks, NULL);
 }

@@ -116,5 +116,14 @@ void kvl_edit_reset(struct kvl_seq *s);
 void kvl_edit_block_freed(struct kvl_ctx *ctx, uint32_t b);
 void kvl_edit_block_copied(struct kvl_ctx *ctx, uint32_t from, uint32_t to);
 bool kvl_edit_block_merged(const struct kvl_ctx *ctx, uint32_t b);
+/*
+ * The compression entry of the pressure policies: kvl_compress_reclaim()
+ * that leaves `skip` alone (the sequence whose growth could not lease:
+ * compressing it in the middle of its kvl_seq_append() would change the
+ * length the append works from).  Returns the blocks that came back to
+ * the cache, or -errno.
+ */
+int kvl_compress_reclaim_skip(struct kvl_ctx *ctx, uint32_t blocks,
+			      const struct kvl_seq *skip);
 
 #endif /* KVL_INTERNAL_H */

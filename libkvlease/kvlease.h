@@ -161,7 +161,8 @@ struct kvl_layout {
 	uint32_t kv_heads;
 	uint32_t head_dim;	/* multiple of 32, 32..256 */
 	uint32_t dtype;		/* KVL_DTYPE_* */
-	float rope_base;	/* informational (0: none) */
+	float rope_base;	/* informational (0: none); RoPE data for
+				 * edits: kvl_layout_set_rope() */
 	/* out */
 	uint32_t tokens_per_block;
 	uint64_t bytes_per_token;
