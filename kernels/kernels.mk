@@ -37,7 +37,7 @@ $(KVK_OBJ)/kvkern_avx512bf16.o: KVK_ARCH := $(KVK_AVX512BF16)
 $(KVK_OBJ)/kvkern_avx512.o: KVK_ARCH := $(KVK_AVX512)
 $(KVK_OBJ)/kvkern_avx2.o: KVK_ARCH := $(KVK_AVX2)
 # the edit ops: rotation products rounded one by one, like the CUDA twins
-KVK_EDIT_FLAGS := -O3 -ffp-contract=off
+KVK_EDIT_FLAGS := -O3 -ffp-contract=off -fno-trapping-math
 $(KVK_OBJ)/kvkern_edit.o: KVK_ARCH := $(KVK_EDIT_FLAGS)
 
 $(KVK_OBJ)/%.o: kernels/%.c $(KVK_HDRS)

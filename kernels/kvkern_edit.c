@@ -8,8 +8,10 @@
  * rule: Documentation/edits.rst.  The CUDA twins are in
  * kernels/cuda/kvkern_edit.cu (same plan, same arithmetic, same bytes).
  *
- * Compiled with -ffp-contract=off: the rotation is x*c - y*s and x*s + y*c
- * with every product rounded to FP32, exactly as the CUDA kernels do it.
+ * Compiled with -ffp-contract=off (and -fno-trapping-math, which changes
+ * no result, so that the row loops vectorise): the rotation is x*c - y*s
+ * and x*s + y*c with every product rounded to FP32, exactly as the CUDA
+ * kernels do it.
  */
 #include <errno.h>
 #include <float.h>
@@ -109,7 +111,25 @@ int kvk_rope_cos_sin(const struct kvk_rope *r, int64_t delta, float *c,
 	return 0;
 }
 
+/*
+ * The row loops below are built for AVX-512, AVX2 and the baseline, picked
+ * at load time (ifunc); every version computes the same IEEE results (no
+ * contraction, the same operations in the same order per element).
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+	!defined(KVK_NO_SPECIALISE)
+#define KVK_ROW_CLONES __attribute__((target_clones("avx512f", "avx2", \
+						    "default")))
+#else
+#define KVK_ROW_CLONES
+#endif
+
+/* Pool rows seen as 16-bit words (rows start at even offsets). */
+typedef uint16_t __attribute__((may_alias)) kvk_u16a;
+typedef uint32_t __attribute__((may_alias)) kvk_u32a;
+
 /* out = R in: pairs turned by (c[i], s[i]), the other dims copied. */
+KVK_ROW_CLONES
 static void rope_apply(uint32_t style, uint32_t rd, const float *c,
 		       const float *s, uint32_t D, const float *restrict in,
 		       float *restrict out)
@@ -308,32 +328,87 @@ static float plane_scale(const struct kvk_layout *l, const uint8_t *blk,
 	return kvk_e_valid_scale(s);
 }
 
-/* Dequantise one row: block scale s (FP8/INT8), group scales gs (INT4). */
-/* Pool rows seen as 16-bit words (rows start at even offsets). */
-typedef uint16_t __attribute__((may_alias)) kvk_u16a;
-typedef uint32_t __attribute__((may_alias)) kvk_u32a;
 
+KVK_ROW_CLONES
+static void load_bf16(uint32_t D, const uint8_t *r, float *out)
+{
+	const kvk_u16a *h = (const kvk_u16a *)r;
+	kvk_u32a *o = (kvk_u32a *)out;
+	uint32_t d;
+
+	for (d = 0; d < D; d++)
+		o[d] = (uint32_t)h[d] << 16;
+}
+
+/* kvk_e_fp8_f32() * s, without branches. */
+KVK_ROW_CLONES
+static void load_fp8(uint32_t D, const uint8_t *r, float s, float *out)
+{
+	kvk_u32a *o = (kvk_u32a *)out;
+	uint32_t d;
+
+	for (d = 0; d < D; d++) {
+		uint32_t b = r[d], e = (b >> 3) & 15, m = b & 7;
+		uint32_t sign = (b & 0x80) << 24;
+		float sub = (float)m * 0x1p-9f;
+		uint32_t su, v;
+
+		memcpy(&su, &sub, 4);
+		v = e ? sign | ((e + 120) << 23) | (m << 20) : sign | su;
+		o[d] = (b & 0x7f) == 0x7f ? 0x7fc00000u | sign : v;
+	}
+	for (d = 0; d < D; d++)
+		out[d] = out[d] * s;
+}
+
+KVK_ROW_CLONES
+static void load_int8(uint32_t D, const uint8_t *r, float s, float *out)
+{
+	uint32_t d;
+
+	for (d = 0; d < D; d++)
+		out[d] = (float)(int8_t)r[d] * s;
+}
+
+
+/* Largest finite |x| of a row: non-negative floats order like their bits. */
+KVK_ROW_CLONES
+static float row_amax(uint32_t D, const float *x)
+{
+	const kvk_u32a *u = (const kvk_u32a *)x;
+	uint32_t m[16], r = 0, d, k;
+	float f;
+
+	for (k = 0; k < 16; k++)
+		m[k] = 0;
+	for (d = 0; d < D; d += 16)	/* D: a multiple of 32 */
+		for (k = 0; k < 16; k++) {
+			uint32_t a = u[d + k] & 0x7fffffffu;
+
+			a = a < 0x7f800000u ? a : 0;	/* Inf, NaN */
+			m[k] = a > m[k] ? a : m[k];
+		}
+	for (k = 0; k < 16; k++)
+		r = m[k] > r ? m[k] : r;
+	memcpy(&f, &r, 4);
+	return f;
+}
+
+/* Dequantise one row: block scale s (FP8/INT8), group scales gs (INT4). */
 static void load_row(uint32_t dtype, uint32_t D, const uint8_t *r, float s,
 		     const uint8_t *gs, float *out)
 {
 	uint32_t d;
 
 	switch (dtype) {
-	case KVK_BF16: {
-		const kvk_u16a *h = (const kvk_u16a *)r;
-		kvk_u32a *o = (kvk_u32a *)out;
-
-		for (d = 0; d < D; d++)
-			o[d] = (uint32_t)h[d] << 16;
+	case KVK_BF16:
+		load_bf16(D, r, out);
 		break;
-	}
 	case KVK_FP8:
-		for (d = 0; d < D; d++)
-			out[d] = kvk_e_fp8_f32(r[d]) * s;
+		load_fp8(D, r, s, out);
 		break;
 	case KVK_INT8:
-		for (d = 0; d < D; d++)
-			out[d] = (float)(int8_t)r[d] * s;
+		load_int8(D, r, s, out);
 		break;
 	default:
 		for (d = 0; d < D; d++) {
@@ -350,6 +425,7 @@ static void load_row(uint32_t dtype, uint32_t D, const uint8_t *r, float s,
 }
 
 /* kvk_e_f32_bf16() on a row, without branches. */
+KVK_ROW_CLONES
 static void store_bf16(uint32_t D, const float *x, uint8_t *r)
 {
 	const kvk_u32a *u = (const kvk_u32a *)x;
@@ -362,6 +438,54 @@ static void store_bf16(uint32_t D, const float *x, uint8_t *r)
 		uint32_t qn = (v >> 16) | 0x40;
 
 		h[d] = (uint16_t)((v & 0x7fffffffu) > 0x7f800000u ? qn : rn);
+	}
+}
+
+/*
+ * kvk_e_q_fp8(x, s) for s > 0, without branches: the value is x / s, then
+ * kvk_e_f32_to_fp8's cases (NaN, saturation, subnormal grid rounded to
+ * nearest even by adding 2^23, normal rounding on the bits) selected per
+ * element.
+ */
+KVK_ROW_CLONES
+static void q_fp8_pos(uint32_t D, const float *x, float s, uint8_t *r)
+{
+	const kvk_u32a *xu = (const kvk_u32a *)x;
+	uint32_t d;
+
+	for (d = 0; d < D; d++) {
+		float y = x[d] / s, a = fabsf(y);
+		float sub = (a * 512.0f + 0x1p23f) - 0x1p23f;
+		uint32_t u, ua, n, code, xs = xu[d];
+
+		memcpy(&u, &y, 4);
+		ua = u & 0x7fffffffu;
+		n = ((ua + 0x7ffffu + ((ua >> 20) & 1)) >> 20) - (120u << 3);
+		n = n > 0x7e ? 0x7e : n;
+		code = a < 0x1p-6f ? (uint32_t)(int32_t)sub : n;
+		code = a >= KVK_FP8_MAX ? 0x7e : code;
+		code |= (u >> 24) & 0x80;
+		/* a NaN input keeps its own sign (kvk_e_q_fp8) */
+		code = x[d] != x[d] ? ((xs >> 24) & 0x80) | 0x7f : code;
+		r[d] = (uint8_t)code;
+	}
+}
+
+/* kvk_e_q_sym(x, s, 127) for s > 0, without branches. */
+KVK_ROW_CLONES
+static void q_int8_pos(uint32_t D, const float *x, float s, uint8_t *r)
+{
+	uint32_t d;
+
+	for (d = 0; d < D; d++) {
+		float y = x[d] / s, q;
+
+		y = y > KVK_INT8_MAX ? KVK_INT8_MAX : y;
+		y = y < -KVK_INT8_MAX ? -KVK_INT8_MAX : y;
+		/* round to nearest even: |y| <= 127 */
+		q = (y + 0x1.8p23f) - 0x1.8p23f;
+		q = x[d] != x[d] ? 0.0f : q;
+		r[d] = (uint8_t)(int8_t)(int32_t)q;
 	}
 }
 
@@ -398,7 +522,11 @@ static void store_scaled(uint32_t dtype, uint32_t D, const float *x, float s,
 {
 	uint32_t d;
 
-	if (dtype == KVK_FP8)
+	if (s > 0.0f && dtype == KVK_FP8)
+		q_fp8_pos(D, x, s, r);
+	else if (s > 0.0f)
+		q_int8_pos(D, x, s, r);
+	else if (dtype == KVK_FP8)
 		for (d = 0; d < D; d++)
 			r[d] = kvk_e_q_fp8(x[d], s);
 	else
@@ -411,8 +539,14 @@ static void store_scaled(uint32_t dtype, uint32_t D, const float *x, float s,
 static void requant(uint32_t dtype, uint32_t D, const uint8_t *src,
 		    float s0, float s, uint8_t *dst)
 {
+	float x[KVK_MAX_HEAD_DIM];
 	uint32_t d;
 
+	if (s > 0.0f) {
+		load_row(dtype, D, src, s0, NULL, x);
+		store_scaled(dtype, D, x, s, dst);
+		return;
+	}
 	if (dtype == KVK_FP8)
 		for (d = 0; d < D; d++)
 			dst[d] = kvk_e_q_fp8(kvk_e_fp8_f32(src[d]) * s0, s);
@@ -444,13 +578,13 @@ static void edit_plane(const struct edit_job *j, uint32_t bi, uint32_t layer,
 	uint8_t *dblk = j->pool + (uint64_t)j->table[bi] * l->block_bytes;
 	float tmp[KVK_MAX_HEAD_DIM], rot[KVK_MAX_HEAD_DIM], s = 0.0f;
 	uint64_t g0 = (uint64_t)bi * T;
-	uint32_t n, i, src, d;
+	uint32_t n, i, src;
 	int scaled = dt == KVK_FP8 || dt == KVK_INT8;
 
 	/* FP8/INT8: the block-scale rule needs every source first. */
 	if (scaled) {
 		float qmax = dt == KVK_FP8 ? KVK_FP8_MAX : KVK_INT8_MAX;
-		float smax = 0.0f, amax = 0.0f;
+		float smax = 0.0f, amax = 0.0f, a;
 
 		for (i = 0; i < T; i++) {
 			int kind = slot_kind(p, (uint32_t)(g0 + i), kv, &src);
@@ -469,12 +603,8 @@ static void edit_plane(const struct edit_job *j, uint32_t bi, uint32_t layer,
 				 ssrc[i], NULL, tmp);
 			rope_apply(p->style, p->rd, p->cs, p->sn, D, tmp,
 				   fv + (size_t)i * D);
-			for (d = 0; d < D; d++) {
-				float a = fabsf(fv[(size_t)i * D + d]);
-
-				if (isfinite(a) && a > amax)
-					amax = a;
-			}
+			a = row_amax(D, fv + (size_t)i * D);
+			amax = a > amax ? a : amax;
 		}
 		s = kvk_pow2_scale(amax, qmax);
 		if (smax > s)
@@ -527,6 +657,34 @@ static void edit_plane(const struct edit_job *j, uint32_t bi, uint32_t layer,
 		memcpy(dblk + kvk_scale_offset(l, layer, kv, head, 0), &s, 4);
 }
 
+/*
+ * The (layer, K|V) planes of destination block bi and of the block its
+ * tail rows come from (the next one in the walk's direction), one line of
+ * every 64 bytes.
+ */
+static void prefetch_planes(const struct edit_job *j, uint32_t bi,
+			    uint32_t layer, uint32_t kv)
+{
+	const struct kvk_layout *l = j->l;
+	uint64_t off = kvk_row_offset(l, layer, kv, 0, 0), n, x;
+	uint64_t used = ((uint64_t)(j->p->len > j->p->new_len ? j->p->len :
+				    j->p->new_len) + l->tokens_per_block - 1) /
+			l->tokens_per_block;
+	int64_t nb = (int64_t)bi + j->p->dir;
+	uint32_t b[2], i;
+
+	n = l->plane_bytes * l->kv_heads;
+	b[0] = j->table[bi];
+	b[1] = nb >= 0 && (uint64_t)nb < used ? j->table[nb] : b[0];
+	for (i = 0; i < 2; i++) {
+		const uint8_t *p = j->pool + (uint64_t)b[i] * l->block_bytes +
+				   off;
+
+		for (x = 0; x < n; x += 64)
+			__builtin_prefetch(p + x);
+	}
+}
+
 /* Item (layer, K|V): every destination block in order, every kv head. */
 static void edit_item(void *ctx, uint32_t item, unsigned int thread)
 {
@@ -539,6 +697,10 @@ static void edit_item(void *ctx, uint32_t item, unsigned int thread)
 	for (k = 0; k < j->p->ndest; k++) {
 		uint32_t bi = kvk_edit_dest(j->p, k);
 
+		/* blocks are scattered: fetch the next one's planes early */
+		if (k + 1 < j->p->ndest)
+			prefetch_planes(j, kvk_edit_dest(j->p, k + 1), layer,
+					kv);
 		for (h = 0; h < j->l->kv_heads; h++)
 			edit_plane(j, bi, layer, kv, h, fv, ssrc);
 	}
