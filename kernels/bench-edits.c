@@ -18,22 +18,22 @@
  *    moves too, K+V bytes per second, each against the copy bandwidth;
  *  - re-prefill of the same tail through the kernels: K/V writes of the
  *    tail (kvk_write_kv, measured on 2 layers, x 16) plus causal attention
- *    of the tail's queries (kvk_prefill, 256-query chunks measured at the
+ *    of the tail's queries (kvk_prefill, 128-query chunks measured at the
  *    start, middle and end of the tail on one layer, the cost per chunk
  *    interpolated linearly in its context over all chunks, x 32 layers).
  *    The model's own work (projections, MLP) is not counted: a lower
  *    bound on the cost of re-prefilling;
- *  - compression to 2,048 tokens: kvk_score of a 32-query window (per
- *    layer, measured on 2 layers), sinks 4, window 64, the best-scoring
- *    others, kvk_compact() time; decode of one token (all 32 layers)
- *    before and after.
+ *  - compression to 2,048 tokens: kvk_score of a 32-query window on one
+ *    layer, sinks 4, window 64, the best-scoring others, kvk_compact()
+ *    time; decode of one token (all 32 layers, best of 2) before and
+ *    after.
  *
  * --gpu: the same on GPU 0 (kvk_cuda_*; copy bandwidth with
  * cuMemcpyDtoD); exit 77 without a GPU or the fatbin.
- * The last stdout line is one JSON object: splice_gbps (K bytes rewritten
- * per second, first dtype, the delete splice), copy_gbps,
- * splice_vs_reprefill (re-prefill estimate / splice time), and per dtype
- * every figure above.  -t threads (0: all CPUs), -n tokens, -H (no huge
+ * The last stdout line is one JSON object: device, splice_gbps (K bytes
+ * rewritten per second, first dtype, the delete splice), copy_gbps,
+ * splice_vs_reprefill (re-prefill estimate / splice time), splice_kv_gbps,
+ * and per dtype every figure above.  -t threads (0: all CPUs), -n tokens, -H (no huge
  * pages).
  */
 #include <errno.h>
@@ -261,6 +261,93 @@ static void seq_free(struct seq *s)
 	free(s->table);
 }
 
+/* ---- where the ops run ---- */
+
+struct dev {
+	const char *name;
+	void *pool;			/* host pool, or a device address */
+	struct kvk_cpu *cpu;
+#ifdef KVK_BENCH_CUDA
+	struct kvk_cuda *kc;
+	struct cuda_drv *drv;
+#endif
+	int (*splice)(struct dev *d, struct kvk_splice_args *a);
+	int (*compact)(struct dev *d, struct kvk_compact_args *a);
+	int (*score)(struct dev *d, struct kvk_score_args *a);
+	int (*decode)(struct dev *d, struct kvk_decode_args *a);
+	int (*prefill)(struct dev *d, struct kvk_prefill_args *a);
+	int (*write)(struct dev *d, const struct kvk_layout *l,
+		     uint32_t layer, uint32_t n, const uint32_t *b,
+		     const uint32_t *sl, const float *k, const float *v);
+};
+
+static int c_splice(struct dev *d, struct kvk_splice_args *a)
+{
+	return kvk_splice(a, d->cpu);
+}
+
+static int c_compact(struct dev *d, struct kvk_compact_args *a)
+{
+	return kvk_compact(a, d->cpu);
+}
+
+static int c_score(struct dev *d, struct kvk_score_args *a)
+{
+	return kvk_score(a, d->cpu);
+}
+
+static int c_decode(struct dev *d, struct kvk_decode_args *a)
+{
+	return kvk_decode(a, d->cpu);
+}
+
+static int c_prefill(struct dev *d, struct kvk_prefill_args *a)
+{
+	return kvk_prefill(a, d->cpu);
+}
+
+static int c_write(struct dev *d, const struct kvk_layout *l, uint32_t layer,
+		   uint32_t n, const uint32_t *b, const uint32_t *sl,
+		   const float *k, const float *v)
+{
+	return kvk_write_kv(l, d->pool, layer, n, b, sl, k, v);
+}
+
+#ifdef KVK_BENCH_CUDA
+static int g_splice(struct dev *d, struct kvk_splice_args *a)
+{
+	return kvk_cuda_splice(d->kc, a);
+}
+
+static int g_compact(struct dev *d, struct kvk_compact_args *a)
+{
+	return kvk_cuda_compact(d->kc, a);
+}
+
+static int g_score(struct dev *d, struct kvk_score_args *a)
+{
+	return kvk_cuda_score(d->kc, a);
+}
+
+static int g_decode(struct dev *d, struct kvk_decode_args *a)
+{
+	return kvk_cuda_decode(d->kc, a);
+}
+
+static int g_prefill(struct dev *d, struct kvk_prefill_args *a)
+{
+	return kvk_cuda_prefill(d->kc, a);
+}
+
+static int g_write(struct dev *d, const struct kvk_layout *l, uint32_t layer,
+		   uint32_t n, const uint32_t *b, const uint32_t *sl,
+		   const float *k, const float *v)
+{
+	return kvk_cuda_write_kv(d->kc, l, (CUdeviceptr)(uintptr_t)d->pool,
+				 layer, n, b, sl, k, v);
+}
+#endif
+
 /* ---- figures ---- */
 
 struct figures {
@@ -274,17 +361,17 @@ struct figures {
 	double decode_before_s, decode_after_s;
 };
 
-static int splice_once(struct seq *s, uint32_t at, uint32_t ndel,
-		       uint32_t nins, struct kvk_cpu *cpu, double *t)
+static int splice_once(struct dev *d, struct seq *s, uint32_t at,
+		       uint32_t ndel, uint32_t nins, double *t)
 {
 	struct kvk_splice_args a = {
-		.layout = &s->l, .pool_base = s->pool,
+		.layout = &s->l, .pool_base = d->pool,
 		.block_table = s->table, .nblocks = s->nblocks, .len = s->len,
 		.at = at, .ndel = ndel, .nins = nins,
 		.delta = (int64_t)nins - ndel,
 	};
 	double t0 = now_s();
-	int r = kvk_splice(&a, cpu);
+	int r = d->splice(d, &a);
 
 	*t = now_s() - t0;
 	if (!r)
@@ -292,26 +379,27 @@ static int splice_once(struct seq *s, uint32_t at, uint32_t ndel,
 	return r;
 }
 
-/* Decode one query token at every layer; seconds. */
-static double decode_all(struct seq *s, struct kvk_cpu *cpu, const float *q,
+/* Decode one query token at every layer; seconds (best of 2). */
+static double decode_all(struct dev *d, struct seq *s, const float *q,
 			 float *out)
 {
 	uint32_t ctx = s->len, layer;
 	double best = INFINITY, t;
 	int rep;
 
-	for (rep = 0; rep < 3; rep++) {
+	for (rep = 0; rep < 2; rep++) {
 		t = now_s();
 		for (layer = 0; layer < LAYERS; layer++) {
 			struct kvk_decode_args a = {
-				.layout = &s->l, .pool_base = s->pool,
+				.layout = &s->l, .pool_base = d->pool,
 				.layer = layer, .batch = 1, .q_heads = QH,
 				.max_blocks_per_seq = s->nblocks, .q = q,
 				.block_tables = s->table, .ctx_lens = &ctx,
 				.scale = 1.0f / sqrtf((float)D), .out = out,
 			};
 
-			kvk_decode(&a, cpu);
+			if (d->decode(d, &a))
+				return NAN;
 		}
 		t = now_s() - t;
 		best = t < best ? t : best;
@@ -358,92 +446,83 @@ static uint32_t choose(const float *score, uint32_t len, uint32_t budget,
 	return n;
 }
 
-static int run_cpu(uint32_t dtype, uint32_t tokens, int huge,
-		   struct kvk_cpu *cpu, struct figures *f)
+#define CHUNK	128	/* re-prefill: queries per attention call */
+#define WQ	32	/* score: window queries */
+
+static int run_one(struct dev *d, struct seq *s, uint32_t tokens,
+		   struct figures *f)
 {
-	const uint32_t at = 1024, ndel = 64, nins = 32, chunk = 256;
-	const uint32_t budget = 2048, wq = 32;
+	const uint32_t at = 1024, ndel = 64, nins = 32, budget = 2048;
 	size_t row = (size_t)KVH * D;
-	struct seq s;
-	double t, best;
+	double t, cs[3], ts[3];
 	float *q, *out, *k, *v, *score;
 	uint32_t *blk, *slot, *keep, i, layer, c, rep;
-	double cs[3], ts[3];
-	int r;
+	int r = 0;
 
-	memset(f, 0, sizeof(*f));
-	f->dtype = dtype;
-	r = seq_init(&s, dtype, tokens, huge, cpu);
-	if (r) {
-		fprintf(stderr, "%s: cannot build the sequence: %d\n",
-			kvk_dtype_name(dtype), r);
-		return r;
-	}
 	f->tail = tokens - at - ndel;
-	f->k_bytes = (double)f->tail * LAYERS * KVH * s.l.row_bytes +
-		     (dtype == KVK_INT4 ? (double)f->tail * LAYERS * KVH *
+	f->k_bytes = (double)f->tail * LAYERS * KVH * s->l.row_bytes +
+		     (s->l.dtype == KVK_INT4 ? (double)f->tail * LAYERS * KVH *
 		      (D / 16) : 0);
 	f->kv_bytes = 2 * f->k_bytes;
 	/* splice: delete 64 make 32, then make 32 (back to the length) */
 	f->splice_del_s = f->splice_ins_s = INFINITY;
-	for (rep = 0; rep < 3; rep++) {
-		if (splice_once(&s, at, ndel, nins, cpu, &t))
-			return -EIO;
+	for (rep = 0; rep < 3 && !r; rep++) {
+		r = splice_once(d, s, at, ndel, nins, &t);
 		f->splice_del_s = t < f->splice_del_s ? t : f->splice_del_s;
-		if (splice_once(&s, at, 0, ndel - nins, cpu, &t))
-			return -EIO;
+		if (!r)
+			r = splice_once(d, s, at, 0, ndel - nins, &t);
 		f->splice_ins_s = t < f->splice_ins_s ? t : f->splice_ins_s;
 	}
-	/* re-prefill: writes of the tail (2 layers measured) */
-	k = malloc(sizeof(float) * row * chunk * 2);
-	v = k + row * chunk;
-	q = malloc(sizeof(float) * chunk * QH * D);
-	out = malloc(sizeof(float) * chunk * QH * D);
-	blk = malloc(sizeof(uint32_t) * chunk * 2);
-	slot = blk + chunk;
-	if (!k || !q || !out || !blk)
+	if (r)
+		return r;
+	k = malloc(sizeof(float) * row * CHUNK * 2);
+	v = k + row * CHUNK;
+	q = malloc(sizeof(float) * CHUNK * QH * D);
+	out = malloc(sizeof(float) * (CHUNK * QH * D > tokens ?
+				      CHUNK * QH * D : tokens));
+	blk = malloc(sizeof(uint32_t) * CHUNK * 2);
+	slot = blk + CHUNK;
+	score = malloc(sizeof(float) * tokens);
+	keep = malloc(sizeof(uint32_t) * tokens);
+	if (!k || !q || !out || !blk || !score || !keep)
 		return -ENOMEM;
-	for (i = 0; i < row * chunk * 2; i++)
+	for (i = 0; i < row * CHUNK * 2; i++)
 		k[i] = gauss();
-	for (i = 0; i < chunk * QH * D; i++)
+	for (i = 0; i < CHUNK * QH * D; i++)
 		q[i] = gauss() * 0.3f;
+	/* re-prefill: K/V writes of the tail, 2 layers measured */
 	t = now_s();
-	for (layer = 0; layer < 2; layer++)
-		for (c = at + ndel; c < tokens; c += chunk) {
-			uint32_t n = tokens - c < chunk ? tokens - c : chunk;
+	for (layer = 0; layer < 2 && !r; layer++)
+		for (c = at + ndel; c < tokens && !r; c += CHUNK) {
+			uint32_t n = tokens - c < CHUNK ? tokens - c : CHUNK;
 
 			for (i = 0; i < n; i++) {
-				blk[i] = s.table[(c + i) / TPB];
+				blk[i] = s->table[(c + i) / TPB];
 				slot[i] = (c + i) % TPB;
 			}
-			kvk_write_kv(&s.l, s.pool, layer, n, blk, slot, k, v);
+			r = d->write(d, &s->l, layer, n, blk, slot, k, v);
 		}
 	f->write_s = (now_s() - t) / 2 * LAYERS;
-	/* re-prefill: causal attention, chunks at three contexts */
-	cs[0] = at + ndel + chunk;
+	/* re-prefill: causal attention, a chunk at three contexts */
+	cs[0] = at + ndel + CHUNK;
 	cs[1] = (tokens + at) / 2;
 	cs[2] = tokens;
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 3 && !r; i++) {
 		uint32_t ctx = (uint32_t)cs[i];
 		struct kvk_prefill_args a = {
-			.layout = &s.l, .pool_base = s.pool, .layer = 0,
+			.layout = &s->l, .pool_base = d->pool, .layer = 0,
 			.batch = 1, .q_heads = QH,
-			.max_blocks_per_seq = s.nblocks, .n_new = chunk,
-			.q = q, .block_tables = s.table, .ctx_lens = &ctx,
+			.max_blocks_per_seq = s->nblocks, .n_new = CHUNK,
+			.q = q, .block_tables = s->table, .ctx_lens = &ctx,
 			.scale = 1.0f / sqrtf((float)D), .out = out,
 		};
 
-		best = INFINITY;
-		for (rep = 0; rep < 2; rep++) {
-			t = now_s();
-			kvk_prefill(&a, cpu);
-			t = now_s() - t;
-			best = t < best ? t : best;
-		}
-		ts[i] = best;
+		t = now_s();
+		r = d->prefill(d, &a);
+		ts[i] = now_s() - t;
 	}
 	f->attn_s = 0;
-	for (c = at + ndel + chunk; c < tokens + chunk; c += chunk) {
+	for (c = at + ndel + CHUNK; c < tokens + CHUNK; c += CHUNK) {
 		double x = c > tokens ? tokens : c, y;
 
 		/* piecewise linear through the three measured points */
@@ -458,51 +537,45 @@ static int run_cpu(uint32_t dtype, uint32_t tokens, int huge,
 	f->attn_s *= LAYERS;
 	f->reprefill_s = f->write_s + f->attn_s;
 	/* decode before compression */
-	f->decode_before_s = decode_all(&s, cpu, q, out);
-	/* score (2 layers measured), choose, compact */
-	score = malloc(sizeof(float) * s.len);
-	keep = malloc(sizeof(uint32_t) * s.len);
-	if (!score || !keep)
-		return -ENOMEM;
-	t = now_s();
-	for (layer = 0; layer < 2; layer++) {
-		struct kvk_score_args a = {
-			.layout = &s.l, .pool_base = s.pool, .layer = layer,
-			.q_heads = QH, .n_q = wq, .flags = KVK_SCORE_CAUSAL,
-			.q = q, .block_table = s.table, .nblocks = s.nblocks,
-			.len = s.len, .scale = 1.0f / sqrtf((float)D),
-			.out = out,
-		};
-
-		kvk_score(&a, cpu);
-		for (i = 0; i < s.len; i++)
-			score[i] = layer ? score[i] + out[i] : out[i];
-	}
-	f->score_layer_s = (now_s() - t) / 2;
-	f->kept = choose(score, s.len, budget, 4, 64, keep);
+	f->decode_before_s = decode_all(d, s, q, out);
+	/* score (one layer), choose, compact */
 	{
-		struct kvk_compact_args a = {
-			.layout = &s.l, .pool_base = s.pool,
-			.block_table = s.table, .nblocks = s.nblocks,
-			.len = s.len, .keep = keep, .nkeep = f->kept,
+		struct kvk_score_args a = {
+			.layout = &s->l, .pool_base = d->pool, .layer = 0,
+			.q_heads = QH, .n_q = WQ, .flags = KVK_SCORE_CAUSAL,
+			.q = q, .block_table = s->table, .nblocks = s->nblocks,
+			.len = s->len, .scale = 1.0f / sqrtf((float)D),
+			.out = score,
 		};
 
 		t = now_s();
-		r = kvk_compact(&a, cpu);
-		f->compact_s = now_s() - t;
-		if (r)
-			return r;
-		s.len = f->kept;
+		if (!r)
+			r = d->score(d, &a);
+		f->score_layer_s = now_s() - t;
 	}
-	f->decode_after_s = decode_all(&s, cpu, q, out);
+	f->kept = choose(score, s->len, budget, 4, 64, keep);
+	{
+		struct kvk_compact_args a = {
+			.layout = &s->l, .pool_base = d->pool,
+			.block_table = s->table, .nblocks = s->nblocks,
+			.len = s->len, .keep = keep, .nkeep = f->kept,
+		};
+
+		t = now_s();
+		if (!r)
+			r = d->compact(d, &a);
+		f->compact_s = now_s() - t;
+		if (!r)
+			s->len = f->kept;
+	}
+	f->decode_after_s = decode_all(d, s, q, out);
 	free(k);
 	free(q);
 	free(out);
 	free(blk);
 	free(score);
 	free(keep);
-	seq_free(&s);
-	return 0;
+	return r;
 }
 
 static void print_fig(const struct figures *f, double copy, const char *dev)
@@ -546,12 +619,31 @@ static void json_fig(const struct figures *f, double copy, int last)
 	       last ? "" : ", ");
 }
 
+static void json_all(const char *dev, const struct figures *fig, int n,
+		     double copy)
+{
+	int i;
+
+	printf("{\"device\": \"%s\", \"splice_gbps\": %.3f, \"copy_gbps\": "
+	       "%.3f, \"splice_vs_reprefill\": %.1f, \"splice_kv_gbps\": %.3f, "
+	       "\"results\": [", dev, fig[0].k_bytes / fig[0].splice_del_s / 1e9,
+	       copy, fig[0].reprefill_s / fig[0].splice_del_s,
+	       fig[0].kv_bytes / fig[0].splice_del_s / 1e9);
+	for (i = 0; i < n; i++)
+		json_fig(&fig[i], copy, i == n - 1);
+	printf("]}\n");
+}
+
 #ifdef KVK_BENCH_CUDA
 static int run_gpu(uint32_t *dts, int ndt, uint32_t tokens)
 {
 	struct cuda_drv drv;
-	struct kvk_cuda *kc;
 	struct figures fig[4];
+	struct dev d = {
+		.name = "gpu", .drv = &drv, .splice = g_splice,
+		.compact = g_compact, .score = g_score, .decode = g_decode,
+		.prefill = g_prefill, .write = g_write,
+	};
 	CUdevice dev;
 	CUcontext cctx;
 	CUdeviceptr a, b, dpool;
@@ -563,7 +655,7 @@ static int run_gpu(uint32_t *dts, int ndt, uint32_t tokens)
 		printf("no GPU\n");
 		return 77;
 	}
-	ret = kvk_cuda_init(&kc, &drv, NULL);
+	ret = kvk_cuda_init(&d.kc, &drv, NULL);
 	if (ret) {
 		printf("no kernels: %d\n", ret);
 		return 77;
@@ -580,129 +672,30 @@ static int run_gpu(uint32_t *dts, int ndt, uint32_t tokens)
 	}
 	drv.cuMemFree(a);
 	drv.cuMemFree(b);
+	printf("gpu copy bandwidth (cuMemcpyDtoD of 1 GiB): %.1f GB/s\n", copy);
 	for (i = 0; i < ndt; i++) {
-		struct figures *f = &fig[i];
 		struct seq s;
-		uint32_t ctx, layer, *keep, n;
-		float *q, *out, *score;
 
-		memset(f, 0, sizeof(*f));
-		f->dtype = dts[i];
+		memset(&fig[i], 0, sizeof(fig[i]));
+		fig[i].dtype = dts[i];
 		if (seq_init(&s, dts[i], tokens, 1, NULL))
 			return 1;
 		if (drv.cuMemAlloc(&dpool, s.pool_bytes) ||
 		    drv.cuMemcpyHtoD(dpool, s.pool, s.pool_bytes))
 			return 1;
-		f->tail = tokens - 1024 - 64;
-		f->k_bytes = (double)f->tail * LAYERS * KVH * s.l.row_bytes;
-		f->kv_bytes = 2 * f->k_bytes;
-		f->splice_del_s = f->splice_ins_s = INFINITY;
-		for (rep = 0; rep < 3; rep++) {
-			struct kvk_splice_args sa = {
-				.layout = &s.l,
-				.pool_base = (void *)(uintptr_t)dpool,
-				.block_table = s.table, .nblocks = s.nblocks,
-				.len = s.len, .at = 1024, .ndel = 64,
-				.nins = 32, .delta = -32,
-			};
-
-			t = now_s();
-			ret = kvk_cuda_splice(kc, &sa);
-			t = now_s() - t;
-			f->splice_del_s = fmin(f->splice_del_s, t);
-			sa.len = s.len - 32;
-			sa.ndel = 0;
-			sa.delta = 32;
-			t = now_s();
-			ret |= kvk_cuda_splice(kc, &sa);
-			t = now_s() - t;
-			f->splice_ins_s = fmin(f->splice_ins_s, t);
-			if (ret)
-				return 1;
-		}
-		q = malloc(sizeof(float) * 32 * QH * D);
-		out = malloc(sizeof(float) * tokens);
-		score = malloc(sizeof(float) * tokens);
-		keep = malloc(sizeof(uint32_t) * tokens);
-		for (n = 0; n < 32 * QH * D; n++)
-			q[n] = gauss() * 0.3f;
-		ctx = s.len;
-		t = now_s();
-		for (layer = 0; layer < LAYERS; layer++) {
-			struct kvk_decode_args da = {
-				.layout = &s.l,
-				.pool_base = (void *)(uintptr_t)dpool,
-				.layer = layer, .batch = 1, .q_heads = QH,
-				.max_blocks_per_seq = s.nblocks, .q = q,
-				.block_tables = s.table, .ctx_lens = &ctx,
-				.scale = 0.088f, .out = out,
-			};
-
-			kvk_cuda_decode(kc, &da);
-		}
-		f->decode_before_s = now_s() - t;
-		{
-			struct kvk_score_args sa = {
-				.layout = &s.l,
-				.pool_base = (void *)(uintptr_t)dpool,
-				.layer = 0, .q_heads = QH, .n_q = 32,
-				.flags = KVK_SCORE_CAUSAL, .q = q,
-				.block_table = s.table, .nblocks = s.nblocks,
-				.len = s.len, .scale = 0.088f, .out = score,
-			};
-
-			t = now_s();
-			ret = kvk_cuda_score(kc, &sa);
-			f->score_layer_s = now_s() - t;
-		}
-		f->kept = choose(score, s.len, 2048, 4, 64, keep);
-		{
-			struct kvk_compact_args ca = {
-				.layout = &s.l,
-				.pool_base = (void *)(uintptr_t)dpool,
-				.block_table = s.table, .nblocks = s.nblocks,
-				.len = s.len, .keep = keep, .nkeep = f->kept,
-			};
-
-			t = now_s();
-			ret |= kvk_cuda_compact(kc, &ca);
-			f->compact_s = now_s() - t;
-		}
-		ctx = f->kept;
-		t = now_s();
-		for (layer = 0; layer < LAYERS; layer++) {
-			struct kvk_decode_args da = {
-				.layout = &s.l,
-				.pool_base = (void *)(uintptr_t)dpool,
-				.layer = layer, .batch = 1, .q_heads = QH,
-				.max_blocks_per_seq = s.nblocks, .q = q,
-				.block_tables = s.table, .ctx_lens = &ctx,
-				.scale = 0.088f, .out = out,
-			};
-
-			kvk_cuda_decode(kc, &da);
-		}
-		f->decode_after_s = now_s() - t;
-		f->reprefill_s = NAN;
-		print_fig(f, copy, "gpu");
+		d.pool = (void *)(uintptr_t)dpool;
+		ret = run_one(&d, &s, tokens, &fig[i]);
 		drv.cuMemFree(dpool);
 		seq_free(&s);
-		free(q);
-		free(out);
-		free(score);
-		free(keep);
-		if (ret)
+		if (ret) {
+			fprintf(stderr, "gpu %s: %d\n", kvk_dtype_name(dts[i]),
+				ret);
 			return 1;
+		}
+		print_fig(&fig[i], copy, "gpu");
 	}
-	printf("{\"device\": \"gpu\", \"splice_gbps\": %.3f, \"copy_gbps\": "
-	       "%.3f, \"results\": [", fig[0].k_bytes / fig[0].splice_del_s /
-	       1e9, copy);
-	for (i = 0; i < ndt; i++) {
-		fig[i].reprefill_s = 0;
-		json_fig(&fig[i], copy, i == ndt - 1);
-	}
-	printf("]}\n");
-	kvk_cuda_free(kc);
+	json_all("gpu", fig, ndt, copy);
+	kvk_cuda_free(d.kc);
 	return 0;
 }
 #endif
@@ -781,8 +774,25 @@ int main(int argc, char **argv)
 	printf("copy bandwidth: %.2f GB/s\n", copy);
 	fflush(stdout);
 	for (i = 0; i < ndt; i++) {
-		if (run_cpu(dts[i], tokens, huge, cpu, &fig[i]))
+		struct dev d = {
+			.name = "cpu", .cpu = cpu, .splice = c_splice,
+			.compact = c_compact, .score = c_score,
+			.decode = c_decode, .prefill = c_prefill,
+			.write = c_write,
+		};
+		struct seq s;
+
+		memset(&fig[i], 0, sizeof(fig[i]));
+		fig[i].dtype = dts[i];
+		if (seq_init(&s, dts[i], tokens, huge, cpu)) {
+			fprintf(stderr, "%s: cannot build the sequence\n",
+				kvk_dtype_name(dts[i]));
 			return 1;
+		}
+		d.pool = s.pool;
+		if (run_one(&d, &s, tokens, &fig[i]))
+			return 1;
+		seq_free(&s);
 		print_fig(&fig[i], copy, "cpu");
 	}
 	copy2 = copy_bw(cpu, huge);
@@ -790,14 +800,7 @@ int main(int argc, char **argv)
 	       "%.2f)\n", copy2, copy2 > copy ? copy2 : copy);
 	if (copy2 > copy)
 		copy = copy2;
-	printf("{\"splice_gbps\": %.3f, \"copy_gbps\": %.3f, "
-	       "\"splice_vs_reprefill\": %.1f, \"splice_kv_gbps\": %.3f, "
-	       "\"results\": [", fig[0].k_bytes / fig[0].splice_del_s / 1e9,
-	       copy, fig[0].reprefill_s / fig[0].splice_del_s,
-	       fig[0].kv_bytes / fig[0].splice_del_s / 1e9);
-	for (i = 0; i < ndt; i++)
-		json_fig(&fig[i], copy, i == ndt - 1);
-	printf("]}\n");
+	json_all("cpu", fig, ndt, copy);
 	kvk_cpu_free(cpu);
 	return 0;
 }

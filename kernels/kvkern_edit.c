@@ -371,27 +371,45 @@ static void load_int8(uint32_t D, const uint8_t *r, float s, float *out)
 }
 
 
-/* Largest finite |x| of a row: non-negative floats order like their bits. */
+/*
+ * Largest finite |x| of a row (D a multiple of 32): non-negative floats
+ * order like their bits, 16 lanes at a time (GCC vector extensions).
+ */
+typedef uint32_t kvk_v16u __attribute__((vector_size(64)));
+
 KVK_ROW_CLONES
 static float row_amax(uint32_t D, const float *x)
 {
-	const kvk_u32a *u = (const kvk_u32a *)x;
-	uint32_t m[16], r = 0, d, k;
+	kvk_v16u m = { 0 }, v, lt;
+	uint32_t r = 0, d;
 	float f;
+	int k;
 
-	for (k = 0; k < 16; k++)
-		m[k] = 0;
-	for (d = 0; d < D; d += 16)	/* D: a multiple of 32 */
-		for (k = 0; k < 16; k++) {
-			uint32_t a = u[d + k] & 0x7fffffffu;
-
-			a = a < 0x7f800000u ? a : 0;	/* Inf, NaN */
-			m[k] = a > m[k] ? a : m[k];
-		}
+	for (d = 0; d < D; d += 16) {
+		memcpy(&v, x + d, sizeof(v));
+		v &= 0x7fffffffu;
+		v &= (kvk_v16u)(v < 0x7f800000u);	/* Inf, NaN: 0 */
+		lt = (kvk_v16u)(m < v);
+		m = (v & lt) | (m & ~lt);
+	}
 	for (k = 0; k < 16; k++)
 		r = m[k] > r ? m[k] : r;
 	memcpy(&f, &r, 4);
 	return f;
+}
+
+/* One INT4 group of 32 (16 bytes, low nibble first) times its scale. */
+KVK_ROW_CLONES
+static void load_int4_group(const uint8_t *r, float sc, float *out)
+{
+	uint32_t d;
+
+	for (d = 0; d < KVK_INT4_GROUP / 2; d++) {
+		int lo = r[d] & 15, hi = r[d] >> 4;
+
+		out[2 * d] = (float)((lo ^ 8) - 8) * sc;
+		out[2 * d + 1] = (float)((hi ^ 8) - 8) * sc;
+	}
 }
 
 /* Dequantise one row: block scale s (FP8/INT8), group scales gs (INT4). */
@@ -411,14 +429,11 @@ static void load_row(uint32_t dtype, uint32_t D, const uint8_t *r, float s,
 		load_int8(D, r, s, out);
 		break;
 	default:
-		for (d = 0; d < D; d++) {
+		for (d = 0; d < D; d += KVK_INT4_GROUP) {
 			uint16_t h;
-			int q = (r[d / 2] >> ((d & 1) * 4)) & 15;
 
-			if (q & 8)
-				q -= 16;
 			memcpy(&h, gs + (d / KVK_INT4_GROUP) * 2, 2);
-			out[d] = (float)q * kvk_f16_to_f32(h);
+			load_int4_group(r + d / 2, kvk_f16_to_f32(h), out + d);
 		}
 		break;
 	}
@@ -489,6 +504,25 @@ static void q_int8_pos(uint32_t D, const float *x, float s, uint8_t *r)
 	}
 }
 
+/* kvk_e_q_sym(v, sc, 7) of one group of 32 packed in 16 bytes; sc > 0. */
+KVK_ROW_CLONES
+static void q_int4_group(const float *v, float sc, uint8_t *r)
+{
+	int32_t q[KVK_INT4_GROUP];
+	uint32_t d;
+
+	for (d = 0; d < KVK_INT4_GROUP; d++) {
+		float y = v[d] / sc;
+
+		y = y > KVK_INT4_MAX ? KVK_INT4_MAX : y;
+		y = y < -KVK_INT4_MAX ? -KVK_INT4_MAX : y;
+		y = (y + 0x1.8p23f) - 0x1.8p23f;	/* nearest even */
+		q[d] = v[d] != v[d] ? 0 : (int32_t)y;
+	}
+	for (d = 0; d < KVK_INT4_GROUP / 2; d++)
+		r[d] = (uint8_t)((q[2 * d] & 15) | ((q[2 * d + 1] & 15) << 4));
+}
+
 /* INT4: each group of 32 gets its own FP16 scale (as kvk_write_kv). */
 static void store_int4(uint32_t D, const float *x, uint8_t *r, uint8_t *gs)
 {
@@ -496,17 +530,18 @@ static void store_int4(uint32_t D, const float *x, uint8_t *r, uint8_t *gs)
 
 	for (g = 0; g < D / KVK_INT4_GROUP; g++) {
 		const float *v = x + g * KVK_INT4_GROUP;
-		float amax = 0.0f, sc;
+		float amax = row_amax(KVK_INT4_GROUP, v), sc;
 		uint16_t h;
 
-		for (d = 0; d < KVK_INT4_GROUP; d++)
-			if (isfinite(v[d]) && fabsf(v[d]) > amax)
-				amax = fabsf(v[d]);
 		h = kvk_f32_to_f16(amax / KVK_INT4_MAX);
 		if ((h & 0x7fff) >= 0x7c00)
 			h = 0x7bff;
 		sc = kvk_f16_to_f32(h);
 		memcpy(gs + g * 2, &h, 2);
+		if (sc > 0.0f) {
+			q_int4_group(v, sc, r + g * KVK_INT4_GROUP / 2);
+			continue;
+		}
 		for (d = 0; d < KVK_INT4_GROUP; d += 2) {
 			int lo = (int)kvk_e_q_sym(v[d], sc, KVK_INT4_MAX);
 			int hi = (int)kvk_e_q_sym(v[d + 1], sc, KVK_INT4_MAX);
@@ -782,42 +817,49 @@ struct score_job {
 	const struct kvk_layout *l;
 	uint32_t G, Rh, nchunks;
 	uint32_t *lim;		/* [n_q]: last slot query i sees */
+	float *qs;		/* [kv_heads][Rh][D]: row r = (i, g), i major */
 	float *pm, *pl;		/* [kv_heads][nchunks][Rh] partial max, sum */
 	float *M, *L;		/* [kv_heads][Rh] */
-	float *kbuf;		/* per thread: head_dim floats */
+	float *kbuf;		/* per thread: head_dim + Rh floats */
+	size_t kbuf_floats;
 };
 
-static inline float dot(const float *a, const float *b, uint32_t D)
+/* x[r] = q[r] . k for nr rows of D, each summed in 16 lanes then a tree. */
+KVK_ROW_CLONES
+static void dots(const float *q, uint32_t nr, const float *k, uint32_t D,
+		 float *x)
 {
-	float acc[16];
-	uint32_t d, k;
+	uint32_t r, d, i;
 
-	for (k = 0; k < 16; k++)
-		acc[k] = 0.0f;
-	for (d = 0; d < D; d += 16)
-		for (k = 0; k < 16; k++)
-			acc[k] += a[d + k] * b[d + k];
-	for (k = 8; k; k >>= 1)
-		for (d = 0; d < k; d++)
-			acc[d] += acc[d + k];
-	return acc[0];
+	for (r = 0; r < nr; r++, q += D) {
+		float acc[16] = { 0 };
+
+		for (d = 0; d < D; d += 16)
+			for (i = 0; i < 16; i++)
+				acc[i] += q[d + i] * k[d + i];
+		for (i = 8; i; i >>= 1)
+			for (d = 0; d < i; d++)
+				acc[d] += acc[d + i];
+		x[r] = acc[0];
+	}
 }
 
-/* Query row r of kv head h: query i = r / G, query head h * G + r % G. */
-static inline const float *qrow(const struct score_job *j, uint32_t h,
-				uint32_t r)
+/* One slot's key of kv head h, dequantised as attention does it. */
+static void score_key(const struct score_job *j, uint32_t h, uint32_t slot,
+		      float *k)
 {
-	const struct kvk_score_args *a = j->a;
+	const struct kvk_layout *l = j->l;
+	uint32_t T = l->tokens_per_block, layer = j->a->layer;
+	const uint8_t *blk = (const uint8_t *)j->a->pool_base +
+			     (uint64_t)j->a->block_table[slot / T] *
+			     l->block_bytes;
+	float s = 0.0f;
 
-	return a->q + ((size_t)(r / j->G) * a->q_heads + h * j->G + r % j->G) *
-		      j->l->head_dim;
-}
-
-static const uint8_t *score_blk(const struct score_job *j, uint32_t slot)
-{
-	return (const uint8_t *)j->a->pool_base +
-	       (uint64_t)j->a->block_table[slot / j->l->tokens_per_block] *
-	       j->l->block_bytes;
+	if (l->dtype == KVK_FP8 || l->dtype == KVK_INT8)
+		memcpy(&s, blk + kvk_scale_offset(l, layer, 0, h, 0), 4);
+	load_row(l->dtype, l->head_dim,
+		 blk + kvk_row_offset(l, layer, 0, h, slot % T), s,
+		 blk + kvk_scale_offset(l, layer, 0, h, slot % T), k);
 }
 
 /* Pass 1, item (kv head, chunk): online (max, sum) per query row. */
@@ -826,25 +868,26 @@ static void score_stats(void *ctx, uint32_t item, unsigned int thread)
 	const struct score_job *j = ctx;
 	const struct kvk_score_args *a = j->a;
 	uint32_t h = item / j->nchunks, c = item % j->nchunks, r, s;
-	uint32_t T = j->l->tokens_per_block, D = j->l->head_dim;
+	uint32_t D = j->l->head_dim;
 	uint32_t s1 = (c + 1) * SCORE_CHUNK < a->len ?
 		      (c + 1) * SCORE_CHUNK : a->len;
 	float *m = j->pm + ((size_t)h * j->nchunks + c) * j->Rh;
 	float *lsum = j->pl + ((size_t)h * j->nchunks + c) * j->Rh;
-	float *k = j->kbuf + (size_t)thread * D;
+	float *k = j->kbuf + (size_t)thread * j->kbuf_floats, *xs = k + D;
 
 	for (r = 0; r < j->Rh; r++) {
 		m[r] = -INFINITY;
 		lsum[r] = 0.0f;
 	}
 	for (s = c * SCORE_CHUNK; s < s1; s++) {
-		kvk_load_row(j->l, score_blk(j, s), a->layer, 0, h, s % T, k);
+		score_key(j, h, s, k);
+		dots(j->qs + (size_t)h * j->Rh * D, j->Rh, k, D, xs);
 		for (r = 0; r < j->Rh; r++) {
 			float x;
 
 			if (s > j->lim[r / j->G])
 				continue;
-			x = dot(qrow(j, h, r), k, D) * a->scale;
+			x = xs[r] * a->scale;
 			if (x > m[r]) {
 				lsum[r] = lsum[r] * expf(m[r] - x) + 1.0f;
 				m[r] = x;
@@ -860,11 +903,11 @@ static void score_accum(void *ctx, uint32_t c, unsigned int thread)
 {
 	const struct score_job *j = ctx;
 	const struct kvk_score_args *a = j->a;
-	uint32_t T = j->l->tokens_per_block, D = j->l->head_dim, h, r, s;
+	uint32_t D = j->l->head_dim, h, r, s;
 	uint32_t s1 = (c + 1) * SCORE_CHUNK < a->len ?
 		      (c + 1) * SCORE_CHUNK : a->len;
 	int want_max = !!(a->flags & KVK_SCORE_MAX);
-	float *k = j->kbuf + (size_t)thread * D;
+	float *k = j->kbuf + (size_t)thread * j->kbuf_floats, *xs = k + D;
 
 	for (s = c * SCORE_CHUNK; s < s1; s++) {
 		float acc = 0.0f;
@@ -873,15 +916,14 @@ static void score_accum(void *ctx, uint32_t c, unsigned int thread)
 			const float *M = j->M + (size_t)h * j->Rh;
 			const float *L = j->L + (size_t)h * j->Rh;
 
-			kvk_load_row(j->l, score_blk(j, s), a->layer, 0, h,
-				     s % T, k);
+			score_key(j, h, s, k);
+			dots(j->qs + (size_t)h * j->Rh * D, j->Rh, k, D, xs);
 			for (r = 0; r < j->Rh; r++) {
 				float w;
 
 				if (s > j->lim[r / j->G])
 					continue;
-				w = expf(dot(qrow(j, h, r), k, D) * a->scale -
-					 M[r]) / L[r];
+				w = expf(xs[r] * a->scale - M[r]) / L[r];
 				if (!want_max)
 					acc += w;
 				else if (w > acc || w != w)
@@ -911,11 +953,20 @@ int kvk_score(const struct kvk_score_args *a, struct kvk_cpu *cpu)
 	j.lim = malloc(sizeof(uint32_t) * a->n_q);
 	j.pm = malloc(sizeof(float) * 2 * ((size_t)H * j.nchunks * j.Rh));
 	j.M = malloc(sizeof(float) * 2 * ((size_t)H * j.Rh));
-	j.kbuf = malloc(sizeof(float) * j.l->head_dim * nt);
-	if (!j.lim || !j.pm || !j.M || !j.kbuf) {
+	j.kbuf_floats = (size_t)j.l->head_dim + j.Rh;
+	j.kbuf = malloc(sizeof(float) * j.kbuf_floats * nt);
+	j.qs = malloc(sizeof(float) * (size_t)H * j.Rh * j.l->head_dim);
+	if (!j.lim || !j.pm || !j.M || !j.kbuf || !j.qs) {
 		ret = -ENOMEM;
 		goto out;
 	}
+	/* the query rows of each kv head, packed */
+	for (h = 0; h < H; h++)
+		for (r = 0; r < j.Rh; r++)
+			memcpy(j.qs + ((size_t)h * j.Rh + r) * j.l->head_dim,
+			       a->q + ((size_t)(r / j.G) * a->q_heads + h * j.G +
+				       r % j.G) * j.l->head_dim,
+			       sizeof(float) * j.l->head_dim);
 	j.pl = j.pm + (size_t)H * j.nchunks * j.Rh;
 	j.L = j.M + (size_t)H * j.Rh;
 	for (i = 0; i < a->n_q; i++)
@@ -951,5 +1002,6 @@ out:
 	free(j.pm);
 	free(j.M);
 	free(j.kbuf);
+	free(j.qs);
 	return ret;
 }

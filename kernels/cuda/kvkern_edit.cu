@@ -510,8 +510,9 @@ __device__ __forceinline__ void score_dots(const kvk_cu_score &p,
 	const uint8_t *blk = score_blk(p, slot);
 	const uint8_t *row = blk + row_off(l, p.layer, 0, h, slot % T);
 	const uint8_t *gs = blk + scale_off(l, p.layer, 0, h, slot % T);
+	/* the stored scale as it is, as attention reads it */
 	float s = (l.dtype == FP8 || l.dtype == INT8) ?
-		  valid_scale(*(const float *)gs) : 1.0f;
+		  *(const float *)(blk + scale_off(l, p.layer, 0, h, 0)) : 1.0f;
 
 #pragma unroll
 	for (int r = 0; r < KVK_CU_SCORE_TILE; r++)
