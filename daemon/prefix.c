@@ -548,6 +548,7 @@ static void drop_refs(struct kvd_prefix *p, struct kvd_prefix_conn *pc,
 
 			pfx_remove(&p->ix, e);
 			t->nhot--;
+			t->evictions++;		/* flushed while in use */
 			if (lease_release(p->d, &t->hot, &b, 1))
 				kvd_log(KVD_ERR, "prefix cache of %s: release",
 					t->name);

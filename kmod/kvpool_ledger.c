@@ -1164,13 +1164,17 @@ int kvpool_lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
 	avail = free > protect ? (u32)(free - protect) : 0;
 	if (count > avail) {
 		if (!partial || !avail) {
-			/* Rule 5: below our min, ask others to give back. */
+			/*
+			 * Rule 5: below our min, ask others to give back;
+			 * otherwise tell the owner, who may hold blocks it
+			 * can give back (its cached blocks).
+			 */
 			if (t->cur < t->min)
 				post_reclaim(t, min(count - avail,
 						    t->min - t->cur));
-			/* The owner may hold blocks it can give back. */
-			emit(pool, KVPOOL_EVENT_SHORT, 0, lease->id,
-			     count - avail, t->name, &pool->short_ev);
+			else
+				emit(pool, KVPOOL_EVENT_SHORT, 0, lease->id,
+				     count - avail, t->name, &pool->short_ev);
 			return grant_wait(lease, count, flags, w);
 		}
 		count = avail;

@@ -320,6 +320,18 @@ static void short_event_when_blocks_are_short(void **state)
 			assert_int_equal(ev.blocks, 4);
 		}
 	assert_int_equal(n, 1);
+	/* Below its min the tenant posts reclaim targets instead. */
+	assert_int_equal(kvpool_tenant_set_min(f->other, 8), 0);
+	assert_int_equal(grant(o, 10, 0, b), -EAGAIN);
+	assert_int_equal(f->app->ev_reclaim, 1);
+	n = 0;
+	while (kvpool_owner_read_event(f->pool, &ev) == 1)
+		n += ev.type == KVPOOL_EVENT_SHORT;
+	assert_int_equal(n, 0);
+	assert_int_equal(kvpool_tenant_set_min(f->other, 0), 0);
+	assert_int_equal(kvpool_tenant_set_max(f->app, KVPOOL_UNLIMITED), 0);
+	while (kvpool_owner_read_event(f->pool, &ev) == 1)
+		;
 	/* The tenant's max is no shortage: no SHORT. */
 	assert_int_equal(kvpool_tenant_set_max(f->other, 2), 0);
 	assert_int_equal(grant(o, 3, 0, b), -EDQUOT);

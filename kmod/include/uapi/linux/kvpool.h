@@ -514,9 +514,10 @@ enum kvpool_event_type {
 	/* The owner left (orphaned) or attached (observers only), @arg state. */
 	KVPOOL_EVENT_OWNER = 8,
 	/*
-	 * A grant of @tenant waits (or failed at once) because free blocks
-	 * are short: @blocks more were wanted.  The owner may give blocks
-	 * back that it holds itself (e.g. unused cached blocks).
+	 * A grant of @tenant, at or above its min, waits (or failed at
+	 * once) because free blocks are short: @blocks more were wanted (a
+	 * tenant below its min posts reclaim targets instead).  The owner
+	 * may give back blocks it holds itself (e.g. unused cached blocks).
 	 */
 	KVPOOL_EVENT_SHORT = 9,
 };
