@@ -48,3 +48,37 @@ install-daemon: $(B)/bin/kvpoold
 	install -m 644 Documentation/man/kvpoold.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 
 INSTALL_TGTS += install-daemon
+
+# The prefix cache's index alone (cmocka), normal and sanitizer builds.
+$(B)/tests/unit/test_prefix_index: tests/unit/test_prefix_index.c \
+		daemon/prefix_index.c daemon/prefix_index.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(CFLAGS_BASE) $< daemon/prefix_index.c \
+		-lcmocka -lxxhash -o $@
+
+$(B)/asan/tests/unit/test_prefix_index: tests/unit/test_prefix_index.c \
+		daemon/prefix_index.c daemon/prefix_index.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(CFLAGS_BASE) $(SAN_FLAGS) $< \
+		daemon/prefix_index.c -lcmocka -lxxhash -o $@
+
+CHECK_PROGS += $(B)/tests/unit/test_prefix_index \
+	       $(B)/asan/tests/unit/test_prefix_index.sh
+
+# make bench-prefix: the prefix cache under 8 replicas of one tenant, cache
+# off and on in one run (tests/bench/bench_prefix.c starts its own kvpoold).
+KVPOOL_BENCH_PREFIX := $(B)/bin/kvpool-bench-prefix
+$(KVPOOL_BENCH_PREFIX): tests/bench/bench_prefix.c daemon/prefix_index.c \
+		daemon/prefix_index.h libkvlease/kvlease.h $(KVL_A)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease -Idaemon $(CFLAGS_BASE) $< \
+		daemon/prefix_index.c -o $@ $(KVL_A) $(KVL_EXTRA_LIBS) \
+		-lxxhash -lpthread -lm
+
+ALL += $(KVPOOL_BENCH_PREFIX)
+
+.PHONY: bench-prefix
+bench-prefix: $(KVPOOL_BENCH_PREFIX) $(B)/bin/kvpoold
+	$(KVPOOL_BENCH_PREFIX) -d $(B)/bin/kvpoold
+
+BENCH += bench-prefix

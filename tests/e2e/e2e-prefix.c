@@ -29,7 +29,8 @@
  * Layout: bf16, 2 layers, 2 kv heads, head_dim 64 (1 KiB per token: 64
  * tokens per 64 KiB block), 4 query heads.  K/V of position p are a
  * function of (token id, p, layer), so two sequences with the same
- * tokens have the same K/V.  Exit 0 pass, 1 fail, 2 usage.
+ * tokens have the same K/V.  $E2E_POOL names the pool (default: the
+ * first).  Exit 0 pass, 1 fail, 2 usage.
  */
 #include <errno.h>
 #include <math.h>
@@ -53,6 +54,7 @@
 #define CHECK(c, ...) do { if (!(c)) FAIL(__VA_ARGS__); } while (0)
 
 static const char *sock_path;
+static const char *pool_name;	/* $E2E_POOL, or NULL: the first pool */
 static uint32_t tpb;
 
 static uint64_t mix(uint64_t x)
@@ -95,6 +97,7 @@ static struct kvl_ctx *open_ctx(const char *tenant, uint32_t batch)
 
 	memset(&o, 0, sizeof(o));
 	o.socket_path = sock_path;
+	o.pool = pool_name;
 	o.tenant = tenant;
 	o.lease_batch = batch;
 	o.timeout_ns = 5000000000ULL;
@@ -660,7 +663,7 @@ static int cmd_reclaim(const char *greedy, const char *prot)
 		struct kvl_admin *adm;
 
 		CHECK(kvl_admin_open(sock_path, &adm) == 0, "admin");
-		CHECK(kvl_admin_tenant_set(adm, NULL, prot, KVL_ADMIN_KEEP, 0,
+		CHECK(kvl_admin_tenant_set(adm, pool_name, prot, KVL_ADMIN_KEEP, 0,
 					   KVL_ADMIN_KEEP, KVL_ADMIN_KEEP) == 0,
 		      "prot's min to 0");
 		kvl_admin_close(adm);
@@ -886,6 +889,7 @@ static int cmd_stats(const char *tenant)
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	pool_name = getenv("E2E_POOL");
 	if (argc < 3)
 		goto usage;
 	sock_path = argv[2];
