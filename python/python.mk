@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: MIT
+#
+# python/: the Python binding of libkvlease (python/kvpool/, ctypes, no
+# build step), its tests and the example engine.
+#   $(B)/tests/python/kvlease-abi   kvlease.h's struct layouts, for the
+#                                   binding's ABI test
+# The tests run with Debian's /usr/bin/python3 (python3-numpy,
+# python3-pytest, python3-torch); see python/tests/lib.sh.
+
+PY_OUT := $(B)/tests/python
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+
+$(PY_OUT)/kvlease-abi: python/tests/kvlease-abi.c libkvlease/kvlease.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease $(CFLAGS_BASE) $< -o $@
+
+ALL += $(PY_OUT)/kvlease-abi
+
+PY_TESTS := python/tests/test-binding.sh
+CHECK_PROGS += $(PY_TESTS)
+
+PY_DEPS := $(B)/bin/kvpoold $(KVL_SO) $(B)/bin/kvlease-example \
+	   $(PY_OUT)/kvlease-abi
+
+.PHONY: python-check install-python
+python-check: $(PY_DEPS)
+	@tests/run-tests.sh $(PY_TESTS)
+
+# Into the interpreter's dist-packages under $(PREFIX) (Debian's
+# /usr/local/lib/python3.X/dist-packages for PREFIX=/usr/local).
+PY_SITE = $(PREFIX)/lib/$(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/dist-packages
+install-python:
+	install -d $(DESTDIR)$(PY_SITE)/kvpool
+	install -m 644 python/kvpool/*.py python/kvpool/py.typed \
+		$(DESTDIR)$(PY_SITE)/kvpool/
+
+INSTALL_TGTS += install-python
