@@ -16,7 +16,7 @@ $(PY_OUT)/kvlease-abi: python/tests/kvlease-abi.c libkvlease/kvlease.h
 
 ALL += $(PY_OUT)/kvlease-abi
 
-PY_TESTS := python/tests/test-binding.sh
+PY_TESTS := python/tests/test-binding.sh python/tests/test-engine.sh
 CHECK_PROGS += $(PY_TESTS)
 
 PY_DEPS := $(B)/bin/kvpoold $(KVL_SO) $(B)/bin/kvlease-example \

@@ -13,7 +13,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 import kvpool.testing  # noqa: E402
 
 # Tenants of the shared daemon: NAME:MAX (blocks of 64 KiB).
-TENANTS = ["small:8", "victim", "chat", "other"]
+TENANTS = ["small:8", "victim", "chat", "other", "engine0", "engine1",
+           "engine2"]
 
 
 @pytest.fixture(scope="session")
