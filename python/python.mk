@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: MIT
 #
 # python/: the Python binding of libkvlease (python/kvpool/, ctypes, no
-# build step), its tests and the example engine.
+# build step), its tests and the example engine (python/examples/).
 #   $(B)/tests/python/kvlease-abi   kvlease.h's struct layouts, for the
 #                                   binding's ABI test
+#   make python-check               the binding's and the engine's tests
+#   make bench-python               the engine's tokens/s, kvpool vs dense
+#   make install-python             the kvpool package into dist-packages
 # The tests run with Debian's /usr/bin/python3 (python3-numpy,
 # python3-pytest, python3-torch); see python/tests/lib.sh.
 
@@ -35,3 +38,14 @@ install-python:
 		$(DESTDIR)$(PY_SITE)/kvpool/
 
 INSTALL_TGTS += install-python
+
+# Decode tokens/s of the example engine, KV cache in kvpool against
+# PyTorch's dense attention, with the time split by part.
+.PHONY: bench-python
+bench-python: $(B)/bin/kvpoold $(KVL_SO)
+	@$(PYTHON) -c 'import torch' 2>/dev/null || \
+		{ echo "bench-python: $(PYTHON) has no torch (make deps)"; exit 1; }
+	KVPOOLD=$(B)/bin/kvpoold KVPOOL_LIBKVLEASE=$(KVL_SO) \
+		$(PYTHON) python/examples/bench_engine.py --profile
+
+BENCH += bench-python
