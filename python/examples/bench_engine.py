@@ -57,6 +57,21 @@ def rtt(ctx, n=300) -> float:
     return statistics.median(ts)
 
 
+def read_gbps(mib: int = 256) -> float:
+    """Single-thread memory read bandwidth: numpy sum over mib MiB, best
+    of 3 (a yardstick for the machine's state during this run)."""
+    import numpy as np
+    a = np.ones(mib << 18, np.float32)
+    best = min(_timed(a.sum) for _ in range(3))
+    return a.nbytes / best / 1e9
+
+
+def _timed(f) -> float:
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
+
+
 def prefill(model, cache, prompts) -> torch.Tensor:
     """Prefill (chunks of 256 tokens); returns the first tokens."""
     r = engine.generate(model, cache, prompts, 1, prefill_chunk=256)
@@ -125,16 +140,18 @@ def main(argv=None) -> int:
         with kvpool.Context(a.socket) as ctx:
             st = ctx.status()
             r0 = rtt(ctx)
+            bw0 = read_gbps()
             print(f"model: {cfg.num_hidden_layers} layers, hidden "
                   f"{cfg.hidden_size}, {cfg.num_attention_heads} q heads / "
                   f"{cfg.num_key_value_heads} kv heads x {cfg.head_dim}, "
                   f"vocab {cfg.vocab_size}; batch {a.batch}, {a.steps} "
                   f"decode steps; torch threads {torch.get_num_threads()}; "
                   f"kvpoold backend {st.backend}, block {st.block_bytes} B; "
-                  f"round trip to kvpoold (median) {r0 * 1e6:.0f} us")
+                  f"round trip to kvpoold (median) {r0 * 1e6:.0f} us; "
+                  f"memory read {bw0:.1f} GB/s (numpy, one thread)")
             hdr = (f"{'context':>7} {'cache':>12} {'tokens/s':>9} "
                    f"{'vs dense':>8} {'ms/step':>8} {'model':>6} "
-                   f"{'write':>6} {'attn':>6} {'of which rtt':>12}")
+                   f"{'write':>6} {'attn':>6} {'rtt':>5} {'KV GB/s':>7}")
             print(hdr)
             for L in contexts:
                 g = torch.Generator().manual_seed(L)
@@ -162,19 +179,30 @@ def main(argv=None) -> int:
                     tps = a.batch / tot
                     rt = (2 * cfg.num_hidden_layers * r0 * 1e3
                           if n != "dense" else 0.0)
+                    # KV bytes the attention reads per step, as stored
+                    # (the dense cache holds FP32)
+                    per_tok = (c.layout.bytes_per_token if n != "dense"
+                               else 2 * cfg.num_hidden_layers *
+                               cfg.num_key_value_heads * cfg.head_dim * 4)
+                    gbps = a.batch * (L + a.steps // 2) * per_tok / at / 1e9
                     print(f"{L:>7} {n:>12} {tps:>9.1f} {tps / base:>8.2f} "
                           f"{tot * 1e3:>8.2f} {mod * 1e3:>6.2f} "
-                          f"{wr * 1e3:>6.2f} {at * 1e3:>6.2f} {rt:>12.2f}")
+                          f"{wr * 1e3:>6.2f} {at * 1e3:>6.2f} {rt:>5.2f} "
+                          f"{gbps:>7.2f}")
                     rows.append({"context": L, "cache": n, "tokens_s": tps,
                                  "ratio": tps / base, "ms_step": tot * 1e3,
                                  "model_ms": mod * 1e3, "write_ms": wr * 1e3,
-                                 "attn_ms": at * 1e3, "rtt_ms": rt})
+                                 "attn_ms": at * 1e3, "rtt_ms": rt,
+                                 "kv_gbps": gbps})
                     c.close()
                 ctx.trim()
+            print(f"memory read at the end {read_gbps():.1f} GB/s")
             print("(median over the steps of ms per decode step of the "
                   "whole batch; tokens/s = batch / that; model: the "
                   "engine's own torch work; write/attn: the cache's calls, "
-                  "for kvpool including the round trips)")
+                  "for kvpool including the round trips, rtt: their part "
+                  "at the median round trip; KV GB/s: KV bytes read by the "
+                  "attention / attn)")
             if a.profile:
                 L = contexts[-1]
                 g = torch.Generator().manual_seed(L)
@@ -188,7 +216,8 @@ def main(argv=None) -> int:
                       f"{a.steps} steps (by own time):")
                 print(text)
             if a.json:
-                print(json.dumps({"rtt_us": r0 * 1e6, "rows": rows}))
+                print(json.dumps({"rtt_us": r0 * 1e6, "read_gbps": bw0,
+                                  "rows": rows}))
     finally:
         if daemon:
             daemon.stop()
