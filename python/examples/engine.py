@@ -11,7 +11,8 @@ decoding of several sequences at once, each tenant a process of its own.
       tenant's tokens/s; --check compares every generated token with the
       same model on PyTorch's dense attention (kvcache.DenseCache).
   engine.py worker --socket S --out FILE [--tenant T] [--attn kvpool|dense]
-                   [--dtype D] [--prompts JSON] [--new N] [--weights F|--seed N]
+                   [--dtype D] [--prompts JSON] [--new N]
+                   [--weights F | --seed N] [--logits F.npy]
       one tenant: generates for its prompts, writes tokens and timings
       (JSON) to FILE.
 """

@@ -33,7 +33,7 @@ import numpy as np
 
 from . import _lib
 from ._lib import check, cstr, fn, pystr
-from .errors import InvalidArgument
+from .errors import InvalidArgument, KvpoolError
 
 DTYPES = {"bf16": _lib.DTYPE_BF16, "fp8": _lib.DTYPE_FP8,
           "int8": _lib.DTYPE_INT8, "int4": _lib.DTYPE_INT4}
@@ -223,6 +223,21 @@ class Context:
                                   "fork): open a new one in this process")
         return self._h
 
+    def _call(self, name: str, *args) -> int:
+        """libkvlease call name(*args): its result, or its -errno raised.
+        After ESTALE with the daemon's ledger the lease died with the old
+        kvpoold: the Lease objects are emptied (their blocks are void)."""
+        r = fn(name)(*args)
+        if r < 0:
+            if r == -errno.ESTALE:
+                st = _lib.KvlStatus()
+                if (fn("kvl_status")(self._h, byref(st)) < 0 or
+                        st.mode == _lib.MODE_DAEMON):
+                    for lease in list(self._leases):
+                        lease._forget()
+            raise KvpoolError.from_errno(-r, name)
+        return r
+
     @property
     def closed(self) -> bool:
         return self._h is None
@@ -264,8 +279,8 @@ class Context:
         """Move this (empty) lease to another pool/tenant (EBUSY while
         holding blocks)."""
         with self._lock:
-            check(fn("kvl_attach_tenant")(self._handle(), cstr(pool),
-                                          cstr(tenant)), "kvl_attach_tenant")
+            self._call("kvl_attach_tenant", self._handle(), cstr(pool),
+                       cstr(tenant))
 
     def lease(self, count: int, *, partial: bool = False,
               nonblock: bool = False, orphan_fail: bool = False,
@@ -281,8 +296,8 @@ class Context:
                  (_lib.LEASE_ORPHAN_FAIL if orphan_fail else 0))
         buf = np.zeros(count, dtype=np.uint32)
         with self._lock:
-            n = check(fn("kvl_lease")(self._handle(), count, flags,
-                                      _ns(timeout), _ptr(buf)), "kvl_lease")
+            n = self._call("kvl_lease", self._handle(), count, flags,
+                           _ns(timeout), _ptr(buf))
             lease = Lease(self, buf[:n].copy())
             self._leases.add(lease)
         return lease
@@ -294,8 +309,7 @@ class Context:
         if not b.size:
             return 0
         with self._lock:
-            n = check(fn("kvl_release")(self._handle(), _ptr(b), b.size),
-                      "kvl_release")
+            n = self._call("kvl_release", self._handle(), _ptr(b), b.size)
             gone = set(b.tolist())
             for lease in list(self._leases):
                 lease._drop(gone)
@@ -305,8 +319,7 @@ class Context:
         """Release every block of this context, sequences' included (they
         keep existing with length 0).  Returns the number released."""
         with self._lock:
-            n = check(fn("kvl_release_all")(self._handle()),
-                      "kvl_release_all")
+            n = self._call("kvl_release_all", self._handle())
             for lease in list(self._leases):
                 lease._forget()
         return n
@@ -314,7 +327,7 @@ class Context:
     def trim(self) -> int:
         """Give the library's cached (leased, unused) blocks back."""
         with self._lock:
-            return check(fn("kvl_trim")(self._handle()), "kvl_trim")
+            return self._call("kvl_trim", self._handle())
 
     def reclaim_fd(self) -> tuple[int, int]:
         """(fd, events): poll fd for events (select.POLLPRI on
@@ -322,23 +335,21 @@ class Context:
         reclaim_target().  The fd stays the context's."""
         ev = c_short()
         with self._lock:
-            fd = check(fn("kvl_reclaim_fd")(self._handle(), byref(ev)),
-                       "kvl_reclaim_fd")
+            fd = self._call("kvl_reclaim_fd", self._handle(), byref(ev))
         return fd, ev.value
 
     def reclaim_target(self) -> int:
         """Blocks the ledger asks this client to give back (0: none)."""
         t = c_uint32()
         with self._lock:
-            check(fn("kvl_reclaim_target")(self._handle(), byref(t)),
-                  "kvl_reclaim_target")
+            self._call("kvl_reclaim_target", self._handle(), byref(t))
         return t.value
 
     def status(self) -> Status:
         """kvl_status(): pool, tenant and lease figures."""
         st = _lib.KvlStatus()
         with self._lock:
-            check(fn("kvl_status")(self._handle(), byref(st)), "kvl_status")
+            self._call("kvl_status", self._handle(), byref(st))
         return Status(
             pool=pystr(st.pool), tenant=pystr(st.tenant),
             lease_id=st.lease_id, block_bytes=st.block_bytes,
@@ -376,8 +387,7 @@ class Context:
                              head_dim=head_dim, dtype=code,
                              rope_base=rope_base)
         with self._lock:
-            lid = check(fn("kvl_layout_declare")(self._handle(), byref(lay)),
-                        "kvl_layout_declare")
+            lid = self._call("kvl_layout_declare", self._handle(), byref(lay))
             layout = Layout(self, lid, layers, kv_heads, head_dim,
                             _DTYPE_NAMES.get(code, str(code)), rope_base,
                             lay.tokens_per_block, lay.bytes_per_token)
@@ -393,8 +403,8 @@ class Context:
         s = u32(src, "src", (None,))
         d = u32(dst, "dst", (s.size,))
         with self._lock:
-            check(fn("kvl_copy_blocks")(self._handle(), _ptr(s), _ptr(d),
-                                        s.size), "kvl_copy_blocks")
+            self._call("kvl_copy_blocks", self._handle(), _ptr(s), _ptr(d),
+                       s.size)
 
 
 # ---- leases --------------------------------------------------------------
@@ -487,8 +497,7 @@ class Layout:
         ctx = self.ctx
         h = c_void_p()
         with ctx._lock:
-            check(fn("kvl_seq_create")(ctx._handle(), self.id, byref(h)),
-                  "kvl_seq_create")
+            ctx._call("kvl_seq_create", ctx._handle(), self.id, byref(h))
             seq = Sequence(self, h.value)
             ctx._seqs.add(seq)
         return seq
@@ -505,9 +514,8 @@ class Layout:
         v = f32(v, self._kv_shape(b.size), "v")
         ctx = self.ctx
         with ctx._lock:
-            check(fn("kvl_write_kv")(ctx._handle(), self.id, layer, b.size,
-                                     _ptr(b), _ptr(s), _ptr(k), _ptr(v)),
-                  "kvl_write_kv")
+            ctx._call("kvl_write_kv", ctx._handle(), self.id, layer, b.size,
+                      _ptr(b), _ptr(s), _ptr(k), _ptr(v))
 
     def read_kv(self, layer: int, blocks, slots, *, k_out=None, v_out=None,
                 keys: bool = True, values: bool = True):
@@ -518,9 +526,8 @@ class Layout:
         k, v = _kv_outs(self._kv_shape(b.size), k_out, v_out, keys, values)
         ctx = self.ctx
         with ctx._lock:
-            check(fn("kvl_read_kv")(ctx._handle(), self.id, layer, b.size,
-                                    _ptr(b), _ptr(s), _ptr(k), _ptr(v)),
-                  "kvl_read_kv")
+            ctx._call("kvl_read_kv", ctx._handle(), self.id, layer, b.size,
+                      _ptr(b), _ptr(s), _ptr(k), _ptr(v))
         return k, v
 
     def attention(self, layer: int, q, block_tables, ctx_lens, *,
@@ -544,8 +551,7 @@ class Layout:
                              ctx_lens=_ptr(c), out=_ptr(out))
         ctx = self.ctx
         with ctx._lock:
-            check(fn("kvl_attention")(ctx._handle(), self.id, byref(a)),
-                  "kvl_attention")
+            ctx._call("kvl_attention", ctx._handle(), self.id, byref(a))
         return out
 
 
@@ -638,8 +644,8 @@ class Sequence:
         tab = POINTER(c_uint32)()
         n = c_uint32()
         with self.ctx._lock:
-            check(fn("kvl_seq_block_table")(self._handle(), byref(tab),
-                                            byref(n)), "kvl_seq_block_table")
+            self.ctx._call("kvl_seq_block_table", self._handle(), byref(tab),
+                           byref(n))
             if not n.value:
                 return np.zeros(0, dtype=np.uint32)
             return np.ctypeslib.as_array(tab, shape=(n.value,)).copy()
@@ -650,24 +656,21 @@ class Sequence:
         if ntok < 0:
             raise InvalidArgument(errno.EINVAL, "ntok must be >= 0")
         with self.ctx._lock:
-            return check(fn("kvl_seq_append")(self._handle(), ntok),
-                         "kvl_seq_append")
+            return self.ctx._call("kvl_seq_append", self._handle(), ntok)
 
     def truncate(self, length: int) -> None:
         """Keep the first length positions (emptied blocks are freed)."""
         if length < 0:
             raise InvalidArgument(errno.EINVAL, "length must be >= 0")
         with self.ctx._lock:
-            check(fn("kvl_seq_truncate")(self._handle(), length),
-                  "kvl_seq_truncate")
+            self.ctx._call("kvl_seq_truncate", self._handle(), length)
 
     def fork(self) -> "Sequence":
         """A child sharing every full block (copy-on-write) with a copy of
         the partial last block."""
         h = c_void_p()
         with self.ctx._lock:
-            check(fn("kvl_seq_fork")(self._handle(), byref(h)),
-                  "kvl_seq_fork")
+            self.ctx._call("kvl_seq_fork", self._handle(), byref(h))
             child = Sequence(self.layout, h.value)
             self.ctx._seqs.add(child)
         return child
@@ -680,9 +683,8 @@ class Sequence:
         k = f32(k, (None, lay.kv_heads, lay.head_dim), "k")
         v = f32(v, k.shape, "v")
         with self.ctx._lock:
-            check(fn("kvl_seq_write_kv")(self._handle(), layer, pos,
-                                         k.shape[0], _ptr(k), _ptr(v)),
-                  "kvl_seq_write_kv")
+            self.ctx._call("kvl_seq_write_kv", self._handle(), layer, pos,
+                           k.shape[0], _ptr(k), _ptr(v))
 
     def read_kv(self, layer: int, pos: int, ntok: int, *, k_out=None,
                 v_out=None, keys: bool = True, values: bool = True):
@@ -692,8 +694,8 @@ class Sequence:
         k, v = _kv_outs((ntok, lay.kv_heads, lay.head_dim), k_out, v_out,
                         keys, values)
         with self.ctx._lock:
-            check(fn("kvl_seq_read_kv")(self._handle(), layer, pos, ntok,
-                                        _ptr(k), _ptr(v)), "kvl_seq_read_kv")
+            self.ctx._call("kvl_seq_read_kv", self._handle(), layer, pos, ntok,
+                           _ptr(k), _ptr(v))
         return k, v
 
     def decode(self, layer: int, q, *, scale: float = 0.0,
@@ -730,9 +732,8 @@ def decode(seqs: Iterable[Sequence], layer: int, q, *, scale: float = 0.0,
     out = _out_like(q, out)
     with ctx._lock:
         hs = (c_void_p * len(seqs))(*[s._handle() for s in seqs])
-        check(fn("kvl_seq_decode")(hs, len(seqs), layer, q.shape[1],
-                                   _ptr(q), scale, _ptr(out)),
-              "kvl_seq_decode")
+        ctx._call("kvl_seq_decode", hs, len(seqs), layer, q.shape[1],
+                  _ptr(q), scale, _ptr(out))
     return out
 
 
@@ -746,9 +747,9 @@ def attention(seqs: Iterable[Sequence], layer: int, q, *,
     out = _out_like(q, out)
     with ctx._lock:
         hs = (c_void_p * len(seqs))(*[s._handle() for s in seqs])
-        check(fn("kvl_seq_attention")(hs, len(seqs), layer, q.shape[2],
-                                      q.shape[1], _ptr(q), scale,
-                                      _ptr(out)), "kvl_seq_attention")
+        ctx._call("kvl_seq_attention", hs, len(seqs), layer, q.shape[2],
+                  q.shape[1], _ptr(q), scale,
+                  _ptr(out))
     return out
 
 

@@ -50,7 +50,7 @@ def rel(a, b):
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
-# ---- contexts -------------------------------------------------------------
+# ---- contexts ------------------------------------------------------------
 
 def test_open_status_close(sock):
     with kvpool.Context(sock, tenant="chat") as ctx:
@@ -94,7 +94,7 @@ def test_log_callback(tmp_path):
     assert got and got[0][0] == 3 and "cannot reach kvpoold" in got[0][1]
 
 
-# ---- leases ---------------------------------------------------------------
+# ---- leases --------------------------------------------------------------
 
 def test_lease_quota_release(sock):
     with kvpool.Context(sock, tenant="small") as ctx:
@@ -143,7 +143,7 @@ def test_reclaim_fd_and_target(sock):
         assert ctx.reclaim_target() == 0
 
 
-# ---- layouts ----------------------------------------------------------------
+# ---- layouts -------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype,row,meta", [("bf16", 128, 0),
                                             ("fp8", 64, 4), ("int8", 64, 4),
@@ -173,7 +173,7 @@ def test_layout_errors(sock):
         assert e.value.errno == errno.ENOSPC
 
 
-# ---- sequences and attention --------------------------------------------------
+# ---- sequences and attention ---------------------------------------------
 
 def test_sequence_write_read_decode(sock):
     with kvpool.Context(sock, tenant="chat") as ctx:
@@ -330,7 +330,7 @@ def test_daemon_checks_reach_python(sock):
             kvpool.decode([seq], 0, np.zeros((1, 3, 64), np.float32))
 
 
-# ---- raw blocks -------------------------------------------------------------
+# ---- raw blocks ----------------------------------------------------------
 
 def test_raw_blocks_match_sequences(sock):
     with kvpool.Context(sock, tenant="chat") as ctx, \
@@ -365,7 +365,7 @@ def test_raw_blocks_match_sequences(sock):
             lay.write_kv(0, [-1], [0], k[:1], v[:1])
 
 
-# ---- lifetimes ------------------------------------------------------------------
+# ---- lifetimes -----------------------------------------------------------
 
 def test_close_frees_sequences(sock, daemon):
     ctx = kvpool.Context(sock, tenant="victim")
@@ -444,18 +444,20 @@ def test_daemon_restart_raises_stale(fresh_daemon):
         seq.append(20)
         z = np.ones((20, 2, 64), np.float32)
         seq.write_kv(0, 0, z, z)
+        raw = ctx.lease(4)
         old = ctx.epoch
         fresh_daemon.kill9_and_restart()
         with pytest.raises(kvpool.StaleEpoch) as e:
             seq.write_kv(0, 0, z, z)
         assert e.value.errno == errno.ESTALE
         assert len(seq) == 0 and ctx.epoch != old
+        assert len(raw) == 0        # the in-process ledger's lease died
         seq.append(20)                  # leased afresh, same layout id
         seq.write_kv(0, 0, z, z)
         assert np.array_equal(seq.read_kv(0, 0, 20)[0], z)
 
 
-# ---- admin -------------------------------------------------------------------------
+# ---- admin ---------------------------------------------------------------
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="tenant changes need root")
 def test_admin_tenants(sock):
