@@ -23,6 +23,7 @@
 
 #include "kvpoold.h"
 #include "inproc.h"
+#include "prefix.h"
 
 #define MAX_FDS		2
 #define MAX_BATCH	4096
@@ -46,6 +47,8 @@ struct kvd_client {
 	unsigned int nlayouts;
 	_Atomic uint32_t reclaim_target;
 	uint32_t pins;			/* module ledger pins held by this op */
+	char tenant[KVPOOL_NAME_LEN];	/* module: the lease's, at HELLO */
+	struct kvd_prefix_conn *pfx;	/* cached blocks it references */
 	int fds[MAX_FDS];
 	int nfds;
 	uint8_t in[KVP_MSG_MAX] __attribute__((aligned(16)));
@@ -133,6 +136,43 @@ static void unpin_blocks(struct kvd_client *c)
 		kvd_lease_unpin(c->d, c->lease_id);
 }
 
+/*
+ * Blocks an op only reads: the caller's own, or cached blocks it
+ * references (prefix cache; they stay allocated while it does).  A
+ * cached block it references but would write is -EROFS.
+ */
+static int check_blocks_ro(struct kvd_client *c, const uint32_t *b,
+			   uint32_t n)
+{
+	uint32_t *own, k = 0, i;
+	int r;
+
+	if (!c->pfx)
+		return check_blocks(c, b, n);
+	own = malloc(n ? n * sizeof(*own) : 1);
+	if (!own)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		if (!kvd_prefix_referenced(c->pfx, b[i]))
+			own[k++] = b[i];
+	r = k ? check_blocks(c, own, k) : 0;
+	free(own);
+	return r;
+}
+
+static int check_blocks_rw(struct kvd_client *c, const uint32_t *b,
+			   uint32_t n)
+{
+	int r = check_blocks(c, b, n);
+	uint32_t i;
+
+	if (r == -EPERM && c->pfx)
+		for (i = 0; i < n; i++)
+			if (kvd_prefix_referenced(c->pfx, b[i]))
+				return -EROFS;
+	return r;
+}
+
 /* Every block must be mapped too (a lying ledger must not crash us);
  * called with d->backing held for reading. */
 static int check_mapped(struct kvd_client *c, const uint32_t *b, uint32_t n)
@@ -201,6 +241,8 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 			goto out;
 		}
 		c->lease_id = st.lease_id;
+		memcpy(c->tenant, st.tenant, sizeof(c->tenant));
+		c->tenant[sizeof(c->tenant) - 1] = 0;
 	} else {
 		struct kvpool_cred cred = {
 			.uid = c->cred.uid, .gid = c->cred.gid,
@@ -324,7 +366,8 @@ static int op_kv(struct kvd_client *c, const struct kvp_kv *q, bool write)
 			r = -EINVAL;
 			goto out;
 		}
-	r = check_blocks(c, blocks, q->ntok);
+	r = write ? check_blocks_rw(c, blocks, q->ntok) :
+		    check_blocks_ro(c, blocks, q->ntok);
 	if (r)
 		goto out;
 	pthread_rwlock_rdlock(&d->backing);
@@ -393,7 +436,7 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 		for (i = 0; i < nb; i++)
 			used[nused++] = tables[b * mbs + i];
 	}
-	r = check_blocks(c, used, nused);
+	r = check_blocks_ro(c, used, nused);
 	if (r)
 		goto out;
 	pthread_rwlock_rdlock(&d->backing);
@@ -437,9 +480,9 @@ static int op_copy(struct kvd_client *c, const struct kvp_copy *q)
 	if (!r)
 		r = region_u32(c, q->off_dst, q->n, &dst);
 	if (!r)
-		r = check_blocks(c, src, q->n);
+		r = check_blocks_ro(c, src, q->n);
 	if (!r)
-		r = check_blocks(c, dst, q->n);
+		r = check_blocks_rw(c, dst, q->n);
 	if (r)
 		goto out;
 	pthread_rwlock_rdlock(&d->backing);
@@ -482,17 +525,30 @@ static int op_layout_rope(struct kvd_client *c, const struct kvp_layout_rope *q)
 				   q->nfreq ? q->inv_freq : NULL);
 }
 
-/* The table's first n entries: copied, held, mapped; *table set. */
+/*
+ * The table's first n entries, copied into *table: entries [d0, d1) are
+ * rewritten by the op and must be the caller's own (-EPERM; a cached
+ * block it references: -EROFS), the others are only read (own, or cached
+ * blocks it references).
+ */
 static int edit_table(struct kvd_client *c, uint64_t off, uint32_t nblocks,
-		      uint64_t n, uint32_t **table)
+		      uint64_t n, uint64_t d0, uint64_t d1, uint32_t **table)
 {
 	int r;
 
 	if (!nblocks || nblocks > c->d->capacity || n > nblocks)
 		return -EINVAL;
+	if (d1 > n)
+		d1 = n;
+	if (d0 > d1)
+		d0 = d1;
 	r = region_u32(c, off, nblocks, table);
-	if (!r)
-		r = check_blocks(c, *table, (uint32_t)n);
+	if (!r && d0)
+		r = check_blocks_ro(c, *table, (uint32_t)d0);
+	if (!r && d1 > d0)
+		r = check_blocks_rw(c, *table + d0, (uint32_t)(d1 - d0));
+	if (!r && n > d1)
+		r = check_blocks_ro(c, *table + d1, (uint32_t)(n - d1));
 	return r;
 }
 
@@ -501,7 +557,7 @@ static int op_splice(struct kvd_client *c, const struct kvp_splice *q)
 	struct kvd *d = c->d;
 	const struct kvk_layout *l = get_layout(c, q->layout_id);
 	uint32_t *table = NULL;
-	uint64_t T, new_len, used;
+	uint64_t T, new_len, used, end;
 	int r;
 
 	if (q->reserved[0] || q->reserved[1] || !l)
@@ -516,7 +572,12 @@ static int op_splice(struct kvd_client *c, const struct kvp_splice *q)
 	    new_len > (uint64_t)q->nblocks * T)
 		return -ERANGE;
 	used = ((q->len > new_len ? q->len : new_len) + T - 1) / T;
-	r = edit_table(c, q->off_table, q->nblocks, used, &table);
+	/* the blocks rewritten, as kvk_splice() plans them */
+	end = (int64_t)q->nins - q->ndel == 0 &&
+	      !(q->delta && (uint64_t)q->at + q->ndel < q->len) ?
+	      (uint64_t)q->at + q->nins : new_len;
+	r = edit_table(c, q->off_table, q->nblocks, used, q->at / T,
+		       end ? (end + T - 1) / T : 0, &table);
 	if (!r) {
 		struct kvk_splice_args a = {
 			.layout = l, .block_table = table,
@@ -538,7 +599,7 @@ static int op_compact(struct kvd_client *c, const struct kvp_compact *q)
 {
 	struct kvd *d = c->d;
 	const struct kvk_layout *l = get_layout(c, q->layout_id);
-	uint32_t *table = NULL, *keep = NULL;
+	uint32_t *table = NULL, *keep = NULL, f = 0;
 	uint64_t T, used;
 	int r;
 
@@ -551,8 +612,12 @@ static int op_compact(struct kvd_client *c, const struct kvp_compact *q)
 		return -ERANGE;
 	used = (q->len + T - 1) / T;
 	r = region_u32(c, q->off_keep, q->nkeep, &keep);
+	/* rewritten: from the block of the first slot that moves on */
+	for (f = 0; !r && f < q->nkeep && keep[f] == f; f++)
+		;
 	if (!r)
-		r = edit_table(c, q->off_table, q->nblocks, used, &table);
+		r = edit_table(c, q->off_table, q->nblocks, used, f / T,
+			       (q->nkeep + T - 1) / T, &table);
 	if (!r) {
 		struct kvk_compact_args a = {
 			.layout = l, .block_table = table,
@@ -599,7 +664,7 @@ static int op_score(struct kvd_client *c, const struct kvp_score *q)
 	if (!r)
 		r = region_ptr(c, q->off_out, q->len, 4, &out);
 	if (!r)
-		r = edit_table(c, q->off_table, q->nblocks, used, &table);
+		r = edit_table(c, q->off_table, q->nblocks, used, 0, 0, &table);
 	if (!r) {
 		struct kvk_score_args a = {
 			.layout = l, .layer = q->layer, .q_heads = q->q_heads,
@@ -681,8 +746,21 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 
 		if (!c->admin)
 			return -EACCES;
+		/* A tenant's own cache leases must not keep it alive. */
+		if (h->op == KVP_OP_TENANT_DEL && inproc) {
+			char name[KVPOOL_NAME_LEN];
+
+			memcpy(name, t->name, sizeof(name));
+			name[sizeof(name) - 1] = 0;
+			kvd_prefix_flush(d, name);
+		}
 		return kvd_ip_tenant_op(d, h->op, t);
 	}
+	case KVP_OP_PREFIX_LIST:
+	case KVP_OP_PREFIX_FLUSH:
+	case KVP_OP_PREFIX_SHARE:
+		return kvd_prefix_admin(d, c->admin, h->op, body, blen, rbody,
+					rlen);
 	case KVP_OP_TENANT_LIST:
 	case KVP_OP_CLIENT_LIST: {
 		const struct kvp_list *q = BODY(struct kvp_list);
@@ -724,6 +802,9 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 	case KVP_OP_READ_KV: case KVP_OP_ATTN: case KVP_OP_COPY:
 	case KVP_OP_LAYOUT_ROPE: case KVP_OP_SPLICE: case KVP_OP_COMPACT:
 	case KVP_OP_SCORE:
+	case KVP_OP_PREFIX_MATCH: case KVP_OP_PREFIX_PUBLISH:
+	case KVP_OP_PREFIX_UNREF: case KVP_OP_PREFIX_EVICT:
+	case KVP_OP_LAYOUT_MODEL:
 		if (!c->hello)
 			return -ENOTCONN;
 		break;
@@ -809,6 +890,10 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		return op_compact(c, BODY(struct kvp_compact));
 	case KVP_OP_SCORE:
 		return op_score(c, BODY(struct kvp_score));
+	case KVP_OP_PREFIX_MATCH: case KVP_OP_PREFIX_PUBLISH:
+	case KVP_OP_PREFIX_UNREF: case KVP_OP_PREFIX_EVICT:
+	case KVP_OP_LAYOUT_MODEL:
+		return kvd_prefix_op(c, h->op, body, blen, rbody, rlen);
 	}
 	return -EOPNOTSUPP;
 }
@@ -926,6 +1011,7 @@ static void client_free(struct kvd_client *c)
 		}
 	d->nclients--;
 	pthread_mutex_unlock(&d->clients_lock);
+	kvd_prefix_conn_close(d, c->pfx);
 	if (c->lease)
 		kvd_ip_lease_close(d, c->lease);
 	if (c->region)
@@ -964,6 +1050,59 @@ static void *client_main(void *arg)
 		(unsigned long long)c->lease_id);
 	client_free(c);
 	return NULL;
+}
+
+/* ---- a connection's parts, for prefix.c ------------------------------- */
+
+int kvd_client_region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
+			  uint64_t size, void **p)
+{
+	return region_ptr(c, off, n, size, p);
+}
+
+int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
+			  uint32_t **out)
+{
+	return region_u32(c, off, n, out);
+}
+
+const struct kvk_layout *kvd_client_layout(struct kvd_client *c, uint32_t id)
+{
+	return get_layout(c, id);
+}
+
+int kvd_client_layout_add(struct kvd_client *c, const struct kvp_layout *l,
+			  struct kvp_layout_reply *rep)
+{
+	return op_layout(c, l, rep);
+}
+
+uint64_t kvd_client_lease_id(const struct kvd_client *c)
+{
+	return c->lease_id;
+}
+
+struct kvd *kvd_client_daemon(struct kvd_client *c)
+{
+	return c->d;
+}
+
+void kvd_client_tenant(struct kvd_client *c, char name[KVPOOL_NAME_LEN])
+{
+	struct kvd *d = c->d;
+
+	if (d->mode != KVP_MODE_INPROC || !c->lease) {
+		memcpy(name, c->tenant, KVPOOL_NAME_LEN);
+		return;
+	}
+	pthread_mutex_lock(&d->lock);
+	memcpy(name, c->lease->tenant->name, KVPOOL_NAME_LEN);
+	pthread_mutex_unlock(&d->lock);
+}
+
+struct kvd_prefix_conn **kvd_client_prefix(struct kvd_client *c)
+{
+	return &c->pfx;
 }
 
 /* ---- hooks for the ledger (d->lock held) ------------------------------ */

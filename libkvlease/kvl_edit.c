@@ -384,8 +384,10 @@ KVL_EXPORT int kvl_seq_splice(struct kvl_seq *s, uint32_t at, uint32_t ndel,
 	nb = r ? old_nb : (uint32_t)((new_len + T - 1) / T);
 	while (s->nblocks > nb)
 		kvl_seq_put_block(ctx, s->table[--s->nblocks]);
-	if (r < 0)
+	if (r < 0) {
+		kvl_prefix_unref_flush(ctx);
 		return r;
+	}
 	/* positions and scores follow the slots */
 	e = s->edit;
 	if (e && e->pos) {
@@ -404,9 +406,13 @@ KVL_EXPORT int kvl_seq_splice(struct kvl_seq *s, uint32_t at, uint32_t ndel,
 			e->imp[at + i] = 0.0f;
 	}
 	s->len = (uint32_t)new_len;
+	/* token ids are known up to the edit only (the prefix cache keys
+	 * blocks by them: the edited ones must not be published) */
+	kvl_seq_tokens_truncate(s, at);
 	for (i = first; i < s->nblocks; i++)
 		if (mark_merged(ctx, s->table[i]))
 			break;
+	kvl_prefix_unref_flush(ctx);
 	return (int)s->len;
 }
 
@@ -459,12 +465,14 @@ KVL_EXPORT int kvl_seq_compact(struct kvl_seq *s, const uint32_t *keep,
 			e->imp[i] = e->imp[keep[i]];
 	}
 	s->len = nkeep;
+	kvl_seq_tokens_truncate(s, f);
 	nb = (nkeep + T - 1) / T;
 	while (s->nblocks > nb)
 		kvl_seq_put_block(ctx, s->table[--s->nblocks]);
 	for (i = f / T; i < s->nblocks; i++)
 		if (mark_merged(ctx, s->table[i]))
 			break;
+	kvl_prefix_unref_flush(ctx);
 	return (int)s->len;
 }
 

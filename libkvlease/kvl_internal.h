@@ -16,6 +16,7 @@
 struct kvl_layout_slot {
 	struct kvl_layout l;
 	uint32_t id;		/* the daemon's layout id */
+	char model[KVP_MODEL_LEN];	/* "" : no model identity */
 	bool has_rope;		/* rope sent with LAYOUT_ROPE (kvl_edit.c) */
 	struct kvp_layout_rope rope;
 };
@@ -30,6 +31,10 @@ struct kvl_seq {
 	uint32_t nblocks;
 	uint32_t cap;
 	uint32_t *table;
+	/* token ids of positions [0, ntok_known) (kvl_prefix.c) */
+	uint32_t *tok;
+	uint32_t ntok_known;
+	uint32_t tok_cap;
 	struct kvl_seq_edit *edit;	/* positions, scores, compression
 					 * policy (kvl_edit.c); NULL: none */
 };
@@ -75,6 +80,13 @@ struct kvl_ctx {
 	uint32_t cache_cap;
 	struct kvl_seq *seqs;
 
+	/* prefix cache (kvl_prefix.c) */
+	uint8_t *pfx_ref;	/* per pool block: we reference it, cached */
+	uint32_t npfx;		/* blocks set in pfx_ref */
+	uint32_t *unref_q;	/* references to drop (kvl_prefix_unref_flush) */
+	uint32_t nunref, unref_cap;
+	bool closing;		/* kvl_close: the daemon drops them all */
+
 	uint8_t msg[KVP_MSG_MAX] __attribute__((aligned(16)));
 };
 
@@ -85,9 +97,31 @@ void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost);
 /* Release everything the sequences and the cache hold (release_all). */
 void kvl_seq_forget_all(struct kvl_ctx *ctx);
 
-/* kvl.c, for kvl_seq.c and kvl_edit.c */
+/* kvl.c: one request, with reconnect (kvl_prefix.c uses it). */
 int kvl_rpc(struct kvl_ctx *ctx, uint16_t op, const void *body, size_t blen,
 	    void *rbody, size_t rcap, size_t *rlen);
+/* kvl_seq.c */
+int kvl_seq_refcnt_init(struct kvl_ctx *ctx);
+int kvl_seq_table_grow(struct kvl_seq *s, uint32_t n);
+void kvl_seq_put_block(struct kvl_ctx *ctx, uint32_t b);
+
+/* kvl_prefix.c: the sequences' part of the prefix cache. */
+static inline bool kvl_pfx_cached(const struct kvl_ctx *ctx, uint32_t b)
+{
+	return ctx->pfx_ref && ctx->pfx_ref[b];
+}
+/* A cached block's last local reference went: drop it at the daemon
+ * (queued; sent by kvl_prefix_unref_flush()). */
+void kvl_prefix_unref(struct kvl_ctx *ctx, uint32_t b);
+/* Send the queued drops (every public call that frees ends with it). */
+void kvl_prefix_unref_flush(struct kvl_ctx *ctx);
+/* Forget every reference (the daemon dropped them: new connection);
+ * @tell: ask the daemon to drop them first (release_all). */
+void kvl_prefix_forget(struct kvl_ctx *ctx, bool tell);
+/* Token ids of a sequence follow its length (truncate). */
+void kvl_seq_tokens_truncate(struct kvl_seq *s, uint32_t len);
+
+/* kvl.c, for kvl_edit.c */
 /* Copy bytes into the shared region at *used (64-byte aligned slices;
  * src NULL reserves); returns the offset. */
 uint64_t kvl_region_put(struct kvl_ctx *ctx, uint64_t *used, const void *src,
@@ -101,9 +135,7 @@ int kvl_write_kv_flags(struct kvl_ctx *ctx, int layout, uint32_t layer,
 /* kvl_seq.c, for kvl_edit.c */
 int kvl_seq_cache_fill(struct kvl_ctx *ctx, uint32_t need);
 void kvl_seq_cache_trim(struct kvl_ctx *ctx, uint32_t keep);
-int kvl_seq_table_grow(struct kvl_seq *s, uint32_t n);
 int kvl_seq_cow(struct kvl_seq *s, uint32_t i);
-void kvl_seq_put_block(struct kvl_ctx *ctx, uint32_t b);
 
 /* kvl_edit.c, called by kvl_seq.c */
 int kvl_edit_before_append(struct kvl_seq *s, uint32_t ntok);

@@ -9,7 +9,9 @@
  *        its (new) position within the dtype's bound, V is unchanged
  *        (BF16: bit for bit), new slots are written (FP8: the block whose
  *        slot 0 is new keeps its other tokens) and decode attention
- *        matches FP64 attention over the edited content;
+ *        matches FP64 attention over the edited content; a sequence
+ *        whose first blocks come from the prefix cache spliced and
+ *        compacted (cached blocks copied first, the publisher untouched);
  *   e2e-edits SOCK compress   the needle: 32,768 tokens, a key the window's
  *        queries point at, scored and compressed to a budget of 2,048:
  *        the budget holds, sinks and window are kept, the needle survives
@@ -85,6 +87,8 @@ static size_t mrow(const struct model *m)
 	return (size_t)m->layers * m->H * m->D;
 }
 
+static const char *model_name;	/* declare layouts with this identity */
+
 static int model_init(struct model *m, struct kvl_ctx *ctx, uint32_t dtype,
 		      uint32_t layers, uint32_t H, uint32_t D, uint32_t group,
 		      uint32_t style, int table)
@@ -105,7 +109,8 @@ static int model_init(struct model *m, struct kvl_ctx *ctx, uint32_t dtype,
 	m->dtype = dtype;
 	m->style = style;
 	m->rd = D;
-	lay = kvl_layout_declare(ctx, &l);
+	lay = model_name ? kvl_layout_declare_model(ctx, &l, model_name) :
+			   kvl_layout_declare(ctx, &l);
 	if (lay < 0)
 		return lay;
 	m->lay = lay;
@@ -461,6 +466,89 @@ static int run_splice(uint32_t dtype, uint32_t style, int table, double bound)
 	return 0;
 }
 
+/*
+ * Edits of a sequence whose first blocks come from the prefix cache: the
+ * cached blocks in the edited range are copied first (the cache and the
+ * sequence that published them keep their contents), the ones before it
+ * are only read.
+ */
+static int run_prefix(void)
+{
+	struct kvl_ctx *ctx;
+	struct model a, b;
+	uint32_t tok[400], i, keep[400], n = 0, T = 64, matched;
+	int r;
+
+	CHECK(!open_ctx(&ctx), "open");
+	model_name = "e2e-edits-model";
+	CHECK(!model_init(&a, ctx, KVL_DTYPE_BF16, 2, 2, 64, 2, KVL_ROPE_NEOX,
+			  0), "init a");
+	model_name = NULL;
+	b = a;
+	b.K = b.V = NULL;
+	b.nq = NULL;
+	b.cap = 0;
+	CHECK(!kvl_seq_create(ctx, a.lay, &b.s), "create b");
+	for (i = 0; i < 400; i++)
+		tok[i] = 1000 + i;
+	/* a: 4 full blocks with token ids, published */
+	CHECK(!model_room(&a, 256), "room");
+	r = kvl_seq_append_tokens(a.s, tok, 256);
+	CHECK(r == 256, "append tokens: %d", r);
+	for (i = 0; i < 256; i++)
+		fresh(&a, i);
+	a.len = 256;
+	CHECK(!model_write(&a, 0, 256), "write a");
+	r = kvl_seq_publish(a.s);
+	CHECK(r == 4, "publish: %d", r);
+	/* b: matches 3 blocks (keeps the last token to compute), grows */
+	matched = (uint32_t)kvl_seq_match(b.s, tok, 256 - 1);
+	CHECK(matched == 3 * T, "matched %d", (int)matched);
+	CHECK(!model_room(&b, 400), "room");
+	memcpy(b.K, a.K, sizeof(float) * mrow(&a) * matched);
+	memcpy(b.V, a.V, sizeof(float) * mrow(&a) * matched);
+	for (i = 0; i < matched; i++)
+		b.nq[i] = 1;
+	b.len = matched;
+	CHECK(!model_check(&b, "matched prefix"), "check");
+	CHECK(!model_append(&b, 100), "append b");
+	/* splice inside the cached blocks: blocks 1.. are copied, block 0
+	 * (cached, before the edit) is only read */
+	CHECK(!model_splice(&b, 100, 10, 5), "splice b");
+	CHECK(!model_check(&b, "b after a splice in cached blocks"), "check");
+	CHECK(!model_check(&a, "a (published) after b's splice"), "check");
+	/* compact from slot 10: block 0 is copied too */
+	for (i = 0; i < b.len; i++)
+		if (i < 10 || i % 3)
+			keep[n++] = i;
+	r = kvl_seq_compact(b.s, keep, n);
+	CHECK(r == (int)n, "compact: %d", r);
+	for (i = 0; i < n; i++) {
+		memmove(b.K + i * mrow(&b), b.K + keep[i] * mrow(&b),
+			sizeof(float) * mrow(&b));
+		memmove(b.V + i * mrow(&b), b.V + keep[i] * mrow(&b),
+			sizeof(float) * mrow(&b));
+		b.nq[i] = b.nq[keep[i]] + 1;
+	}
+	b.len = n;
+	CHECK(!model_check(&b, "b after a compaction"), "check");
+	CHECK(!model_check(&a, "a after b's compaction"), "check");
+	{
+		const uint32_t *t;
+		uint32_t nt, f;
+
+		for (f = 0; f < n && keep[f] == f; f++)
+			;
+		kvl_seq_tokens(b.s, &t, &nt);
+		CHECK(nt == f, "token ids known up to the first slot moved (%u), "
+		      "not %u", f, nt);
+	}
+	model_free(&b);
+	model_free(&a);
+	kvl_close(ctx);
+	return 0;
+}
+
 /* ---- compression --------------------------------------------------------- */
 
 static int run_needle(void)
@@ -763,7 +851,8 @@ int main(int argc, char **argv)
 	sock_path = argv[1];
 	if (!strcmp(argv[2], "splice"))
 		return run_splice(KVL_DTYPE_BF16, KVL_ROPE_NEOX, 0, 0.01) ||
-		       run_splice(KVL_DTYPE_FP8, KVL_ROPE_GPTJ, 1, 0.08);
+		       run_splice(KVL_DTYPE_FP8, KVL_ROPE_GPTJ, 1, 0.08) ||
+		       run_prefix();
 	if (!strcmp(argv[2], "compress"))
 		return run_needle() || run_auto() || run_reclaim();
 	if (!strcmp(argv[2], "bad"))
