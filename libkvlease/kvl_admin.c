@@ -938,7 +938,8 @@ static void fill_tier(void *out, size_t i, const void *rec)
 	t->blocks_out = r->blocks_out;
 	t->bytes_in = r->bytes_in;
 	t->bytes_out = r->bytes_out;
-	t->copy_ns = r->copy_ns;
+	t->copy_in_ns = r->copy_in_ns;
+	t->copy_out_ns = r->copy_out_ns;
 	t->errors = r->errors;
 	for (k = 0; k < 16 && k < KVP_LAT_BUCKETS; k++)
 		t->lat_us[k] = r->lat_us[k];

@@ -116,6 +116,8 @@ static int swap_out_any(struct kvl_seq *s)
 		last = r;
 	}
 	ctx->pst.no_room++;
+	kvl_logf(ctx, KVL_LOG_INFO, "no lower tier takes %u blocks: %s",
+		 kvl_seq_own_top(s), strerror(-last));
 	return last;
 }
 
@@ -198,11 +200,15 @@ static uint32_t relieve(struct kvl_ctx *ctx, uint32_t want, uint32_t policy)
 
 /* ---- pressured calls ------------------------------------------------------ */
 
-/* Lease into the cache without waiting for other tenants; wait only for
- * a grow when the pool has free blocks that are not backed yet. */
+/* Longest wait for the pool to grow (a chunk is mapped in ~1 ms). */
+#define GROW_WAIT_NS	250000000ULL
+
+/* Lease into the cache without waiting for other tenants; wait (briefly)
+ * only when the pool has the free blocks but must grow to back them. */
 static int lease_room(struct kvl_ctx *ctx, uint32_t need)
 {
 	struct kvl_status st;
+	uint32_t missing;
 	int r;
 
 	r = kvl_cache_lease(ctx, need, KVL_LEASE_NONBLOCK, 0);
@@ -211,9 +217,13 @@ static int lease_room(struct kvl_ctx *ctx, uint32_t need)
 	r = kvl_status(ctx, &st);
 	if (r == -ESTALE)
 		return r;
-	if (r || st.capacity - st.used < need - ctx->ncache)
+	missing = need > ctx->ncache ? need - ctx->ncache : 0;
+	if (r || st.capacity - st.used < missing)
 		return -EAGAIN;
-	return kvl_cache_lease(ctx, need, 0, ctx->timeout_ns);
+	if (st.backed - st.used >= missing)	/* it grew meanwhile */
+		return kvl_cache_lease(ctx, need, KVL_LEASE_NONBLOCK, 0);
+	r = kvl_cache_lease(ctx, need, 0, GROW_WAIT_NS);
+	return r == -ETIMEDOUT ? -EAGAIN : r;
 }
 
 static uint64_t stall_ns(const struct kvl_ctx *ctx)

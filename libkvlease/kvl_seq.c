@@ -606,8 +606,8 @@ int kvl_seq_move_out(struct kvl_seq *s, uint32_t tier)
 	ctx->pst.swaps_out++;
 	ctx->pst.blocks_out += m;
 	ctx->pst.bytes_out += (uint64_t)m * ctx->block_bytes;
-	ctx->pst.copy_ns += copy_ns;
-	ctx->pst.swap_ns += kvl_now_ns() - t0;
+	ctx->pst.copy_out_ns += copy_ns;
+	ctx->pst.swap_out_ns += kvl_now_ns() - t0;
 out:
 	free(idx);
 	return r;
@@ -654,8 +654,8 @@ int kvl_seq_move_in(struct kvl_seq *s)
 	ctx->pst.swaps_in++;
 	ctx->pst.blocks_in += n;
 	ctx->pst.bytes_in += (uint64_t)n * ctx->block_bytes;
-	ctx->pst.copy_ns += copy_ns;
-	ctx->pst.swap_ns += kvl_now_ns() - t0;
+	ctx->pst.copy_in_ns += copy_ns;
+	ctx->pst.swap_in_ns += kvl_now_ns() - t0;
 out:
 	free(idx);
 	return r;

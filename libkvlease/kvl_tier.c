@@ -202,7 +202,7 @@ static int joined(struct kvl_ctx *ctx, uint32_t tier)
 
 	if (r)
 		return r;
-	return ctx->tiers[tier].joined ? 0 : -ENOTCONN;
+	return ctx->tiers[tier].joined ? 0 : -EUNATCH;
 }
 
 KVL_EXPORT int kvl_tier_lease(struct kvl_ctx *ctx, uint32_t tier,
@@ -326,10 +326,18 @@ int kvl_tier_lease_room(struct kvl_ctx *ctx, uint32_t tier, uint32_t n,
 	r = kvl_tier_lease(ctx, tier, n, KVL_LEASE_NONBLOCK, 0, blocks);
 	if (r != -EAGAIN)
 		return r;
-	/* -EAGAIN: no room, or room that is not backed yet (a grow) */
-	if (tier_status(ctx, tier, &st) || st.capacity - st.used < n)
+	/* -EAGAIN: no room, or room that is not backed yet: wait (a second
+	 * at most) only for the pool to grow (a file tier allocates) */
+	r = tier_status(ctx, tier, &st);
+	if (r == -ESTALE)
+		return r;
+	if (r || st.capacity - st.used < n)
 		return -EAGAIN;
-	return kvl_tier_lease(ctx, tier, n, 0, ctx->timeout_ns, blocks);
+	if (st.backed - st.used >= n)	/* it grew meanwhile */
+		return kvl_tier_lease(ctx, tier, n, KVL_LEASE_NONBLOCK, 0,
+				      blocks);
+	r = kvl_tier_lease(ctx, tier, n, 0, 1000000000ULL, blocks);
+	return r == -ETIMEDOUT ? -EAGAIN : r;
 }
 
 KVL_EXPORT int kvl_tiers(struct kvl_ctx *ctx, struct kvl_tier_info *out,

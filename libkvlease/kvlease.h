@@ -365,7 +365,7 @@ int kvl_tier_release(struct kvl_ctx *ctx, uint32_t tier,
  * copy is asynchronous: *ticket identifies it for kvl_swap_wait() and
  * kvl_swap_poll().  Swapping out is: lease below, kvl_swap, wait, release
  * above (kvl_seq_swap_out() does it all).  Errors at submission: -ENOENT
- * no such tier, -ENOTCONN tier not joined, -EPERM a block not held there,
+ * no such tier, -EUNATCH tier not joined, -EPERM a block not held there,
  * -EINVAL bad counts or a destination named twice, -EBUSY 64 copies in
  * flight already.
  */
@@ -462,15 +462,17 @@ struct kvl_policy_stats {
 	uint64_t blocks_in;
 	uint64_t bytes_out;
 	uint64_t bytes_in;
-	uint64_t swap_ns;		/* time in swaps: lease below, copy,
-					 * release above (and back) */
-	uint64_t copy_ns;		/* of which the daemon's copying */
+	uint64_t swap_out_ns;		/* time swapping out: lease below,
+					 * copy, release above */
+	uint64_t swap_in_ns;		/* and in */
+	uint64_t copy_out_ns;		/* of which the daemon's copying */
+	uint64_t copy_in_ns;
 	uint64_t drops;			/* sequences dropped */
 	uint64_t dropped_tokens;	/* their lengths */
 	uint64_t self_preempts;		/* the caller's own sequence */
 	uint64_t no_room;		/* swaps that found no tier with room */
 	uint64_t stalls;		/* waits for blocks */
-	uint64_t reserved[4];
+	uint64_t reserved[2];
 };
 int kvl_policy_stats(struct kvl_ctx *ctx, struct kvl_policy_stats *out);
 
@@ -486,11 +488,12 @@ struct kvl_tier_stats {
 	uint64_t blocks_out;		/* copied out of it */
 	uint64_t bytes_in;
 	uint64_t bytes_out;
-	uint64_t copy_ns;
+	uint64_t copy_in_ns;		/* time copying into this pool */
+	uint64_t copy_out_ns;		/* and out of it */
 	uint64_t errors;
 	uint64_t lat_us[16];		/* copies of [2^i, 2^(i+1)) us */
 	uint64_t mapped_bytes;		/* memory or file space backed now */
-	uint64_t reserved[4];
+	uint64_t reserved[3];
 };
 #define KVL_TIER_F_DIRECT	(1U << 0)	/* file opened O_DIRECT */
 #define KVL_TIER_F_URING	(1U << 1)	/* file I/O through io_uring */
