@@ -81,6 +81,7 @@ struct pcfg {
 	const char *pol[MAX_POL];
 	int npol;
 	bool quiet;
+	bool quick;		/* small reference copies too */
 };
 
 struct preq {
@@ -1065,7 +1066,7 @@ static void compare(struct prun *pr, const struct prun *ref)
 
 static double ref_memcpy_gbps(void)
 {
-	size_t len = 256ULL << 20, bb = C.block_bytes, off;
+	size_t len = (C.quick ? 32ULL : 256ULL) << 20, bb = C.block_bytes, off;
 	uint8_t *a = malloc(len), *b = malloc(len);
 	uint64_t t0, t;
 	int pass;
@@ -1092,7 +1093,8 @@ static double ref_memcpy_gbps(void)
 static void ref_file_gbps(double *rd, double *wr)
 {
 	char path[PATH_MAX + 32];
-	size_t len = 128ULL << 20, bb = (C.block_bytes + 4095) & ~4095ULL, off;
+	size_t len = (C.quick ? 16ULL : 128ULL) << 20;
+	size_t bb = (C.block_bytes + 4095) & ~4095ULL, off;
 	uint8_t *buf = aligned_alloc(4096, bb);
 	uint64_t t0;
 	int fd;
@@ -1130,18 +1132,18 @@ static void usage(FILE *f)
 	fputs("usage: kvpool-bench pressure [OPTIONS]\n"
 	      "  --policies LIST       comma-separated, in order (default\n"
 	      "                        recompute,swap-dram,swap-nvme,stall; also fail)\n"
-	      "  --requests N          requests in the trace (default 16)\n"
+	      "  --requests N          requests in the trace (default 8)\n"
 	      "  --procs N             tenant processes (default 4)\n"
-	      "  --batch N             requests in flight per process (default 4)\n"
+	      "  --batch N             requests in flight per process (default 2)\n"
 	      "  --prompt LO:HI        prompt tokens (default 64:128)\n"
-	      "  --output MEDIAN:SIGMA lognormal output tokens (default 2200:0.5)\n"
-	      "  --output-range LO:HI  clamp of the output (default 256:5000)\n"
+	      "  --output MEDIAN:SIGMA lognormal output tokens (default 2000:0.5)\n"
+	      "  --output-range LO:HI  clamp of the output (default 512:4096)\n"
 	      "  --layers N --kv-heads N --head-dim N --q-heads N --d-ff N\n"
 	      "                        model (default 4, 2, 64, 4, 768; d_model =\n"
 	      "                        q_heads * head_dim)\n"
 	      "  --oversub X           top pool = peak demand / X (default 2)\n"
 	      "  --stall-ms N          the stall policy's wait (default 1000)\n"
-	      "  --cap SECONDS         longest run per policy (default 120)\n"
+	      "  --cap SECONDS         longest run per policy (default 600)\n"
 	      "  --block-bytes N       (default 65536)\n"
 	      "  -o, --out DIR         logs, summary.json, the nvme file (default\n"
 	      "                        build/bench-pressure)\n"
@@ -1275,6 +1277,7 @@ static int parse(int argc, char **argv)
 				goto bad;
 			break;
 		case 15:
+			C.quick = true;
 			C.nreq = 12;
 			C.procs = 2;
 			C.batch = 4;
@@ -1356,13 +1359,13 @@ int bench_pressure_main(int argc, char **argv, const char *self)
 	struct jw jw;
 
 	C = (struct pcfg){
-		.nreq = 16, .procs = 4, .batch = 4,
+		.nreq = 8, .procs = 4, .batch = 2,
 		.prompt_lo = 64, .prompt_hi = 128,
-		.out_median = 2200, .out_sigma = 0.5,
-		.out_min = 256, .out_max = 5000,
+		.out_median = 2000, .out_sigma = 0.5,
+		.out_min = 512, .out_max = 4096,
 		.layers = 4, .kv_heads = 2, .head_dim = 64, .q_heads = 4,
 		.d_ff = 768, .block_bytes = 65536, .chunk_blocks = 16,
-		.oversub = 2.0, .stall_ms = 1000, .cap_s = 120,
+		.oversub = 2.0, .stall_ms = 1000, .cap_s = 600,
 		.out_dir = "build/bench-pressure", .seed = 1,
 		.pol = { "recompute", "swap-dram", "swap-nvme", "stall" },
 		.npol = 4,
