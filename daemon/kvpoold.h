@@ -149,7 +149,8 @@ struct kvd_tier_stats {
 	_Atomic uint64_t blocks_out;	/* blocks copied out of it */
 	_Atomic uint64_t bytes_in;
 	_Atomic uint64_t bytes_out;
-	_Atomic uint64_t copy_ns;	/* time spent copying */
+	_Atomic uint64_t copy_in_ns;	/* time spent copying in */
+	_Atomic uint64_t copy_out_ns;	/* and out */
 	_Atomic uint64_t errors;	/* jobs that failed */
 	_Atomic uint64_t lat_us[16];	/* job latency, log2 buckets of us */
 };

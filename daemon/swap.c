@@ -321,7 +321,8 @@ static void count(struct kvd_pool *p, const struct kvd_swap_job *j,
 		atomic_fetch_add(&p->st.blocks_in, j->n);
 		atomic_fetch_add(&p->st.bytes_in, bytes);
 	}
-	atomic_fetch_add(&p->st.copy_ns, copy_ns);
+	atomic_fetch_add(p == j->src ? &p->st.copy_out_ns :
+			 &p->st.copy_in_ns, copy_ns);
 	atomic_fetch_add(&p->st.lat_us[lat_bucket(ns / 1000)], 1);
 }
 
@@ -590,7 +591,7 @@ static int joined(struct kvd_ctier *ct, uint32_t tier, struct kvd_pool **p)
 	*p = tier_of(ct->d, tier);
 	if (!*p)
 		return -ENOENT;
-	return ct->lease_id[tier] ? 0 : -ENOTCONN;
+	return ct->lease_id[tier] ? 0 : -EUNATCH;
 }
 
 static int op_tier_lease(struct kvd_client *c, struct kvd_ctier *ct,
@@ -783,13 +784,13 @@ static int op_swap(struct kvd_client *c, struct kvd_ctier *ct,
 	/* every block the caller's, pinned until the copy is done */
 	r = kvd_lease_pin(src, ct->lease_id[q->src_tier], sb, q->n);
 	if (r) {
-		r = r == -ENOENT ? -ENOTCONN : -EPERM;
+		r = -EPERM;
 		goto err;
 	}
 	r = kvd_lease_pin(dst, ct->lease_id[q->dst_tier], db, q->n);
 	if (r) {
 		kvd_lease_pin_drop(src, ct->lease_id[q->src_tier]);
-		r = r == -ENOENT ? -ENOTCONN : -EPERM;
+		r = -EPERM;
 		goto err;
 	}
 	j = calloc(1, sizeof(*j));
@@ -1002,7 +1003,8 @@ int kvd_fill_tier_list(struct kvd *d, struct kvp_tier_rec *out,
 		o->blocks_out = atomic_load(&p->st.blocks_out);
 		o->bytes_in = atomic_load(&p->st.bytes_in);
 		o->bytes_out = atomic_load(&p->st.bytes_out);
-		o->copy_ns = atomic_load(&p->st.copy_ns);
+		o->copy_in_ns = atomic_load(&p->st.copy_in_ns);
+		o->copy_out_ns = atomic_load(&p->st.copy_out_ns);
 		o->errors = atomic_load(&p->st.errors);
 		for (k = 0; k < KVP_LAT_BUCKETS; k++)
 			o->lat_us[k] = atomic_load(&p->st.lat_us[k]);

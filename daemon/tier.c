@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kvpoold.h"
 
@@ -113,10 +114,21 @@ int kvd_tier_parse(struct kvd_opts *o, const char *spec)
 		size_at = 1;
 	} else if (!strcmp(f[0], "nvme")) {
 		t.kind = KVP_TIER_NVME;
-		if (n < 3 || n > 4 || !f[1][0] ||
-		    strlen(f[1]) >= sizeof(t.path))
+		if (n < 3 || n > 4 || !f[1][0])
 			return -EINVAL;
-		strcpy(t.path, f[1]);
+		/* absolute: a detached daemon runs in / */
+		if (f[1][0] != '/') {
+			char cwd[256];
+
+			if (!getcwd(cwd, sizeof(cwd)) ||
+			    (size_t)snprintf(t.path, sizeof(t.path), "%s/%s",
+					     cwd, f[1]) >= sizeof(t.path))
+				return -ENAMETOOLONG;
+		} else if (strlen(f[1]) >= sizeof(t.path)) {
+			return -ENAMETOOLONG;
+		} else {
+			strcpy(t.path, f[1]);
+		}
 		size_at = 2;
 	} else {
 		return -EINVAL;

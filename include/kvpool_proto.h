@@ -349,7 +349,7 @@ struct kvp_ev_reclaim {
  * itself wait: its reply status is then the copy's.  At most
  * KVP_SWAP_INFLIGHT jobs per connection (-EBUSY beyond).
  *
- * Errors: -ENOENT no such tier; -ENOTCONN the caller has not joined that
+ * Errors: -ENOENT no such tier; -EUNATCH the caller has not joined that
  * tier; -EINVAL same tier twice, a count of 0 or above KVP_IO_MAX_BLOCKS,
  * a destination block named twice, non-zero reserved fields; -EPERM a
  * block the caller does not hold there; -EBUSY too many jobs in flight;
@@ -385,7 +385,8 @@ struct kvp_tier_rec {
 	uint64_t blocks_out;		/* blocks copied out of it */
 	uint64_t bytes_in;
 	uint64_t bytes_out;
-	uint64_t copy_ns;		/* time its jobs spent copying */
+	uint64_t copy_in_ns;		/* time copying into this pool */
+	uint64_t copy_out_ns;		/* time copying out of it */
 	uint64_t errors;		/* jobs that failed */
 	uint64_t lat_us[KVP_LAT_BUCKETS];	/* job latency, submit to done */
 	uint64_t reserved[4];

@@ -263,6 +263,10 @@ int kvl_need_blocks(struct kvl_ctx *ctx, uint32_t need, uint32_t policy)
 		ctx->pst.stalls++;
 		r = kvl_cache_lease(ctx, need, 0, ctx->stall_ms * 1000000ULL);
 	}
+	/* not enough after all: what the victims freed is of no use to
+	 * this call; give it back for other clients */
+	if (r)
+		kvl_cache_trim(ctx, 2 * ctx->lease_batch);
 	kvl_policy_report(ctx);
 	return r;
 }
@@ -279,11 +283,14 @@ void kvl_preempt_self(struct kvl_seq *s, uint32_t policy)
 	ctx->pst.self_preempts++;
 	if (p == KVL_POLICY_SWAP && swap_out_any(s) == 0 &&
 	    s->state == KVL_SEQ_SWAPPED) {
+		kvl_cache_trim(ctx, 2 * ctx->lease_batch);
 		kvl_policy_report(ctx);
 		return;
 	}
 	if (s->state == KVL_SEQ_RESIDENT)
 		kvl_seq_drop(s);
+	/* its blocks are for the other clients now */
+	kvl_cache_trim(ctx, 2 * ctx->lease_batch);
 	kvl_policy_report(ctx);
 }
 

@@ -792,8 +792,11 @@ worker_main(struct pshared *sh, uint32_t proc, const char *sock,
 		r = step(&w);
 		if (r)
 			wfail(&w, r, "decode");
-		if (!resident_count(&w))
-			usleep(500);	/* waiting for room: do not spin */
+		if (!resident_count(&w)) {
+			/* waiting for room: hold nothing idle, do not spin */
+			kvl_trim(w.ctx);
+			usleep(500);
+		}
 	}
 	kvl_policy_stats(w.ctx, &w.pw->pst);
 	for (i = 0; i < C.batch; i++)

@@ -92,12 +92,22 @@ static int snap_get(struct kvl_admin *adm, struct ctl_snap *s)
 	ret = kvl_admin_pool_status(adm, &s->pool);
 	if (ret)
 		goto fail;
-	/* the admin API reports one pool: the first */
+	/* the admin API's pool is the first (the top one); --pool may
+	 * also name a lower tier of kvpoold */
 	if (ctl_g.pool && strcmp(ctl_g.pool, s->pool.name)) {
-		ctl_err("no pool '%s' here (the ledger's pool is '%s')",
-			ctl_g.pool, s->pool.name);
-		ret = -ENOENT;
-		goto fail;
+		struct kvl_tier_stats ts[KVL_MAX_TIERS];
+		int n = kvl_admin_tier_list(adm, ts, KVL_MAX_TIERS), i;
+
+		for (i = 0; i < n && i < KVL_MAX_TIERS; i++)
+			if (!strcmp(ts[i].pool.name, ctl_g.pool))
+				break;
+		if (i >= n || i >= KVL_MAX_TIERS) {
+			ctl_err("no pool '%s' here (the ledger's pool is "
+				"'%s')", ctl_g.pool, s->pool.name);
+			ret = -ENOENT;
+			goto fail;
+		}
+		s->pool = ts[i].pool;
 	}
 	ret = kvl_admin_tenant_list(adm, ctl_g.pool ? ctl_g.pool : s->pool.name,
 				    s->tenants, SNAP_MAX_TENANTS);
