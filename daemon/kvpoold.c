@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "kvpoold.h"
+#include "prefix.h"
 
 static int log_level = KVD_NOTICE;
 static bool log_syslog;
@@ -87,6 +88,8 @@ static void usage(FILE *f)
 "      --nvme-io MODE        auto (default: io_uring if it works), uring or\n"
 "                            pread\n"
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
+"      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
+"                            every key collides; default 128)\n"
 "  -u, --user NAME           drop to this user after start (as root)\n"
 "  -g, --admin-group NAME    group allowed to change tenants\n"
 "      --syslog              log to syslog even in the foreground\n"
@@ -114,7 +117,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
-	O_SYSLOG, O_BLIMIT, O_TIER, O_NVMEIO, O_INJECT,
+	O_SYSLOG, O_BLIMIT, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -140,6 +143,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "tier", required_argument, NULL, O_TIER },
 		{ "nvme-io", required_argument, NULL, O_NVMEIO },
 		{ "inject-io-error", required_argument, NULL, O_INJECT },
+		{ "prefix-hash-bits", required_argument, NULL, O_PFXBITS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -192,6 +196,11 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (parse_u64(optarg, KVPOOL_MAX_CAPACITY, &v))
 				goto bad;
 			o->backing_limit = (uint32_t)v;
+			break;
+		case O_PFXBITS:
+			if (parse_u64(optarg, 128, &v))
+				goto bad;
+			o->prefix_hash_bits = (unsigned int)v;
 			break;
 		case O_TENANT:
 			if (o->ntenants >= 64)
@@ -396,6 +405,11 @@ static int setup(struct kvd *d)
 			"in-process", strerror(-r));
 		return r;
 	}
+	r = kvd_prefix_init(d);
+	if (r) {
+		kvd_log(KVD_ERR, "prefix cache: %s", strerror(-r));
+		return r;
+	}
 	r = kvd_swap_start(d);
 	if (r) {
 		kvd_log(KVD_ERR, "swap workers: %s", strerror(-r));
@@ -480,6 +494,7 @@ int main(int argc, char **argv)
 	d->o.chunk_blocks = 64;
 	d->o.default_max = KVPOOL_UNLIMITED;
 	d->o.shrink_delay_ms = 5000;
+	d->o.prefix_hash_bits = 128;
 	d->o.log_level = KVD_NOTICE;
 	d->listen_fd = -1;
 	d->admin_gid = (gid_t)-1;
@@ -527,6 +542,8 @@ int main(int argc, char **argv)
 	r = setup(d);
 	if (!r)
 		r = drop_privileges(d);
+	if (!r)
+		r = kvd_prefix_start(d);
 	if (r) {
 		if (d->listen_fd >= 0)
 			unlink(d->o.socket_path);
@@ -549,6 +566,7 @@ int main(int argc, char **argv)
 	unlink(d->o.socket_path);
 	kvd_clients_stop(d);
 	kvd_swap_stop(d);
+	kvd_prefix_fini(d);
 	kvd_ledger_close(d);
 	kvd_pools_fini(d);
 	if (d->cpu)

@@ -223,6 +223,7 @@ struct kvd_opts {
 	int ntiers;
 	const char *nvme_io;		/* "auto", "uring", "pread" */
 	uint32_t inject_io_error;	/* tests: every Nth file I/O fails */
+	unsigned int prefix_hash_bits;	/* --prefix-hash-bits (tests) */
 };
 
 struct kvd_client;
@@ -250,6 +251,9 @@ struct kvd {
 	/* CPU kernels thread pool (one user at a time, trylock). */
 	struct kvk_cpu *cpu;
 	pthread_mutex_t cpu_lock;
+
+	/* Prefix cache (prefix.c). */
+	struct kvd_prefix *prefix;
 
 	int listen_fd;
 	char sock_dir[108];		/* created by us (chown on --user) */

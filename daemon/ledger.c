@@ -25,6 +25,7 @@
 
 #include "kvpoold.h"
 #include "inproc.h"
+#include "prefix.h"
 
 /* ---- in-process callbacks (p->lock held) ------------------------------- */
 
@@ -47,8 +48,15 @@ static void ip_waiters_wake(struct kvpool_pool *pool)
 
 static void ip_reclaim_wake(struct kvpool_lease *lease)
 {
+	struct kvd_pool *p = lease->pool->host;
+
+	/* a connection's lease; else in the top pool, maybe one of the
+	 * prefix cache's (a lower tier's leases without a client are the
+	 * connections' own there: reclaim there is not asked of them) */
 	if (lease->host)
 		kvd_client_reclaim(lease->host, lease->reclaim_target);
+	else if (p == p->d->top)
+		kvd_prefix_reclaim_wake(p->d);
 }
 
 static const struct kvpool_ledger_ops ip_ops = {
@@ -431,6 +439,9 @@ static void on_grow(struct kvd_pool *p, uint32_t want)
 	if (r) {
 		kvd_log(KVD_WARN, "%s: grow to %u blocks failed at %u: %s",
 			p->name, target, p->mapped, strerror(-r));
+		/* Room inside what is backed, before the waiters give up. */
+		if (p == p->d->top)
+			kvd_prefix_evict_pool(p->d, "", target - p->mapped);
 		ledger_grow(p, 0, KVPOOL_GROW_FAILED);
 	} else {
 		kvd_log(KVD_DEBUG, "%s: backed %u blocks", p->name, target);
@@ -474,6 +485,13 @@ void kvd_owner_events(struct kvd_pool *p)
 			break;
 		case KVPOOL_EVENT_IDLE:
 			arm_shrink(p);
+			break;
+		case KVPOOL_EVENT_SHORT:
+			/* Unreferenced cached blocks are given back first
+			 * (the prefix cache lives in the top pool). */
+			if (p == p->d->top)
+				kvd_prefix_evict_pool(p->d, ev[i].tenant,
+						      ev[i].blocks);
 			break;
 		case KVPOOL_EVENT_CLIENT_CLOSED:
 			kvd_log(KVD_DEBUG, "%s: lease %llu closed, %u blocks "

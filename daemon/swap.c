@@ -764,9 +764,9 @@ static int op_swap(struct kvd_client *c, struct kvd_ctier *ct,
 		r = joined(ct, q->dst_tier, &dst);
 	if (r)
 		return r;
-	r = kvd_client_u32(c, q->off_src, q->n, &sb);
+	r = kvd_client_region_u32(c, q->off_src, q->n, &sb);
 	if (!r)
-		r = kvd_client_u32(c, q->off_dst, q->n, &db);
+		r = kvd_client_region_u32(c, q->off_dst, q->n, &db);
 	if (!r)
 		r = unique(db, q->n);
 	if (!r)
@@ -884,12 +884,12 @@ static int op_block_sum(struct kvd_client *c, struct kvd_ctier *ct,
 		return r;
 	if (!q->n || q->n > KVP_IO_MAX_BLOCKS)
 		return -EINVAL;
-	r = kvd_client_region(c, q->off_sums, q->n, sizeof(uint64_t),
+	r = kvd_client_region_ptr(c, q->off_sums, q->n, sizeof(uint64_t),
 			      (void **)&sums);
 	if (!r && (q->off_sums & 7))
 		r = -EINVAL;
 	if (!r)
-		r = kvd_client_u32(c, q->off_blocks, q->n, &b);
+		r = kvd_client_region_u32(c, q->off_blocks, q->n, &b);
 	if (!r)
 		r = below(p, b, q->n);
 	if (r)

@@ -34,9 +34,10 @@ int kvd_client_send(struct kvd_client *c, const void *buf, size_t len);
 int kvd_client_take_fd(struct kvd_client *c);
 int kvd_client_sock(struct kvd_client *c);
 void kvd_client_cred(struct kvd_client *c, struct kvpool_cred *cred);
-int kvd_client_region(struct kvd_client *c, uint64_t off, uint64_t n,
-		      uint64_t size, void **p);
-int kvd_client_u32(struct kvd_client *c, uint64_t off, uint64_t n,
-		   uint32_t **out);
+/* (also in prefix.h) */
+int kvd_client_region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
+			  uint64_t size, void **p);
+int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
+			  uint32_t **out);
 
 #endif /* KVPOOLD_SWAP_H */

@@ -18,6 +18,7 @@
 struct kvl_layout_slot {
 	struct kvl_layout l;
 	uint32_t id;		/* the daemon's layout id */
+	char model[KVP_MODEL_LEN];	/* "" : no model identity */
 };
 
 /* Completions kept for kvl_swap_wait/poll, by ticket % KVL_KEEP_DONE. */
@@ -51,6 +52,10 @@ struct kvl_seq {
 	uint64_t busy;		/* == ctx->call: the current call uses it */
 	uint32_t swaps_out, swaps_in, drops;
 	bool listed;		/* in ctx->dropped */
+	/* token ids of positions [0, ntok_known) (kvl_prefix.c) */
+	uint32_t *tok;
+	uint32_t ntok_known;
+	uint32_t tok_cap;
 };
 
 struct kvl_ctx {
@@ -96,6 +101,7 @@ struct kvl_ctx {
 	uint64_t use_clock;
 	uint64_t call;		/* +1 per public sequence call */
 	bool in_relief;
+	uint32_t relief_given;	/* blocks a relief step gave to the ledger */
 	struct kvl_seq **dropped;
 	uint32_t ndropped;
 	uint32_t dropped_cap;
@@ -108,6 +114,13 @@ struct kvl_ctx {
 	uint32_t ncache;
 	uint32_t cache_cap;
 	struct kvl_seq *seqs;
+
+	/* prefix cache (kvl_prefix.c) */
+	uint8_t *pfx_ref;	/* per pool block: we reference it, cached */
+	uint32_t npfx;		/* blocks set in pfx_ref */
+	uint32_t *unref_q;	/* references to drop (kvl_prefix_unref_flush) */
+	uint32_t nunref, unref_cap;
+	bool closing;		/* kvl_close: the daemon drops them all */
 
 	uint8_t msg[KVP_MSG_MAX] __attribute__((aligned(16)));
 };
@@ -182,5 +195,25 @@ void kvl_policy_listed(struct kvl_seq *s);
 void kvl_policy_forget(struct kvl_seq *s);
 /* Tell the daemon how many sequences are in each state (for kvpoolctl). */
 void kvl_policy_report(struct kvl_ctx *ctx);
+/* kvl_seq.c */
+int kvl_seq_refcnt_init(struct kvl_ctx *ctx);
+int kvl_seq_table_grow(struct kvl_seq *s, uint32_t n);
+void kvl_seq_put_block(struct kvl_ctx *ctx, uint32_t b);
+
+/* kvl_prefix.c: the sequences' part of the prefix cache. */
+static inline bool kvl_pfx_cached(const struct kvl_ctx *ctx, uint32_t b)
+{
+	return ctx->pfx_ref && ctx->pfx_ref[b];
+}
+/* A cached block's last local reference went: drop it at the daemon
+ * (queued; sent by kvl_prefix_unref_flush()). */
+void kvl_prefix_unref(struct kvl_ctx *ctx, uint32_t b);
+/* Send the queued drops (every public call that frees ends with it). */
+void kvl_prefix_unref_flush(struct kvl_ctx *ctx);
+/* Forget every reference (the daemon dropped them: new connection);
+ * @tell: ask the daemon to drop them first (release_all). */
+void kvl_prefix_forget(struct kvl_ctx *ctx, bool tell);
+/* Token ids of a sequence follow its length (truncate). */
+void kvl_seq_tokens_truncate(struct kvl_seq *s, uint32_t len);
 
 #endif /* KVL_INTERNAL_H */

@@ -10,8 +10,9 @@
  * first (relief_order below); every pressure path walks it:
  *
  *   1. lease-cache   blocks this context leased and does not use;
- *   2. prefix-cache  unreferenced prefix-cache blocks, least recently used
- *                    first: the prefix cache fills this slot;
+ *   2. prefix-cache  the tenant's unreferenced prefix-cache blocks, least
+ *                    recently used first (kvl_prefix_evict: they go back to
+ *                    the ledger, not to this context's cache);
  *   3. compress      token-wise compression of a sequence (evict low-score
  *                    tokens inside its pages, compact): that feature fills
  *                    this slot, tried before anything leaves the top pool;
@@ -19,8 +20,9 @@
  *   5. drop          drop a victim: the caller re-fills it (recompute).
  *
  * Each step has the policies that may use it; an empty slot is skipped.
- * A step makes top blocks free in the context's cache: a pressured call
- * takes them from there, a reclaim gives them back to the ledger.
+ * A step makes top blocks free in the context's cache (or, the prefix
+ * cache's, in the pool): a pressured call takes them from there, a reclaim
+ * gives them back to the ledger.
  *
  * Victim: the least recently used sequence (kvl_seq_touch: every append,
  * write, read and attention) that holds top blocks of its own and that the
@@ -131,6 +133,20 @@ static uint32_t relief_lease_cache(struct kvl_ctx *ctx, uint32_t want)
 	return ctx->ncache;	/* free already */
 }
 
+/* Given straight back to the ledger: counted for kvl_reclaim(). */
+static uint32_t relief_prefix_cache(struct kvl_ctx *ctx, uint32_t want)
+{
+	int r;
+
+	if (ctx->sock < 0 || !want)
+		return 0;
+	r = kvl_prefix_evict(ctx, want);
+	if (r <= 0)
+		return 0;
+	ctx->relief_given += (uint32_t)r;
+	return (uint32_t)r;
+}
+
 static uint32_t relief_swap(struct kvl_ctx *ctx, uint32_t want)
 {
 	uint32_t got = 0;
@@ -170,7 +186,7 @@ static const struct relief_step {
 	uint32_t policies;	/* BIT(KVL_POLICY_*) that use it */
 } relief_order[] = {
 	{ "lease-cache", relief_lease_cache, ALL },
-	{ "prefix-cache", NULL, ALL },
+	{ "prefix-cache", relief_prefix_cache, ALL },
 	{ "compress", NULL, BIT(KVL_POLICY_SWAP) | BIT(KVL_POLICY_RECOMPUTE) },
 	{ "swap", relief_swap, BIT(KVL_POLICY_SWAP) },
 	{ "drop", relief_drop, BIT(KVL_POLICY_SWAP) |
@@ -327,10 +343,11 @@ KVL_EXPORT int kvl_reclaim(struct kvl_ctx *ctx, uint32_t target)
 	if (!target)
 		return 0;
 	ctx->call++;	/* no sequence is in use: any may be a victim */
+	ctx->relief_given = 0;
 	relieve(ctx, target, ctx->policy);
 	before = ctx->ncache;
 	kvl_cache_trim(ctx, 0);
-	r = (int)(before - ctx->ncache);
+	r = (int)(before - ctx->ncache + ctx->relief_given);
 	kvl_policy_report(ctx);
 	return r;
 }

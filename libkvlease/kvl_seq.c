@@ -6,14 +6,18 @@
  * p % tokens_per_block of block table[p / tokens_per_block].  Blocks come
  * from a per-context cache of leased blocks, refilled lease_batch at a
  * time.  Forks share full blocks (a per-block reference count); writing
- * into a shared block copies it first (copy-on-write).
+ * into a shared block copies it first (copy-on-write).  Blocks of the
+ * tenant's prefix cache (kvl_prefix.c) sit in tables like the others but
+ * are not in our lease and are read-only: writing into one always copies
+ * it, and its last local reference is dropped at the daemon instead of
+ * going back to the block cache.
  *
  * Under pressure a sequence may be swapped (its own top blocks copied to a
  * lower tier and given back: where[i] says which tier entry i is in;
- * blocks shared with a fork stay on top) or dropped (its contents given
- * up: the caller re-fills it).  Which sequence, and when, is decided in
- * kvl_policy.c; this file moves the blocks.  A call that needs a swapped
- * sequence brings it back first.
+ * blocks shared with a fork, and prefix-cache blocks, stay on top) or
+ * dropped (its contents given up: the caller re-fills it).  Which
+ * sequence, and when, is decided in kvl_policy.c; this file moves the
+ * blocks.  A call that needs a swapped sequence brings it back first.
  */
 #include <errno.h>
 #include <math.h>
@@ -22,7 +26,7 @@
 
 #include "kvl_internal.h"
 
-static int refcnt_init(struct kvl_ctx *ctx)
+int kvl_seq_refcnt_init(struct kvl_ctx *ctx)
 {
 	if (ctx->refcnt)
 		return 0;
@@ -66,6 +70,11 @@ int kvl_cache_lease(struct kvl_ctx *ctx, uint32_t need, uint32_t flags,
 		/* Extra blocks are welcome, the missing ones are needed. */
 		r = kvl_lease(ctx, want, flags | KVL_LEASE_PARTIAL, timeout_ns,
 			      buf);
+		/* At the tenant's max: its unused cached blocks go first. */
+		if (r == -EDQUOT && ctx->sock >= 0 &&
+		    kvl_prefix_evict(ctx, missing) > 0)
+			r = kvl_lease(ctx, want, KVL_LEASE_PARTIAL,
+				      ctx->timeout_ns, buf);
 		if (r == -EDQUOT && want > missing) {
 			free(buf);
 			want = missing;
@@ -125,7 +134,7 @@ KVL_EXPORT int kvl_seq_create(struct kvl_ctx *ctx, int layout,
 	*out = NULL;
 	if (layout < 0 || (unsigned int)layout >= ctx->nlayouts)
 		return -EINVAL;
-	r = refcnt_init(ctx);
+	r = kvl_seq_refcnt_init(ctx);
 	if (r)
 		return r;
 	s = calloc(1, sizeof(*s));
@@ -141,9 +150,13 @@ KVL_EXPORT int kvl_seq_create(struct kvl_ctx *ctx, int layout,
 	return 0;
 }
 
-static void put_block(struct kvl_ctx *ctx, uint32_t b)
+void kvl_seq_put_block(struct kvl_ctx *ctx, uint32_t b)
 {
-	if (ctx->refcnt[b] && --ctx->refcnt[b] == 0)
+	if (!ctx->refcnt[b] || --ctx->refcnt[b])
+		return;
+	if (kvl_pfx_cached(ctx, b))
+		kvl_prefix_unref(ctx, b);
+	else
 		cache_push(ctx, b);
 }
 
@@ -188,17 +201,19 @@ KVL_EXPORT void kvl_seq_free(struct kvl_seq *s)
 	release_lower(s);
 	for (i = 0; i < s->nblocks; i++)
 		if (!s->where || !s->where[i])
-			put_block(ctx, s->table[i]);
+			kvl_seq_put_block(ctx, s->table[i]);
 	free(s->table);
 	free(s->where);
+	free(s->tok);
 	free(s);
+	kvl_prefix_unref_flush(ctx);
 	if (ctx->sock >= 0 || ctx->mode == KVL_MODE_MODULE)
 		kvl_cache_trim(ctx, 2 * ctx->lease_batch);
 	if (report)
 		kvl_policy_report(ctx);
 }
 
-static int table_grow(struct kvl_seq *s, uint32_t n)
+int kvl_seq_table_grow(struct kvl_seq *s, uint32_t n)
 {
 	if (n > s->cap) {
 		uint32_t cap = s->cap ? s->cap : 8;
@@ -255,7 +270,7 @@ KVL_EXPORT int kvl_seq_append_policy(struct kvl_seq *s, uint32_t ntok,
 		return -EOVERFLOW;
 	need = (uint32_t)((len + tpb - 1) / tpb);
 	if (need > s->nblocks) {
-		r = table_grow(s, need);
+		r = kvl_seq_table_grow(s, need);
 		if (r)
 			return r;
 		r = kvl_need_blocks(ctx, need - s->nblocks, policy);
@@ -306,8 +321,10 @@ KVL_EXPORT int kvl_seq_truncate(struct kvl_seq *s, uint32_t len)
 	}
 	keep = (len + tpb - 1) / tpb;
 	while (s->nblocks > keep)
-		put_block(s->ctx, s->table[--s->nblocks]);
+		kvl_seq_put_block(s->ctx, s->table[--s->nblocks]);
 	s->len = len;
+	kvl_seq_tokens_truncate(s, len);
+	kvl_prefix_unref_flush(s->ctx);
 	return 0;
 }
 
@@ -331,7 +348,7 @@ static int cow(struct kvl_seq *s, uint32_t i)
 	uint32_t old = s->table[i], nb;
 	int r;
 
-	if (ctx->refcnt[old] <= 1)
+	if (ctx->refcnt[old] <= 1 && !kvl_pfx_cached(ctx, old))
 		return 0;
 	r = kvl_need_blocks(ctx, 1, KVL_POLICY_DEFAULT);
 	if (r)
@@ -342,7 +359,7 @@ static int cow(struct kvl_seq *s, uint32_t i)
 		return r;
 	ctx->ncache--;
 	ctx->refcnt[nb] = 1;
-	ctx->refcnt[old]--;
+	kvl_seq_put_block(ctx, old);	/* the last use of a cached block */
 	s->table[i] = nb;
 	return 0;
 }
@@ -387,6 +404,7 @@ KVL_EXPORT int kvl_seq_write_kv(struct kvl_seq *s, uint32_t layer,
 	uint32_t *b, *sl;
 	int r = positions(s, pos, ntok, true, &b, &sl);
 
+	kvl_prefix_unref_flush(s->ctx);
 	if (r)
 		return r;
 	r = kvl_write_kv(s->ctx, s->layout, layer, ntok, b, sl, k, v);
@@ -500,7 +518,7 @@ KVL_EXPORT int kvl_seq_fork(struct kvl_seq *s, struct kvl_seq **child)
 	if (r)
 		return r;
 	c->busy = ctx->call;
-	r = table_grow(c, s->nblocks ? s->nblocks : 1);
+	r = kvl_seq_table_grow(c, s->nblocks ? s->nblocks : 1);
 	if (r)
 		goto err;
 	for (i = 0; i < full; i++) {
@@ -524,6 +542,15 @@ KVL_EXPORT int kvl_seq_fork(struct kvl_seq *s, struct kvl_seq **child)
 		c->table[c->nblocks++] = nb;
 	}
 	c->len = s->len;
+	if (s->ntok_known) {
+		c->tok = malloc(s->ntok_known * sizeof(*c->tok));
+		if (!c->tok) {
+			r = -ENOMEM;
+			goto err;
+		}
+		memcpy(c->tok, s->tok, s->ntok_known * sizeof(*c->tok));
+		c->ntok_known = c->tok_cap = s->ntok_known;
+	}
 	*child = c;
 	return 0;
 err:
@@ -533,9 +560,14 @@ err:
 
 /* ---- moving a sequence between tiers ------------------------------------ */
 
+/* A top block only this sequence uses, in our lease (not a prefix-cache
+ * block, which is the daemon's). */
 static bool own(const struct kvl_seq *s, uint32_t i)
 {
-	return !s->where[i] && s->ctx->refcnt[s->table[i]] == 1;
+	uint32_t b = s->table[i];
+
+	return !s->where[i] && s->ctx->refcnt[b] == 1 &&
+	       !kvl_pfx_cached(s->ctx, b);
 }
 
 uint32_t kvl_seq_own_top(const struct kvl_seq *s)
@@ -671,9 +703,10 @@ void kvl_seq_drop(struct kvl_seq *s)
 	release_lower(s);
 	for (i = 0; i < s->nblocks; i++)
 		if (!s->where[i])
-			put_block(ctx, s->table[i]);
+			kvl_seq_put_block(ctx, s->table[i]);
 	if (s->where)
 		memset(s->where, 0, s->cap);
+	kvl_seq_tokens_truncate(s, 0);
 	s->dropped_len = s->len;
 	ctx->pst.drops++;
 	ctx->pst.dropped_tokens += s->len;
@@ -734,9 +767,17 @@ void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost)
 			release_lower(s);
 		s->nswapped = 0;
 		if (!lease_lost)
-			for (i = 0; i < s->nblocks; i++)
-				if (!s->where[i])
-					put_block(ctx, s->table[i]);
+			for (i = 0; i < s->nblocks; i++) {
+				uint32_t b = s->table[i];
+
+				if (s->where[i])
+					continue;
+				/* the daemon dropped our references */
+				if (kvl_pfx_cached(ctx, b))
+					ctx->refcnt[b]--;
+				else
+					kvl_seq_put_block(ctx, b);
+			}
 		if (s->where)
 			memset(s->where, 0, s->cap);
 		if (s->len || s->state == KVL_SEQ_SWAPPED) {
@@ -746,7 +787,9 @@ void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost)
 		}
 		s->nblocks = 0;
 		s->len = 0;
+		s->ntok_known = 0;
 	}
+	kvl_prefix_forget(ctx, false);
 	if (lease_lost) {
 		ctx->ncache = 0;
 		if (ctx->refcnt)
