@@ -26,6 +26,11 @@
  *   e2e-tiers full SOCK TIER BLOCKS    TIER (a file) has room for fewer
  *        than BLOCKS blocks (its filesystem or file size limit): a swap of
  *        BLOCKS fails with -ENOMEM and changes nothing; a small one works
+ *   e2e-tiers prefix SOCK              a sequence that holds prefix-cache
+ *        blocks (matched from another one, the tenant's, read-only):
+ *        swapping it moves only its own blocks, the cached ones stay on
+ *        top; K/V read back equal after out and in; a drop gives up only
+ *        its references; nothing left held
  *   e2e-tiers churn SOCK FILE          swap a sequence out and in forever,
  *        writing FILE once it does (for kill tests); recreates it after a
  *        daemon restart and writes FILE.2 then
@@ -614,6 +619,119 @@ static int cmd_full(uint32_t tier, uint32_t blocks)
 	return 0;
 }
 
+static int cmd_prefix(void)
+{
+	struct kvl_tier_info ti[KVL_MAX_TIERS];
+	struct kvl_ctx *ctx;
+	struct kvl_layout l;
+	struct kvl_seq_info si;
+	struct seqdata a, b;
+	uint32_t *tok, n, i, own, nb, k;
+	const uint32_t *t;
+	int r, lay, nt;
+
+	r = open_ctx(NULL, KVL_POLICY_RECOMPUTE, &ctx);
+	if (r)
+		FAIL("kvl_open: %s", strerror(-r));
+	memset(&l, 0, sizeof(l));
+	l.layers = 2;
+	l.kv_heads = 2;
+	l.head_dim = 64;
+	l.dtype = KVL_DTYPE_BF16;
+	lay = kvl_layout_declare_model(ctx, &l, "e2e-tiers-model");
+	if (lay < 0)
+		FAIL("kvl_layout_declare_model: %s", strerror(-lay));
+	n = 4 * l.tokens_per_block;
+	tok = malloc(2 * n * sizeof(*tok));
+	for (i = 0; i < 2 * n; i++)
+		tok[i] = 1000 + i;
+	/* a: 4 full blocks with their token ids, published */
+	memset(&a, 0, sizeof(a));
+	r = kvl_seq_create(ctx, lay, &a.s);
+	if (!r && kvl_seq_append_tokens(a.s, tok, n) != (int)n)
+		r = -EIO;
+	if (r)
+		FAIL("seq a with tokens: %s", strerror(-r));
+	{
+		uint32_t row = l.kv_heads * l.head_dim, ly, p, j;
+		float *kv = malloc(sizeof(float) * n * row);
+
+		for (ly = 0; ly < l.layers; ly++) {
+			for (p = 0; p < n; p++)
+				for (j = 0; j < row; j++)
+					kv[(size_t)p * row + j] =
+						val(77, ly, p * 1000 + j);
+			r = kvl_seq_write_kv(a.s, ly, 0, n, kv, kv);
+			if (r)
+				FAIL("write a: %s", strerror(-r));
+		}
+		free(kv);
+	}
+	r = kvl_seq_publish(a.s);
+	if (r <= 0)
+		FAIL("publish: %d", r);
+	/* b: matches a's 4 blocks, then 3 blocks of its own */
+	memset(&b, 0, sizeof(b));
+	r = kvl_seq_create(ctx, lay, &b.s);
+	if (r)
+		FAIL("seq b: %s", strerror(-r));
+	r = kvl_seq_match(b.s, tok, n);
+	if (r != (int)n)
+		FAIL("match: %d (want %u)", r, n);
+	if (kvl_seq_append_tokens(b.s, tok + n,
+				  3 * l.tokens_per_block) < 0)
+		FAIL("append b");
+	b.len = kvl_seq_len(b.s);
+	b.layers = l.layers;
+	b.row = l.kv_heads * l.head_dim;
+	b.k = malloc(sizeof(float) * b.len * b.row * l.layers);
+	b.v = malloc(sizeof(float) * b.len * b.row * l.layers);
+	for (i = 0; i < l.layers; i++) {
+		size_t off = (size_t)i * b.len * b.row, j;
+		float *kv = malloc(sizeof(float) * 3 * l.tokens_per_block *
+				   b.row);
+
+		for (j = 0; j < 3ULL * l.tokens_per_block * b.row; j++)
+			kv[j] = val(78, i, (uint32_t)j);
+		if (kvl_seq_write_kv(b.s, i, n, 3 * l.tokens_per_block, kv,
+				     kv))
+			FAIL("write b");
+		free(kv);
+		if (kvl_seq_read_kv(b.s, i, 0, b.len, b.k + off, b.v + off))
+			FAIL("read b");
+	}
+	kvl_seq_block_table(b.s, &t, &nb);
+	own = nb - 4;
+	/* out and back: only b's own blocks move */
+	r = kvl_seq_swap_out(b.s, 1);
+	kvl_seq_info(b.s, &si);
+	if (r || si.state != KVL_SEQ_SWAPPED || si.swapped_blocks != own)
+		FAIL("swap out of a sequence with cached blocks: %s, state %u, "
+		     "%u swapped (want %u of %u)", strerror(-r), si.state,
+		     si.swapped_blocks, own, nb);
+	r = kvl_seq_swap_in(b.s, 0);
+	if (r || same_kv(&b))
+		FAIL("swap back: %s", strerror(-r));
+	printf("prefix: %u own blocks out and back, %u cached blocks stayed "
+	       "on top, K/V equal\n", own, nb - own);
+	/* a drop (recompute policy, via a reclaim) gives up references */
+	kvl_trim(ctx);
+	r = kvl_reclaim(ctx, 1000);
+	kvl_seq_info(b.s, &si);
+	if (r < 0 || si.state != KVL_SEQ_DROPPED)
+		FAIL("reclaim: %d, state %u", r, si.state);
+	seqdata_free(&b);
+	kvl_seq_free(a.s);
+	free(tok);
+	nt = ntiers_of(ctx, ti);
+	for (k = 1; k < (uint32_t)nt; k++)
+		if (ti[k].held)
+			FAIL("%u blocks left in %s", ti[k].held, ti[k].name);
+	kvl_close(ctx);
+	printf("prefix: OK\n");
+	return 0;
+}
+
 static int touch(const char *file)
 {
 	FILE *f = fopen(file, "w");
@@ -759,6 +877,8 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "full") && argc == 5)
 		return cmd_full((uint32_t)atoi(argv[3]),
 				(uint32_t)atoi(argv[4]));
+	if (!strcmp(cmd, "prefix"))
+		return cmd_prefix();
 	if (!strcmp(cmd, "churn") && argc == 4)
 		return cmd_churn(argv[3]);
 	if (!strcmp(cmd, "restart") && argc == 4)
