@@ -723,6 +723,10 @@ static int cmd_prefix(void)
 	seqdata_free(&b);
 	kvl_seq_free(a.s);
 	free(tok);
+	/* the tenant's cache keeps a's blocks, unreferenced now */
+	r = kvl_prefix_evict(ctx, 1000);
+	if (r != 4)
+		FAIL("prefix evict: %d (want the 4 cached blocks)", r);
 	nt = ntiers_of(ctx, ti);
 	for (k = 1; k < (uint32_t)nt; k++)
 		if (ti[k].held)
