@@ -224,6 +224,12 @@ static int cpu_score(struct kvd *d, struct kvk_score_args *a)
 	return r;
 }
 
+/* Swaps read and write the pool in place. */
+static void *cpu_host_ptr(struct kvd *d, uint32_t block)
+{
+	return P(d)->base + (uint64_t)block * d->block_bytes;
+}
+
 const struct kvd_backend_ops kvd_backend_cpu = {
 	.name = "cpu",
 	.probe = cpu_probe,
@@ -240,4 +246,5 @@ const struct kvd_backend_ops kvd_backend_cpu = {
 	.splice = cpu_splice,
 	.compact = cpu_compact,
 	.score = cpu_score,
+	.host_ptr = cpu_host_ptr,
 };

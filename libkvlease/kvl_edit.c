@@ -9,6 +9,13 @@
  * Positions: a sequence that was never edited has position = slot and a
  * next position equal to its length (no array is kept).  A compaction
  * leaves gaps, so from then on every slot's position is kept.
+ *
+ * Tiers: an edit works on the top pool only.  A swapped-out sequence is
+ * refused (-EBUSY: kvl_seq_swap_in() first), a dropped one too
+ * (-ENODATA, as every call); kvl_seq_score() is a read and brings a
+ * swapped sequence back, as kvl_seq_attention() does.  The compression
+ * step of the pressure policies' relief list (kvl_policy.c) runs
+ * compress() on resident sequences that the current call does not use.
  */
 #include <errno.h>
 #include <math.h>
@@ -96,6 +103,18 @@ static uint32_t pos_at(const struct kvl_seq *s, uint32_t slot)
 	return s->edit && s->edit->pos ? s->edit->pos[slot] : slot;
 }
 
+/* A public edit call starts: it uses s; s must be in the top pool. */
+static int edit_begin(struct kvl_seq *s)
+{
+	s->ctx->call++;
+	kvl_seq_touch(s);
+	if (s->state == KVL_SEQ_DROPPED)
+		return -ENODATA;
+	if (s->state != KVL_SEQ_RESIDENT)
+		return -EBUSY;
+	return 0;
+}
+
 KVL_EXPORT uint32_t kvl_seq_next_pos(const struct kvl_seq *s)
 {
 	return s->edit && s->edit->pos ? s->edit->next_pos : s->len;
@@ -156,6 +175,7 @@ void kvl_edit_block_copied(struct kvl_ctx *ctx, uint32_t from, uint32_t to)
 /* ---- hooks of the sequence calls ----------------------------------------- */
 
 static int compress(struct kvl_seq *s, uint32_t budget, bool trim);
+static int compact(struct kvl_seq *s, const uint32_t *keep, uint32_t nkeep);
 
 int kvl_edit_before_append(struct kvl_seq *s, uint32_t ntok)
 {
@@ -326,6 +346,9 @@ KVL_EXPORT int kvl_seq_splice(struct kvl_seq *s, uint32_t at, uint32_t ndel,
 	struct kvp_splice q;
 	int r;
 
+	r = edit_begin(s);
+	if (r)
+		return r;
 	if (at > len || ndel > len - at)
 		return -ERANGE;
 	new_len = (uint64_t)len - ndel + nins;
@@ -351,7 +374,7 @@ KVL_EXPORT int kvl_seq_splice(struct kvl_seq *s, uint32_t at, uint32_t ndel,
 	need = (uint32_t)(((len > new_len ? len : new_len) + T - 1) / T);
 	r = kvl_seq_table_grow(s, need);
 	if (!r && need > old_nb)
-		r = kvl_seq_cache_fill(ctx, need - old_nb);
+		r = kvl_need_blocks(ctx, need - old_nb, KVL_POLICY_DEFAULT);
 	if (r)
 		return r;
 	first = at / T;
@@ -364,6 +387,7 @@ KVL_EXPORT int kvl_seq_splice(struct kvl_seq *s, uint32_t at, uint32_t ndel,
 		uint32_t b = ctx->cache[--ctx->ncache];
 
 		ctx->refcnt[b] = 1;
+		s->where[s->nblocks] = 0;
 		s->table[s->nblocks++] = b;
 	}
 	memset(&q, 0, sizeof(q));
@@ -420,6 +444,15 @@ KVL_EXPORT int kvl_seq_splice(struct kvl_seq *s, uint32_t at, uint32_t ndel,
 
 KVL_EXPORT int kvl_seq_compact(struct kvl_seq *s, const uint32_t *keep,
 			       uint32_t nkeep)
+{
+	int r = edit_begin(s);
+
+	return r ? r : compact(s, keep, nkeep);
+}
+
+/* The work of kvl_seq_compact(), without starting a call: compression
+ * runs it inside an append or a relief step. */
+static int compact(struct kvl_seq *s, const uint32_t *keep, uint32_t nkeep)
 {
 	struct kvl_ctx *ctx = s->ctx;
 	struct kvl_seq_edit *e;
@@ -493,6 +526,11 @@ KVL_EXPORT int kvl_seq_score(struct kvl_seq *s, uint32_t layer,
 
 	if ((flags & ~KVL_SCORE_FLAGS) || !n_q || !qv || !q_heads)
 		return -EINVAL;
+	ctx->call++;
+	kvl_seq_touch(s);
+	r = kvl_seq_swap_in(s, KVL_POLICY_DEFAULT);
+	if (r)
+		return r;
 	if (!s->len)
 		return 0;
 	e = edit_of(s);
@@ -596,17 +634,21 @@ static int compress(struct kvl_seq *s, uint32_t budget, bool trim)
 	qsort(idx, n, sizeof(uint32_t), by_slot);
 	if (e)
 		e->compressing = true;
-	r = kvl_seq_compact(s, idx, n);
+	r = compact(s, idx, n);
 	if (s->edit)
 		s->edit->compressing = false;
 	free(idx);
 	if (r >= 0 && trim)
-		kvl_seq_cache_trim(s->ctx, 2 * s->ctx->lease_batch);
+		kvl_cache_trim(s->ctx, 2 * s->ctx->lease_batch);
 	return r;
 }
 
 KVL_EXPORT int kvl_seq_compress(struct kvl_seq *s, uint32_t budget)
 {
+	int r = edit_begin(s);
+
+	if (r)
+		return r;
 	if (!budget) {
 		if (!s->edit || !s->edit->has_cp || !s->edit->cp.budget)
 			return -EINVAL;
@@ -643,13 +685,15 @@ KVL_EXPORT int kvl_seq_set_compress(struct kvl_seq *s,
 /*
  * Pressure: compress sequences that have a policy with a budget, the one
  * holding the most blocks first, until `blocks` blocks are back in the
- * library's cache.  The blocks stay leased (a growing sequence takes them;
- * kvl_trim() gives them to the ledger).
+ * library's cache (0: every such sequence).  Only resident sequences that
+ * the current call does not use (s->busy != ctx->call): compressing the
+ * one an append is growing would change the length it works from.  The
+ * blocks stay leased (a growing sequence takes them; kvl_trim() gives
+ * them to the ledger).
  */
-int kvl_compress_reclaim_skip(struct kvl_ctx *ctx, uint32_t blocks,
-			      const struct kvl_seq *skip)
+int kvl_compress_relief(struct kvl_ctx *ctx, uint32_t blocks)
 {
-	uint32_t before = ctx->ncache;
+	uint32_t before = ctx->ncache, got;
 	struct kvl_seq *s, *best;
 	int r;
 
@@ -660,7 +704,8 @@ int kvl_compress_reclaim_skip(struct kvl_ctx *ctx, uint32_t blocks,
 		for (s = ctx->seqs; s; s = s->next) {
 			struct kvl_seq_edit *e = s->edit;
 
-			if (s == skip || !e || !e->has_cp || !e->cp.budget ||
+			if (s->busy == ctx->call || s->state != KVL_SEQ_RESIDENT ||
+			    !e || !e->has_cp || !e->cp.budget ||
 			    s->len <= e->cp.budget || e->compressing)
 				continue;
 			if (!best || s->nblocks > best->nblocks)
@@ -668,15 +713,34 @@ int kvl_compress_reclaim_skip(struct kvl_ctx *ctx, uint32_t blocks,
 		}
 		if (!best)
 			break;
+		got = ctx->ncache;
 		r = compress(best, best->edit->cp.budget, false);
 		if (r < 0)
 			return ctx->ncache > before ? (int)(ctx->ncache - before) :
 			       r;
+		ctx->pst.compressions++;
+		ctx->pst.compressed_blocks += ctx->ncache - got;
 	}
-	return (int)(ctx->ncache - before);
+	return ctx->ncache > before ? (int)(ctx->ncache - before) : 0;
 }
 
 KVL_EXPORT int kvl_compress_reclaim(struct kvl_ctx *ctx, uint32_t blocks)
 {
-	return kvl_compress_reclaim_skip(ctx, blocks, NULL);
+	ctx->call++;	/* no sequence of the caller's is in use */
+	return kvl_compress_relief(ctx, blocks);
+}
+
+/* ---- tiers ----------------------------------------------------------------- */
+
+/* s's blocks moved up from a lower tier into top blocks top[0..n): an
+ * edited sequence may have moved tokens into any of them. */
+void kvl_edit_moved_in(struct kvl_seq *s, const uint32_t *top, uint32_t n)
+{
+	uint32_t i;
+
+	if (!s->edit)
+		return;
+	for (i = 0; i < n; i++)
+		if (mark_merged(s->ctx, top[i]))
+			break;
 }
