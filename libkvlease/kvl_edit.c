@@ -732,13 +732,18 @@ KVL_EXPORT int kvl_compress_reclaim(struct kvl_ctx *ctx, uint32_t blocks)
 
 /* ---- tiers ----------------------------------------------------------------- */
 
-/* s's blocks moved up from a lower tier into top blocks top[0..n): an
- * edited sequence may have moved tokens into any of them. */
+/*
+ * s's blocks moved up from a lower tier into top blocks top[0..n).  Which
+ * of them an edit had moved tokens into is not kept below; once this
+ * context has edited anything, every block that comes back is written
+ * with KVP_KV_MERGE (harmless for a block whose slots all hold tokens,
+ * as a block that was swapped does).
+ */
 void kvl_edit_moved_in(struct kvl_seq *s, const uint32_t *top, uint32_t n)
 {
 	uint32_t i;
 
-	if (!s->edit)
+	if (!s->ctx->merged)
 		return;
 	for (i = 0; i < n; i++)
 		if (mark_merged(s->ctx, top[i]))

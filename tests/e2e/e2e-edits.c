@@ -22,7 +22,16 @@
  *        RoPE data asked to turn keys, unsorted/repeated compact lists, a
  *        budget below sinks + window, bad policies and RoPE data: each
  *        error, and the sequence unchanged (length, next position, keys,
- *        values, blocks held).
+ *        values, blocks held);
+ *   e2e-edits SOCK tokens     edits and the prefix cache's token ids: a
+ *        splice, a compaction (then a truncation to the gap) and an append
+ *        that compresses end the run of known ids; only the blocks before
+ *        the edit are published and matched, with their keys; a splice
+ *        truncated back to the edit lets the run go on;
+ *   e2e-edits SOCK tiers      (a tiers daemon) the relief list compresses
+ *        before it swaps; a swapped sequence refuses edits (-EBUSY,
+ *        unchanged); spliced, swapped out and in, then written: keys at
+ *        their positions.
  * Exit 0 pass, 1 fail, 2 usage.
  */
 #include <errno.h>
@@ -77,6 +86,7 @@ struct model {
 	uint32_t layers, H, D, QH, dtype;
 	uint32_t style, rd;
 	float inv_freq[128];
+	uint32_t T;		/* tokens per block */
 	uint32_t len, cap;
 	float *K, *V;		/* per slot [layers][H][D], raw keys */
 	uint32_t *nq;		/* quantisations each slot's key went through */
@@ -114,6 +124,7 @@ static int model_init(struct model *m, struct kvl_ctx *ctx, uint32_t dtype,
 	if (lay < 0)
 		return lay;
 	m->lay = lay;
+	m->T = l.tokens_per_block;
 	for (i = 0; i < D / 2; i++)
 		m->inv_freq[i] = (float)pow(10000.0, -2.0 * i / D);
 	if (table) {
@@ -233,8 +244,9 @@ static int model_append(struct model *m, uint32_t n)
 	return model_write(m, s0, n);
 }
 
-static int model_splice(struct model *m, uint32_t at, uint32_t ndel,
-			uint32_t nins)
+/* The splice, the new slots' raw keys chosen but not written yet. */
+static int model_splice_only(struct model *m, uint32_t at, uint32_t ndel,
+			     uint32_t nins)
 {
 	uint32_t new_len = m->len - ndel + nins, i, tail = m->len - at - ndel;
 	int r = model_room(m, new_len > m->len ? new_len : m->len);
@@ -254,7 +266,55 @@ static int model_splice(struct model *m, uint32_t at, uint32_t ndel,
 	for (i = 0; i < nins; i++)
 		fresh(m, at + i);
 	m->len = new_len;
-	return nins ? model_write(m, at, nins) : 0;
+	return 0;
+}
+
+static int model_splice(struct model *m, uint32_t at, uint32_t ndel,
+			uint32_t nins)
+{
+	int r = model_splice_only(m, at, ndel, nins);
+
+	return !r && nins ? model_write(m, at, nins) : r;
+}
+
+/* Appended with token ids (kvl_seq_append_tokens), written. */
+static int model_append_tokens(struct model *m, const uint32_t *ids,
+			       uint32_t n)
+{
+	uint32_t s0 = m->len, i;
+	int r = model_room(m, m->len + n);
+
+	if (r)
+		return r;
+	r = kvl_seq_append_tokens(m->s, ids, n);
+	if (r != (int)(s0 + n))
+		return r < 0 ? r : -EPROTO;
+	for (i = 0; i < n; i++)
+		fresh(m, s0 + i);
+	m->len += n;
+	return model_write(m, s0, n);
+}
+
+/* The model follows a compaction the library chose (compression): the
+ * kept slots are told by their positions (slot = position before). */
+static int model_follow_compact(struct model *m)
+{
+	uint32_t n = kvl_seq_len(m->s), i, *pos = malloc(4 * (n ? n : 1));
+
+	if (!pos || kvl_seq_positions(m->s, 0, n, pos))
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (pos[i] >= m->len || (i && pos[i] <= pos[i - 1]))
+			return -EPROTO;
+		memmove(m->K + i * mrow(m), m->K + pos[i] * mrow(m),
+			sizeof(float) * mrow(m));
+		memmove(m->V + i * mrow(m), m->V + pos[i] * mrow(m),
+			sizeof(float) * mrow(m));
+		m->nq[i] = m->nq[pos[i]] + 1;
+	}
+	m->len = n;
+	free(pos);
+	return 0;
 }
 
 /* Per-dtype bound of one quantisation, for a value of magnitude n. */
@@ -549,6 +609,174 @@ static int run_prefix(void)
 	return 0;
 }
 
+/* ---- edits and the prefix cache's token ids -------------------------------- */
+
+static uint32_t ntok_known(const struct kvl_seq *s)
+{
+	const uint32_t *t;
+	uint32_t n;
+
+	kvl_seq_tokens(s, &t, &n);
+	return n;
+}
+
+/* A new sequence b of a's layout matches ids: want tokens, and the keys
+ * and values it got are a's slots [0, want) (a's model). */
+static int match_check(struct model *a, const uint32_t *ids, uint32_t n,
+		       uint32_t want, const char *what)
+{
+	struct model b = *a;
+	uint32_t i;
+	int r;
+
+	b.K = b.V = NULL;
+	b.nq = NULL;
+	b.cap = b.len = 0;
+	CHECK(!kvl_seq_create(a->ctx, a->lay, &b.s), "create");
+	r = kvl_seq_match(b.s, ids, n);
+	CHECK(r == (int)want, "%s: matched %d tokens, want %u", what, r, want);
+	if (want) {
+		CHECK(!model_room(&b, want), "room");
+		memcpy(b.K, a->K, sizeof(float) * mrow(a) * want);
+		memcpy(b.V, a->V, sizeof(float) * mrow(a) * want);
+		for (i = 0; i < want; i++)
+			b.nq[i] = 1;
+		b.len = want;
+		CHECK(!model_check(&b, what), "%s: contents", what);
+	}
+	model_free(&b);
+	return 0;
+}
+
+/*
+ * An edit ends a sequence's run of known token ids at the first slot it
+ * changed, and the run does not go on while the slots after it are not
+ * the tokens at their own positions: such a sequence never publishes,
+ * and nobody ever matches, blocks whose contents are not what their ids
+ * say.  Four sequences, each with its own ids:
+ *   a  splice inside block 1, then ids appended: block 0 only;
+ *   c  compaction, truncated back to the first moved slot (the length is
+ *      the number of ids known, but the next position is past a gap),
+ *      then ids appended: block 0 only;
+ *   d  an append with ids that compresses first (max_tokens): nothing;
+ *   e  splice, truncated back to the edit (nothing after it moved): the
+ *      run goes on, and what it publishes matches with the right keys.
+ */
+static int run_tokens(void)
+{
+	struct kvl_compress_policy cp = { .sinks = 4, .window = 16 };
+	struct kvl_ctx *ctx;
+	struct model a, c, d, e;
+	static uint32_t tok[4][1024], ed[1024], keep[1024];
+	uint32_t T, i, j, n;
+	int r;
+
+	CHECK(!open_ctx(&ctx), "open");
+	model_name = "e2e-edits-tokens";
+	CHECK(!model_init(&a, ctx, KVL_DTYPE_BF16, 2, 2, 64, 1, KVL_ROPE_NEOX,
+			  0), "init");
+	CHECK(!model_init(&c, ctx, KVL_DTYPE_BF16, 2, 2, 64, 1, KVL_ROPE_NEOX,
+			  0), "init");
+	CHECK(!model_init(&d, ctx, KVL_DTYPE_BF16, 2, 2, 64, 1, KVL_ROPE_NEOX,
+			  0), "init");
+	CHECK(!model_init(&e, ctx, KVL_DTYPE_BF16, 2, 2, 64, 1, KVL_ROPE_NEOX,
+			  0), "init");
+	model_name = NULL;
+	T = a.T;
+	CHECK(T >= 32 && 5 * T <= 1024, "tokens per block %u", T);
+	for (j = 0; j < 4; j++)
+		for (i = 0; i < 1024; i++)
+			tok[j][i] = 100000 * (j + 1) + i;
+
+	/* a: splice at T + 10 (delete 5): ids known up to the edit */
+	CHECK(!model_append_tokens(&a, tok[0], 4 * T), "append a");
+	CHECK(!model_splice(&a, T + 10, 5, 0), "splice a");
+	CHECK(ntok_known(a.s) == T + 10, "a: %u ids known after a splice at "
+	      "%u", ntok_known(a.s), T + 10);
+	CHECK(!model_append_tokens(&a, tok[0] + 4 * T, T), "append a");
+	CHECK(ntok_known(a.s) == T + 10, "a: ids recorded after an edit (%u)",
+	      ntok_known(a.s));
+	r = kvl_seq_publish(a.s);
+	CHECK(r == 1, "a: published %d blocks, want block 0 only", r);
+	/* what a holds, in order, and the ids as first written */
+	for (i = n = 0; i < 5 * T; i++)
+		if (i < T + 10 || i >= T + 15)
+			ed[n++] = tok[0][i];
+	if (match_check(&a, ed, n, T, "a's ids as edited") ||
+	    match_check(&a, tok[0], 5 * T, T, "a's ids as first written"))
+		return 1;
+	printf("splice: ids end at the edit; block 0 published, matched\n");
+
+	/* c: compaction from T + 3, truncated to T + 3 */
+	CHECK(!model_append_tokens(&c, tok[1], 3 * T), "append c");
+	for (i = n = 0; i < 3 * T; i++)
+		if (i < T + 3 || i >= T + 8)
+			keep[n++] = i;
+	r = kvl_seq_compact(c.s, keep, n);
+	CHECK(r == (int)n, "compact c: %d", r);
+	for (i = 0; i < n; i++) {
+		memmove(c.K + i * mrow(&c), c.K + keep[i] * mrow(&c),
+			sizeof(float) * mrow(&c));
+		memmove(c.V + i * mrow(&c), c.V + keep[i] * mrow(&c),
+			sizeof(float) * mrow(&c));
+		c.nq[i] = c.nq[keep[i]] + 1;
+	}
+	c.len = n;
+	CHECK(ntok_known(c.s) == T + 3, "c: %u ids known", ntok_known(c.s));
+	CHECK(!kvl_seq_truncate(c.s, T + 3), "truncate c");
+	c.len = T + 3;
+	CHECK(kvl_seq_next_pos(c.s) == T + 8, "c: next position %u",
+	      kvl_seq_next_pos(c.s));
+	CHECK(!model_append_tokens(&c, tok[1] + T + 3, 2 * T), "append c");
+	CHECK(ntok_known(c.s) == T + 3, "c: ids recorded past a gap (%u known, "
+	      "positions from %u)", ntok_known(c.s), T + 8);
+	CHECK(!model_check(&c, "c"), "c");
+	r = kvl_seq_publish(c.s);
+	CHECK(r == 1, "c: published %d blocks, want block 0 only", r);
+	if (match_check(&c, tok[1], 3 * T + 3, T, "c's ids"))
+		return 1;
+	printf("compaction: no ids past the gap; block 0 published, matched\n");
+
+	/* d: max_tokens 2T: the append of 8 more compresses first */
+	cp.max_tokens = 2 * T;
+	cp.budget = T;
+	CHECK(!kvl_seq_set_compress(d.s, &cp), "policy d");
+	CHECK(!model_append_tokens(&d, tok[2], 2 * T), "append d");
+	CHECK(ntok_known(d.s) == 2 * T, "d: %u ids", ntok_known(d.s));
+	r = kvl_seq_append_tokens(d.s, tok[2] + 2 * T, 8);
+	CHECK(r == (int)(T + 8), "append d: length %d, want the budget %u "
+	      "+ 8", r, T);
+	CHECK(ntok_known(d.s) <= cp.sinks, "d: %u ids known after an append "
+	      "that compressed (length %d)", ntok_known(d.s), r);
+	r = kvl_seq_publish(d.s);
+	CHECK(r == 0, "d: published %d blocks after compression", r);
+	CHECK(match_check(&d, tok[2], 2 * T + 8, 0, "d's ids") == 0, "d");
+	printf("compressing append: ids end at the first dropped slot; "
+	       "nothing published\n");
+
+	/* e: splice at 2T + 5, truncated to 2T + 5: the run goes on */
+	CHECK(!model_append_tokens(&e, tok[3], 3 * T), "append e");
+	CHECK(!model_splice(&e, 2 * T + 5, 3, 0), "splice e");
+	CHECK(!kvl_seq_truncate(e.s, 2 * T + 5), "truncate e");
+	e.len = 2 * T + 5;
+	CHECK(!model_append_tokens(&e, tok[3] + 2 * T + 5, T), "append e");
+	CHECK(ntok_known(e.s) == 3 * T + 5, "e: %u ids known",
+	      ntok_known(e.s));
+	r = kvl_seq_publish(e.s);
+	CHECK(r == 3, "e: published %d blocks, want 3", r);
+	if (match_check(&e, tok[3], 3 * T + 5, 3 * T, "e's ids"))
+		return 1;
+	printf("truncated back to the edit: ids go on; 3 blocks published, "
+	       "matched with their keys\n");
+
+	model_free(&a);
+	model_free(&c);
+	model_free(&d);
+	model_free(&e);
+	kvl_close(ctx);
+	return 0;
+}
+
 /* ---- compression --------------------------------------------------------- */
 
 static int run_needle(void)
@@ -715,6 +943,100 @@ static int run_reclaim(void)
 	return 0;
 }
 
+/*
+ * Under a tiers daemon and the swap policy: the relief list compresses a
+ * sequence that opted in (a budget) before it swaps anything; a swapped
+ * sequence is not edited (-EBUSY, unchanged) until swapped in; an edited
+ * sequence swapped out and in keeps its keys, and the slots a splice made
+ * are written next to moved tokens afterwards (FP8: the block whose slot
+ * 0 is new keeps its other tokens).
+ */
+static int run_tiers(void)
+{
+	struct kvl_compress_policy cp = { .sinks = 4, .window = 16,
+					  .budget = 128 };
+	struct kvl_policy_stats ps;
+	struct kvl_seq_info si;
+	struct kvl_opts o;
+	struct kvl_ctx *ctx;
+	struct model a, b;
+	uint32_t keep[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+	int r;
+
+	memset(&o, 0, sizeof(o));
+	o.socket_path = sock_path;
+	o.policy = KVL_POLICY_SWAP;
+	CHECK(!kvl_open(&o, &ctx), "open");
+	CHECK(!model_init(&b, ctx, KVL_DTYPE_FP8, 2, 2, 64, 1, KVL_ROPE_GPTJ,
+			  1), "init b");
+	CHECK(!model_init(&a, ctx, KVL_DTYPE_BF16, 2, 2, 64, 1, KVL_ROPE_NEOX,
+			  0), "init a");
+	CHECK(!model_append(&b, 300), "append b");	/* b: used first */
+	CHECK(!model_append(&a, 640), "append a");
+	CHECK(!kvl_seq_set_compress(a.s, &cp), "policy");
+	kvl_trim(ctx);
+
+	/* compress before swap */
+	r = kvl_reclaim(ctx, 1);
+	kvl_seq_info(b.s, &si);
+	kvl_policy_stats(ctx, &ps);
+	CHECK(r >= 1 && kvl_seq_len(a.s) == cp.budget &&
+	      si.state == KVL_SEQ_RESIDENT, "reclaim 1: gave %d, a's length "
+	      "%u (budget %u), b's state %u: compression must come first", r,
+	      kvl_seq_len(a.s), cp.budget, si.state);
+	CHECK(ps.compressions == 1 && ps.compressed_blocks >= 1 &&
+	      !ps.swaps_out && !ps.drops, "stats: %llu compressions (%llu "
+	      "blocks), %llu swaps, %llu drops",
+	      (unsigned long long)ps.compressions,
+	      (unsigned long long)ps.compressed_blocks,
+	      (unsigned long long)ps.swaps_out, (unsigned long long)ps.drops);
+	CHECK(!model_follow_compact(&a), "follow");
+	CHECK(!model_check(&a, "a after compression by the relief list"),
+	      "a");
+	printf("reclaim 1: a compressed to %u tokens (%d blocks), b "
+	       "resident\n", cp.budget, r);
+	/* nothing left to compress: the next step swaps b */
+	r = kvl_reclaim(ctx, 1);
+	kvl_seq_info(b.s, &si);
+	kvl_policy_stats(ctx, &ps);
+	CHECK(r >= 1 && si.state == KVL_SEQ_SWAPPED && ps.compressions == 1 &&
+	      ps.swaps_out == 1, "reclaim 1 again: gave %d, b's state %u, %llu "
+	      "compressions, %llu swaps", r, si.state,
+	      (unsigned long long)ps.compressions,
+	      (unsigned long long)ps.swaps_out);
+	printf("reclaim 1 again: b swapped out to tier %u\n", si.tier);
+
+	/* swapped: no edits */
+	CHECK(kvl_seq_splice(b.s, 10, 2, 0) == -EBUSY, "splice of a swapped "
+	      "sequence");
+	CHECK(kvl_seq_compact(b.s, keep, 8) == -EBUSY, "compact of a swapped "
+	      "sequence");
+	CHECK(kvl_seq_compress(b.s, 64) == -EBUSY, "compress of a swapped "
+	      "sequence");
+	kvl_seq_info(b.s, &si);
+	CHECK(si.state == KVL_SEQ_SWAPPED && si.len == 300 &&
+	      kvl_seq_next_pos(b.s) == 300, "the swapped sequence changed "
+	      "(state %u, len %u)", si.state, si.len);
+	printf("swapped: splice, compact, compress refused (-EBUSY), "
+	       "unchanged\n");
+
+	/* in again: a splice making room at a block's slot 0, out and in,
+	 * then the new slots written */
+	CHECK(!kvl_seq_swap_in(b.s, KVL_POLICY_DEFAULT), "swap in");
+	CHECK(!model_check(&b, "b after a round trip"), "b");
+	CHECK(!model_splice_only(&b, b.T, 0, 5), "splice b");
+	CHECK(!kvl_seq_swap_out(b.s, -1), "swap out b");
+	CHECK(!kvl_seq_swap_in(b.s, KVL_POLICY_DEFAULT), "swap in b");
+	CHECK(!model_write(&b, b.T, 5), "write b");
+	CHECK(!model_check(&b, "b: spliced, swapped out and in, written"), "b");
+	printf("spliced, swapped out and in, new slots written: keys at "
+	       "their positions\n");
+	model_free(&a);
+	model_free(&b);
+	kvl_close(ctx);
+	return 0;
+}
+
 /* ---- bad input ----------------------------------------------------------- */
 
 struct snap {
@@ -845,7 +1167,8 @@ static int run_bad(void)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s SOCK splice|compress|bad\n", argv[0]);
+		fprintf(stderr, "usage: %s SOCK splice|compress|bad|tokens|tiers\n",
+			argv[0]);
 		return 2;
 	}
 	sock_path = argv[1];
@@ -857,6 +1180,10 @@ int main(int argc, char **argv)
 		return run_needle() || run_auto() || run_reclaim();
 	if (!strcmp(argv[2], "bad"))
 		return run_bad();
+	if (!strcmp(argv[2], "tokens"))
+		return run_tokens();
+	if (!strcmp(argv[2], "tiers"))
+		return run_tiers();
 	fprintf(stderr, "unknown command %s\n", argv[2]);
 	return 2;
 }
