@@ -281,6 +281,12 @@ int kvl_layout_set_rope(struct kvl_ctx *ctx, int layout,
 			const struct kvl_rope *rope);
 
 /*
+ * Edits need the sequence in the top pool: a swapped one refuses splice,
+ * compact and compress with -EBUSY (kvl_seq_swap_in() first), a dropped
+ * one answers -ENODATA; kvl_seq_score() brings a swapped one back.  An
+ * edit ends the sequence's run of known token ids (kvl_seq_tokens()) at
+ * the first slot it changed: only blocks before it are published.
+ *
  * Positions apart from slots: a sequence has a length (slots in use) and
  * a next position, the RoPE position to rotate the next appended token's
  * query and key with.  Appending takes positions from the next one on;
@@ -354,7 +360,9 @@ struct kvl_compress_policy {
 int kvl_seq_set_compress(struct kvl_seq *seq,
 			 const struct kvl_compress_policy *p);
 /*
- * Under pressure: compress the sequences that have a policy with a
+ * The relief list's compression step alone (the swap and recompute
+ * policies run it under pressure, after the prefix cache and before
+ * swap): compress the resident sequences that have a policy with a
  * budget, the one holding the most blocks first, until `blocks` blocks
  * (0: as many as the policies give) are back in the library's cache;
  * returns that number.  The blocks stay leased: the next kvl_seq_append()
