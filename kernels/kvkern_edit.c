@@ -124,8 +124,9 @@ int kvk_rope_cos_sin(const struct kvk_rope *r, int64_t delta, float *c,
 #define KVK_ROW_CLONES
 #endif
 
-/* Pool rows seen as 16-bit words (rows start at even offsets). */
-typedef uint16_t __attribute__((may_alias)) kvk_u16a;
+/* Pool rows seen as 16-bit words, at any address (a pool need not be
+ * 2-byte aligned; the loads stay vector loads). */
+typedef uint16_t __attribute__((may_alias, aligned(1))) kvk_u16a;
 typedef uint32_t __attribute__((may_alias)) kvk_u32a;
 
 /* out = R in: pairs turned by (c[i], s[i]), the other dims copied. */
