@@ -279,7 +279,9 @@ int kvl_need_blocks(struct kvl_ctx *ctx, uint32_t need, uint32_t policy)
 	r = lease_room(ctx, need);
 	if (!pressure_err(r))
 		return r;
-	relieve(ctx, need - ctx->ncache, p);
+	/* the whole need: the lease-cache step counts the blocks already
+	 * in the cache */
+	relieve(ctx, need, p);
 	if (ctx->ncache >= need) {
 		kvl_policy_report(ctx);
 		return 0;
