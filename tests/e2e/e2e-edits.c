@@ -31,7 +31,10 @@
  *   e2e-edits SOCK tiers      (a tiers daemon) the relief list compresses
  *        before it swaps; a swapped sequence refuses edits (-EBUSY,
  *        unchanged); spliced, swapped out and in, then written: keys at
- *        their positions.
+ *        their positions;
+ *   e2e-edits SOCK pressure   (a tiers daemon, tenant pe with a top max of
+ *        20 blocks) a pressured append compresses the sequence with a
+ *        budget and swaps nothing; the next one swaps.
  * Exit 0 pass, 1 fail, 2 usage.
  */
 #include <errno.h>
@@ -1037,6 +1040,77 @@ static int run_tiers(void)
 	return 0;
 }
 
+/*
+ * A pressured append (tenant "pe" at its max of 20 top blocks, the swap
+ * policy): the relief list compresses the sequence with a budget first
+ * and the append gets its blocks with nothing swapped; the next one, with
+ * nothing left to compress, swaps the least recently used sequence.
+ */
+static int run_pressure(void)
+{
+	struct kvl_compress_policy cp = { .sinks = 4, .window = 16,
+					  .budget = 128 };
+	struct kvl_policy_stats ps;
+	struct kvl_seq_info si;
+	struct kvl_opts o;
+	struct kvl_ctx *ctx;
+	struct model a, b, c;
+	int r;
+
+	memset(&o, 0, sizeof(o));
+	o.socket_path = sock_path;
+	o.tenant = "pe";
+	o.policy = KVL_POLICY_SWAP;
+	o.lease_batch = 1;
+	CHECK(!kvl_open(&o, &ctx), "open as tenant pe");
+	CHECK(!model_init(&b, ctx, KVL_DTYPE_BF16, 2, 2, 64, 1, KVL_ROPE_NEOX,
+			  0), "init");
+	CHECK(b.T == 64, "tokens per block %u (the sizes below assume 64)",
+	      b.T);
+	CHECK(!model_init(&a, ctx, KVL_DTYPE_BF16, 2, 2, 64, 1, KVL_ROPE_NEOX,
+			  0), "init");
+	CHECK(!model_init(&c, ctx, KVL_DTYPE_BF16, 2, 2, 64, 1, KVL_ROPE_NEOX,
+			  0), "init");
+	CHECK(!model_append(&b, 5 * 64), "append b");	/* 5 blocks */
+	CHECK(!model_append(&a, 10 * 64), "append a");	/* 10 blocks */
+	CHECK(!kvl_seq_set_compress(a.s, &cp), "policy");
+	/* 15 of 20 held: 8 more make the lease hit the tenant's max */
+	r = model_append(&c, 8 * 64);
+	kvl_seq_info(b.s, &si);
+	kvl_policy_stats(ctx, &ps);
+	CHECK(!r && kvl_seq_len(a.s) == cp.budget &&
+	      si.state == KVL_SEQ_RESIDENT && ps.compressions == 1 &&
+	      !ps.swaps_out && !ps.drops, "pressured append: %d, a's length "
+	      "%u, b's state %u, %llu compressions, %llu swaps, %llu drops",
+	      r, kvl_seq_len(a.s), si.state,
+	      (unsigned long long)ps.compressions,
+	      (unsigned long long)ps.swaps_out, (unsigned long long)ps.drops);
+	CHECK(!model_follow_compact(&a), "follow");
+	CHECK(!model_check(&a, "a compressed under pressure"), "a");
+	CHECK(!model_check(&c, "c"), "c");
+	printf("pressured append of 8 blocks: a compressed (%llu blocks back), "
+	       "nothing swapped\n", (unsigned long long)ps.compressed_blocks);
+	/* nothing left to compress: 8 more swap b, the least recently used */
+	CHECK(!model_check(&a, "a"), "a");	/* a used after b */
+	r = model_append(&c, 8 * 64);
+	kvl_seq_info(b.s, &si);
+	kvl_policy_stats(ctx, &ps);
+	CHECK(!r && si.state == KVL_SEQ_SWAPPED && ps.compressions == 1 &&
+	      ps.swaps_out == 1, "second pressured append: %d, b's state %u, "
+	      "%llu compressions, %llu swaps", r, si.state,
+	      (unsigned long long)ps.compressions,
+	      (unsigned long long)ps.swaps_out);
+	CHECK(!model_check(&c, "c after the second append"), "c");
+	CHECK(!model_check(&b, "b swapped back in"), "b");
+	printf("second pressured append: b swapped out (then back for a "
+	       "read)\n");
+	model_free(&a);
+	model_free(&b);
+	model_free(&c);
+	kvl_close(ctx);
+	return 0;
+}
+
 /* ---- bad input ----------------------------------------------------------- */
 
 struct snap {
@@ -1167,7 +1241,8 @@ static int run_bad(void)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s SOCK splice|compress|bad|tokens|tiers\n",
+		fprintf(stderr, "usage: %s SOCK splice|compress|bad|tokens|"
+			"tiers|pressure\n",
 			argv[0]);
 		return 2;
 	}
@@ -1184,6 +1259,8 @@ int main(int argc, char **argv)
 		return run_tokens();
 	if (!strcmp(argv[2], "tiers"))
 		return run_tiers();
+	if (!strcmp(argv[2], "pressure"))
+		return run_pressure();
 	fprintf(stderr, "unknown command %s\n", argv[2]);
 	return 2;
 }
