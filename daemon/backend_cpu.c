@@ -182,6 +182,48 @@ static int cpu_copy(struct kvd *d, const uint32_t *src, const uint32_t *dst,
 			       dst, n);
 }
 
+static int cpu_write_kv_flags(struct kvd *d, const struct kvk_layout *l,
+			      uint32_t layer, uint32_t ntok,
+			      const uint32_t *blocks, const uint32_t *slots,
+			      const float *k, const float *v, uint32_t flags)
+{
+	return kvk_write_kv_flags(l, P(d)->base, layer, ntok, blocks, slots, k,
+				  v, flags);
+}
+
+static int cpu_splice(struct kvd *d, struct kvk_splice_args *a)
+{
+	struct kvk_cpu *c = cpu_get(d);
+	int r;
+
+	a->pool_base = P(d)->base;
+	r = kvk_splice(a, c);
+	cpu_put(d, c);
+	return r;
+}
+
+static int cpu_compact(struct kvd *d, struct kvk_compact_args *a)
+{
+	struct kvk_cpu *c = cpu_get(d);
+	int r;
+
+	a->pool_base = P(d)->base;
+	r = kvk_compact(a, c);
+	cpu_put(d, c);
+	return r;
+}
+
+static int cpu_score(struct kvd *d, struct kvk_score_args *a)
+{
+	struct kvk_cpu *c = cpu_get(d);
+	int r;
+
+	a->pool_base = P(d)->base;
+	r = kvk_score(a, c);
+	cpu_put(d, c);
+	return r;
+}
+
 /* Swaps read and write the pool in place. */
 static void *cpu_host_ptr(struct kvd *d, uint32_t block)
 {
@@ -200,5 +242,9 @@ const struct kvd_backend_ops kvd_backend_cpu = {
 	.decode = cpu_decode,
 	.prefill = cpu_prefill,
 	.copy = cpu_copy,
+	.write_kv_flags = cpu_write_kv_flags,
+	.splice = cpu_splice,
+	.compact = cpu_compact,
+	.score = cpu_score,
 	.host_ptr = cpu_host_ptr,
 };

@@ -309,6 +309,41 @@ static int cuda_copy(struct kvd *d, const uint32_t *src, const uint32_t *dst,
 					   d->capacity, src, dst, n));
 }
 
+static int cuda_write_kv_flags(struct kvd *d, const struct kvk_layout *l,
+			       uint32_t layer, uint32_t ntok,
+			       const uint32_t *blocks, const uint32_t *slots,
+			       const float *k, const float *v, uint32_t flags)
+{
+	struct cuda_priv *p = P(d);
+
+	return LOCKED(kvk_cuda_write_kv_flags(p->k, l, p->base, layer, ntok,
+					      blocks, slots, k, v, flags));
+}
+
+static int cuda_splice(struct kvd *d, struct kvk_splice_args *a)
+{
+	struct cuda_priv *p = P(d);
+
+	a->pool_base = (void *)(uintptr_t)p->base;
+	return LOCKED(kvk_cuda_splice(p->k, a));
+}
+
+static int cuda_compact(struct kvd *d, struct kvk_compact_args *a)
+{
+	struct cuda_priv *p = P(d);
+
+	a->pool_base = (void *)(uintptr_t)p->base;
+	return LOCKED(kvk_cuda_compact(p->k, a));
+}
+
+static int cuda_score(struct kvd *d, struct kvk_score_args *a)
+{
+	struct cuda_priv *p = P(d);
+
+	a->pool_base = (void *)(uintptr_t)p->base;
+	return LOCKED(kvk_cuda_score(p->k, a));
+}
+
 /* ---- swap: copies between the pool and host memory ------------------ *
  *
  * A swap worker copies blocks between GPU memory and page-locked host
@@ -520,6 +555,10 @@ const struct kvd_backend_ops kvd_backend_cuda = {
 	.decode = cuda_decode,
 	.prefill = cuda_prefill,
 	.copy = cuda_copy,
+	.write_kv_flags = cuda_write_kv_flags,
+	.splice = cuda_splice,
+	.compact = cuda_compact,
+	.score = cuda_score,
 	.io_open = cuda_io_open,
 	.io_close = cuda_io_close,
 	.dev_read = cuda_dev_read,

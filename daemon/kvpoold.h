@@ -68,6 +68,14 @@ struct kvd_backend_ops {
 	int (*prefill)(struct kvd *d, struct kvk_prefill_args *a);
 	int (*copy)(struct kvd *d, const uint32_t *src, const uint32_t *dst,
 		    uint32_t n);
+	/* Edits (kernels/kvkern.h; NULL: -EOPNOTSUPP). */
+	int (*write_kv_flags)(struct kvd *d, const struct kvk_layout *l,
+			      uint32_t layer, uint32_t ntok,
+			      const uint32_t *blocks, const uint32_t *slots,
+			      const float *k, const float *v, uint32_t flags);
+	int (*splice)(struct kvd *d, struct kvk_splice_args *a);
+	int (*compact)(struct kvd *d, struct kvk_compact_args *a);
+	int (*score)(struct kvd *d, struct kvk_score_args *a);
 	/*
 	 * Swap support (daemon/swap.c), all optional.  A backend whose pool
 	 * is host memory gives host_ptr; one whose pool is device memory

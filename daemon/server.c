@@ -358,10 +358,12 @@ static int op_kv(struct kvd_client *c, const struct kvp_kv *q, bool write)
 	uint64_t row;
 	int r;
 
-	if (q->pad)
+	if ((q->flags & ~KVP_KV_FLAGS) || (!write && q->flags))
 		return -EINVAL;
 	if (!l || q->layer >= l->layers || !q->ntok || q->ntok > MAX_NTOK)
 		return -EINVAL;
+	if (q->flags && !d->be->write_kv_flags)
+		return -EOPNOTSUPP;
 	row = (uint64_t)l->kv_heads * l->head_dim;
 	r = region_u32(c, q->off_blocks, q->ntok, &blocks);
 	if (!r)
@@ -383,7 +385,12 @@ static int op_kv(struct kvd_client *c, const struct kvp_kv *q, bool write)
 		goto out;
 	pthread_rwlock_rdlock(&d->top->backing);
 	r = check_mapped(c, blocks, q->ntok);
-	if (!r)
+	if (!r && write && q->flags)
+		r = d->be->write_kv_flags(d, l, q->layer, q->ntok, blocks,
+					  slots, k, v,
+					  (q->flags & KVP_KV_MERGE) ?
+					  KVK_WRITE_MERGE : 0);
+	else if (!r)
 		r = write ? d->be->write_kv(d, l, q->layer, q->ntok, blocks,
 					    slots, k, v) :
 			    d->be->read_kv(d, l, q->layer, q->ntok, blocks,
@@ -501,6 +508,198 @@ static int op_copy(struct kvd_client *c, const struct kvp_copy *q)
 out:
 	free(src);
 	free(dst);
+	return r;
+}
+
+/* ---- edits -------------------------------------------------------- */
+
+static int op_layout_rope(struct kvd_client *c, const struct kvp_layout_rope *q)
+{
+	struct kvk_layout *l;
+	uint32_t rd, i;
+
+	if (q->pad || q->reserved[0] || q->reserved[1])
+		return -EINVAL;
+	if (q->layout_id >= c->nlayouts)
+		return -EINVAL;
+	l = &c->layouts[q->layout_id];
+	rd = q->rotary_dims ? q->rotary_dims : l->head_dim;
+	if (q->style == KVP_ROPE_NONE) {
+		if (q->rotary_dims || q->nfreq)
+			return -EINVAL;
+	} else if (q->nfreq && (q->nfreq != rd / 2 || rd % 2 ||
+				rd > l->head_dim)) {
+		return -EINVAL;
+	}
+	for (i = q->nfreq; i < KVP_ROPE_MAX_FREQ; i++)
+		if (q->inv_freq[i] != 0.0f)
+			return -EINVAL;
+	return kvk_layout_set_rope(l, q->style, q->rotary_dims, q->base,
+				   q->nfreq ? q->inv_freq : NULL);
+}
+
+/*
+ * The table's first n entries, copied into *table: entries [d0, d1) are
+ * rewritten by the op and must be the caller's own (-EPERM; a cached
+ * block it references: -EROFS), the others are only read (own, or cached
+ * blocks it references).
+ */
+static int edit_table(struct kvd_client *c, uint64_t off, uint32_t nblocks,
+		      uint64_t n, uint64_t d0, uint64_t d1, uint32_t **table)
+{
+	int r;
+
+	if (!nblocks || nblocks > c->d->top->capacity || n > nblocks)
+		return -EINVAL;
+	if (d1 > n)
+		d1 = n;
+	if (d0 > d1)
+		d0 = d1;
+	r = region_u32(c, off, nblocks, table);
+	if (!r && d0)
+		r = check_blocks_ro(c, *table, (uint32_t)d0);
+	if (!r && d1 > d0)
+		r = check_blocks_rw(c, *table + d0, (uint32_t)(d1 - d0));
+	if (!r && n > d1)
+		r = check_blocks_ro(c, *table + d1, (uint32_t)(n - d1));
+	return r;
+}
+
+static int op_splice(struct kvd_client *c, const struct kvp_splice *q)
+{
+	struct kvd *d = c->d;
+	const struct kvk_layout *l = get_layout(c, q->layout_id);
+	uint32_t *table = NULL;
+	uint64_t T, new_len, used, end;
+	int r;
+
+	if (q->reserved[0] || q->reserved[1] || !l)
+		return -EINVAL;
+	if (!d->be->splice)
+		return -EOPNOTSUPP;
+	T = l->tokens_per_block;
+	if ((uint64_t)q->at + q->ndel > q->len)
+		return -ERANGE;
+	new_len = (uint64_t)q->len - q->ndel + q->nins;
+	if (q->len > (uint64_t)q->nblocks * T ||
+	    new_len > (uint64_t)q->nblocks * T)
+		return -ERANGE;
+	used = ((q->len > new_len ? q->len : new_len) + T - 1) / T;
+	/* the blocks rewritten, as kvk_splice() plans them */
+	end = (int64_t)q->nins - q->ndel == 0 &&
+	      !(q->delta && (uint64_t)q->at + q->ndel < q->len) ?
+	      (uint64_t)q->at + q->nins : new_len;
+	r = edit_table(c, q->off_table, q->nblocks, used, q->at / T,
+		       end ? (end + T - 1) / T : 0, &table);
+	if (!r) {
+		struct kvk_splice_args a = {
+			.layout = l, .block_table = table,
+			.nblocks = q->nblocks, .len = q->len, .at = q->at,
+			.ndel = q->ndel, .nins = q->nins, .delta = q->delta,
+		};
+
+		pthread_rwlock_rdlock(&d->top->backing);
+		r = check_mapped(c, table, (uint32_t)used);
+		if (!r)
+			r = d->be->splice(d, &a);
+		pthread_rwlock_unlock(&d->top->backing);
+	}
+	free(table);
+	return r;
+}
+
+static int op_compact(struct kvd_client *c, const struct kvp_compact *q)
+{
+	struct kvd *d = c->d;
+	const struct kvk_layout *l = get_layout(c, q->layout_id);
+	uint32_t *table = NULL, *keep = NULL, f = 0;
+	uint64_t T, used;
+	int r;
+
+	if (q->reserved[0] || q->reserved[1] || !l || q->nkeep > q->len)
+		return -EINVAL;
+	if (!d->be->compact)
+		return -EOPNOTSUPP;
+	T = l->tokens_per_block;
+	if (q->len > (uint64_t)q->nblocks * T)
+		return -ERANGE;
+	used = (q->len + T - 1) / T;
+	r = region_u32(c, q->off_keep, q->nkeep, &keep);
+	/* rewritten: from the block of the first slot that moves on */
+	for (f = 0; !r && f < q->nkeep && keep[f] == f; f++)
+		;
+	if (!r)
+		r = edit_table(c, q->off_table, q->nblocks, used, f / T,
+			       (q->nkeep + T - 1) / T, &table);
+	if (!r) {
+		struct kvk_compact_args a = {
+			.layout = l, .block_table = table,
+			.nblocks = q->nblocks, .len = q->len, .keep = keep,
+			.nkeep = q->nkeep,
+		};
+
+		pthread_rwlock_rdlock(&d->top->backing);
+		r = check_mapped(c, table, (uint32_t)used);
+		if (!r)
+			r = d->be->compact(d, &a);
+		pthread_rwlock_unlock(&d->top->backing);
+	}
+	free(keep);
+	free(table);
+	return r;
+}
+
+static int op_score(struct kvd_client *c, const struct kvp_score *q)
+{
+	struct kvd *d = c->d;
+	const struct kvk_layout *l = get_layout(c, q->layout_id);
+	uint32_t *table = NULL;
+	uint64_t T, used;
+	void *qp, *out;
+	int r;
+
+	if (q->reserved[0] || q->reserved[1] || !l ||
+	    (q->flags & ~KVP_SCORE_FLAGS) || q->layer >= l->layers ||
+	    !q->q_heads || q->q_heads % l->kv_heads ||
+	    q->q_heads / l->kv_heads > KVK_MAX_GQA || !q->n_q ||
+	    q->n_q > KVK_SCORE_MAX_Q || !q->len)
+		return -EINVAL;
+	if (!isfinite(q->scale) || q->scale < 0)
+		return -EINVAL;
+	if (!d->be->score)
+		return -EOPNOTSUPP;
+	T = l->tokens_per_block;
+	if (q->len > (uint64_t)q->nblocks * T)
+		return -ERANGE;
+	used = (q->len + T - 1) / T;
+	r = region_ptr(c, q->off_q, (uint64_t)q->n_q * q->q_heads,
+		       (uint64_t)l->head_dim * 4, &qp);
+	if (!r)
+		r = region_ptr(c, q->off_out, q->len, 4, &out);
+	if (!r)
+		r = edit_table(c, q->off_table, q->nblocks, used, 0, 0, &table);
+	if (!r) {
+		struct kvk_score_args a = {
+			.layout = l, .layer = q->layer, .q_heads = q->q_heads,
+			.n_q = q->n_q,
+			.flags = ((q->flags & KVP_SCORE_MAX) ?
+				  KVK_SCORE_MAX : 0) |
+				 ((q->flags & KVP_SCORE_CAUSAL) ?
+				  KVK_SCORE_CAUSAL : 0),
+			.q = qp, .block_table = table, .nblocks = q->nblocks,
+			.len = q->len,
+			.scale = q->scale ? q->scale :
+				 1.0f / sqrtf((float)l->head_dim),
+			.out = out,
+		};
+
+		pthread_rwlock_rdlock(&d->top->backing);
+		r = check_mapped(c, table, (uint32_t)used);
+		if (!r)
+			r = d->be->score(d, &a);
+		pthread_rwlock_unlock(&d->top->backing);
+	}
+	free(table);
 	return r;
 }
 
@@ -690,6 +889,8 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 	case KVP_OP_ATTACH: case KVP_OP_LEASE: case KVP_OP_RELEASE:
 	case KVP_OP_STATUS: case KVP_OP_LAYOUT: case KVP_OP_WRITE_KV:
 	case KVP_OP_READ_KV: case KVP_OP_ATTN: case KVP_OP_COPY:
+	case KVP_OP_LAYOUT_ROPE: case KVP_OP_SPLICE: case KVP_OP_COMPACT:
+	case KVP_OP_SCORE:
 	case KVP_OP_PREFIX_MATCH: case KVP_OP_PREFIX_PUBLISH:
 	case KVP_OP_PREFIX_UNREF: case KVP_OP_PREFIX_EVICT:
 	case KVP_OP_LAYOUT_MODEL:
@@ -781,6 +982,14 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		return op_attn(c, BODY(struct kvp_attn));
 	case KVP_OP_COPY:
 		return op_copy(c, BODY(struct kvp_copy));
+	case KVP_OP_LAYOUT_ROPE:
+		return op_layout_rope(c, BODY(struct kvp_layout_rope));
+	case KVP_OP_SPLICE:
+		return op_splice(c, BODY(struct kvp_splice));
+	case KVP_OP_COMPACT:
+		return op_compact(c, BODY(struct kvp_compact));
+	case KVP_OP_SCORE:
+		return op_score(c, BODY(struct kvp_score));
 	case KVP_OP_PREFIX_MATCH: case KVP_OP_PREFIX_PUBLISH:
 	case KVP_OP_PREFIX_UNREF: case KVP_OP_PREFIX_EVICT:
 	case KVP_OP_LAYOUT_MODEL:

@@ -94,6 +94,10 @@ enum kvp_op {
 	KVP_OP_READ_KV = 18,	/* struct kvp_kv -> - */
 	KVP_OP_ATTN = 19,	/* struct kvp_attn -> - */
 	KVP_OP_COPY = 20,	/* struct kvp_copy -> - */
+	KVP_OP_LAYOUT_ROPE = 21, /* struct kvp_layout_rope -> - */
+	KVP_OP_SPLICE = 22,	/* struct kvp_splice -> - */
+	KVP_OP_COMPACT = 23,	/* struct kvp_compact -> - */
+	KVP_OP_SCORE = 24,	/* struct kvp_score -> - */
 	/* admin (no HELLO needed) */
 	KVP_OP_TENANT_ADD = 32,	/* struct kvp_tenant -> - */
 	KVP_OP_TENANT_DEL = 33,	/* struct kvp_tenant (limits ignored) -> - */
@@ -233,7 +237,8 @@ struct kvp_kv {
 	uint32_t layout_id;
 	uint32_t layer;
 	uint32_t ntok;
-	uint32_t pad;
+	uint32_t flags;		/* WRITE_KV: KVP_KV_*; READ_KV: 0 (this
+				 * field was padding, 0, before) */
 	uint64_t off_blocks;
 	uint64_t off_slots;
 	uint64_t off_k;		/* READ_KV: may be KVP_OFF_NONE */
@@ -261,6 +266,82 @@ struct kvp_copy {
 	uint32_t pad;
 	uint64_t off_src;	/* u32 [n] */
 	uint64_t off_dst;	/* u32 [n] */
+};
+
+/* kvp_kv.flags (WRITE_KV): the write never starts a block afresh
+ * (KVK_WRITE_MERGE of kernels/kvkern.h). */
+#define KVP_KV_MERGE		(1U << 0)
+#define KVP_KV_FLAGS		KVP_KV_MERGE
+
+/*
+ * Editing sequences in place (Documentation/edits.rst).  A sequence is
+ * named by its block table: slot p is slot p % tokens_per_block of block
+ * table[p / tokens_per_block]; every table entry an op uses must be held
+ * (-EPERM) and distinct (-EINVAL).  Nothing is changed when an op fails
+ * its checks.
+ */
+
+/* LAYOUT_ROPE: how a declared layout's keys were rotated. */
+#define KVP_ROPE_NONE		0
+#define KVP_ROPE_NEOX		1	/* pairs (i, i + rotary_dims / 2) */
+#define KVP_ROPE_GPTJ		2	/* pairs (2i, 2i + 1) */
+#define KVP_ROPE_MAX_FREQ	128
+
+struct kvp_layout_rope {
+	uint32_t layout_id;
+	uint32_t style;		/* KVP_ROPE_* (NONE clears) */
+	uint32_t rotary_dims;	/* 0: head_dim; else even, <= head_dim */
+	uint32_t nfreq;		/* 0: derive from base; else rotary_dims/2 */
+	float base;
+	uint32_t pad;		/* must be 0 */
+	uint64_t reserved[2];	/* must be 0 */
+	float inv_freq[KVP_ROPE_MAX_FREQ];	/* nfreq used, the rest 0 */
+};
+
+/* SPLICE: kvk_splice() on the sequence of table (-ENODATA: the tail must
+ * turn and the layout has no RoPE data; -ERANGE: a span beyond len or a
+ * new length beyond the table). */
+struct kvp_splice {
+	uint32_t layout_id;
+	uint32_t nblocks;	/* entries at off_table, 1..capacity */
+	uint32_t len;		/* slots in use before */
+	uint32_t at;
+	uint32_t ndel;
+	uint32_t nins;
+	int64_t delta;		/* RoPE position shift of the tail */
+	uint64_t off_table;	/* u32 [nblocks] */
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+/* COMPACT: kvk_compact(): slot keep[i] -> slot i (strictly increasing). */
+struct kvp_compact {
+	uint32_t layout_id;
+	uint32_t nblocks;
+	uint32_t len;
+	uint32_t nkeep;
+	uint64_t off_table;	/* u32 [nblocks] */
+	uint64_t off_keep;	/* u32 [nkeep] */
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+/* SCORE: kvk_score() of one layer: out[len] floats. */
+#define KVP_SCORE_MAX		(1U << 0)	/* max instead of sum */
+#define KVP_SCORE_CAUSAL	(1U << 1)	/* queries are the last n_q slots */
+#define KVP_SCORE_FLAGS		(KVP_SCORE_MAX | KVP_SCORE_CAUSAL)
+
+struct kvp_score {
+	uint32_t layout_id;
+	uint32_t layer;
+	uint32_t q_heads;
+	uint32_t n_q;		/* 1..256 */
+	uint32_t len;
+	uint32_t nblocks;
+	uint32_t flags;		/* KVP_SCORE_* */
+	float scale;		/* 0: 1/sqrt(head_dim) */
+	uint64_t off_q;		/* float [n_q][q_heads][hd] */
+	uint64_t off_table;	/* u32 [nblocks] */
+	uint64_t off_out;	/* float [len] */
+	uint64_t reserved[2];	/* must be 0 */
 };
 
 /* ---- admin --------------------------------------------------------------- */

@@ -15,8 +15,9 @@ KVK_OBJ := $(B)/obj/kernels
 KVK_HDRS := $(wildcard kernels/*.h)
 KVK_CPU_SRCS := kvkern.c kvkern_cpu.c kvkern_avx512bf16.c kvkern_avx512.c \
 		kvkern_avx2.c \
-		kvkern_generic.c
-KVK_CUDA_SRCS := cuda_drv.c kvkern_cuda.c
+		kvkern_generic.c \
+		kvkern_edit.c
+KVK_CUDA_SRCS := cuda_drv.c kvkern_cuda.c kvkern_cuda_edit.c
 ifeq ($(KVK_HAVE_CUDA_H),1)
 KVK_SRCS := $(KVK_CPU_SRCS) $(KVK_CUDA_SRCS)
 else
@@ -35,6 +36,9 @@ KVK_FATBIN := $(B)/lib/kvpool_kernels.fatbin
 $(KVK_OBJ)/kvkern_avx512bf16.o: KVK_ARCH := $(KVK_AVX512BF16)
 $(KVK_OBJ)/kvkern_avx512.o: KVK_ARCH := $(KVK_AVX512)
 $(KVK_OBJ)/kvkern_avx2.o: KVK_ARCH := $(KVK_AVX2)
+# the edit ops: rotation products rounded one by one, like the CUDA twins
+KVK_EDIT_FLAGS := -O3 -ffp-contract=off -fno-trapping-math
+$(KVK_OBJ)/kvkern_edit.o: KVK_ARCH := $(KVK_EDIT_FLAGS)
 
 $(KVK_OBJ)/%.o: kernels/%.c $(KVK_HDRS)
 	@mkdir -p $(@D)
@@ -52,7 +56,8 @@ KVK_NVCC_FLAGS := -O3 -std=c++17 -Ikernels \
 	-gencode arch=compute_80,code=sm_80 \
 	-gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90
-$(KVK_FATBIN): kernels/cuda/kvkern_kernels.cu kernels/kvkern_cuda_abi.h
+$(KVK_FATBIN): kernels/cuda/kvkern_kernels.cu kernels/kvkern_cuda_abi.h \
+		kernels/cuda/kvkern_edit.cu kernels/kvkern_cuda_edit_abi.h
 	@mkdir -p $(@D)
 	$(NVCC) $(KVK_NVCC_FLAGS) -fatbin -o $@ $<
 ALL += $(KVK_FATBIN)
@@ -75,6 +80,24 @@ bench-kernels: $(B)/bin/kvpool-bench-kernels
 	$(B)/bin/kvpool-bench-kernels
 
 BENCH += bench-kernels
+
+# editing benchmark: splice, re-prefill estimate, compression (make
+# bench-edits; --gpu with a GPU)
+ifeq ($(KVK_HAVE_CUDA_H),1)
+KVK_BENCH_EDITS_FLAGS := -DKVK_BENCH_CUDA
+endif
+$(B)/bin/kvpool-bench-edits: kernels/bench-edits.c $(KVK_LIB) $(KVK_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVK_CFLAGS) $(CFLAGS_BASE) $(KVK_BENCH_EDITS_FLAGS) $< -o $@ \
+		$(KVK_LIB) $(KVK_LIBS)
+
+ALL += $(B)/bin/kvpool-bench-edits
+
+.PHONY: bench-edits
+bench-edits: $(B)/bin/kvpool-bench-edits
+	$(B)/bin/kvpool-bench-edits
+
+BENCH += bench-edits
 
 .PHONY: install-kernels
 install-kernels: $(KVK_LIB)

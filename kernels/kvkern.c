@@ -472,7 +472,7 @@ static void write_plane_scaled(const struct kvk_layout *l, uint8_t *blk,
 			       uint32_t layer, uint32_t kv, uint32_t head,
 			       const struct tok_ref *refs, uint32_t n,
 			       const uint32_t *slots, const float *src,
-			       float *tmp)
+			       int merge)
 {
 	float qmax = l->dtype == KVK_FP8 ? KVK_FP8_MAX : KVK_INT8_MAX;
 	uint32_t D = l->head_dim, H = l->kv_heads, i, d, t;
@@ -483,7 +483,7 @@ static void write_plane_scaled(const struct kvk_layout *l, uint8_t *blk,
 	for (i = 0; i < n; i++) {
 		const float *x = src + ((uint64_t)refs[i].idx * H + head) * D;
 
-		if (slots[refs[i].idx] == 0)
+		if (slots[refs[i].idx] == 0 && !merge)
 			fresh = 1;
 		for (d = 0; d < D; d++)
 			if (isfinite(x[d]) && fabsf(x[d]) > amax)
@@ -528,16 +528,18 @@ static void write_plane_scaled(const struct kvk_layout *l, uint8_t *blk,
 	}
 }
 
-int kvk_write_kv(const struct kvk_layout *l, void *pool_base, uint32_t layer,
-		 uint32_t ntok, const uint32_t *blocks, const uint32_t *slots,
-		 const float *k, const float *v)
+int kvk_write_kv_flags(const struct kvk_layout *l, void *pool_base,
+		       uint32_t layer, uint32_t ntok, const uint32_t *blocks,
+		       const uint32_t *slots, const float *k, const float *v,
+		       uint32_t flags)
 {
 	uint32_t H, D, t, h, kv, i, j;
 	struct tok_ref *refs;
 	uint8_t *pool = pool_base;
-	float tmp[KVK_MAX_HEAD_DIM];
 	int ret;
 
+	if (flags & ~KVK_WRITE_FLAGS)
+		return -EINVAL;
 	ret = kvk_check_write(l, layer, ntok, blocks, slots, k, v);
 	if (ret || !ntok)
 		return ret;
@@ -577,10 +579,19 @@ int kvk_write_kv(const struct kvk_layout *l, void *pool_base, uint32_t layer,
 			for (h = 0; h < H; h++)
 				write_plane_scaled(l, blk, layer, kv, h,
 						   refs + i, j - i, slots,
-						   kv ? v : k, tmp);
+						   kv ? v : k,
+						   !!(flags & KVK_WRITE_MERGE));
 	}
 	free(refs);
 	return 0;
+}
+
+int kvk_write_kv(const struct kvk_layout *l, void *pool_base, uint32_t layer,
+		 uint32_t ntok, const uint32_t *blocks, const uint32_t *slots,
+		 const float *k, const float *v)
+{
+	return kvk_write_kv_flags(l, pool_base, layer, ntok, blocks, slots, k,
+				  v, 0);
 }
 
 int kvk_write_kv_bf16(const struct kvk_layout *l, void *pool_base,

@@ -50,10 +50,38 @@ int kvk_dtype_from_name(const char *name);	/* dtype or -EINVAL */
 #define KVK_INT4_GROUP		32	/* values per INT4 scale group */
 
 /*
+ * How the keys of a layout were rotated (RoPE), so that an edit can shift
+ * a stored key's position by delta with one more rotation R(delta).  Keys
+ * are stored already rotated, as engines write them.  Pair i of a head is
+ * (i, i + rotary_dims / 2) for NEOX and (2i, 2i + 1) for GPTJ; it turns by
+ * position x inv_freq[i] radians; dimensions from rotary_dims on are not
+ * rotated.  Set with kvk_layout_set_rope(); all zero (KVK_ROPE_NONE): the
+ * layout has no RoPE data and an edit that must re-rotate keys fails with
+ * -ENODATA.  Documentation/edits.rst has the angle computation.
+ */
+enum kvk_rope_style {
+	KVK_ROPE_NONE = 0,
+	KVK_ROPE_NEOX = 1,	/* halves: x[i] pairs with x[i + rotary_dims/2] */
+	KVK_ROPE_GPTJ = 2,	/* interleaved: x[2i] pairs with x[2i + 1] */
+};
+
+#define KVK_ROPE_MAX_FREQ	(KVK_MAX_HEAD_DIM / 2)
+
+struct kvk_rope {
+	uint32_t style;			/* enum kvk_rope_style */
+	uint32_t rotary_dims;		/* even, 2..head_dim */
+	float base;			/* theta base (0 when a table was given
+					 * without one) */
+	uint32_t table_given;		/* 1: inv_freq is the caller's table */
+	float inv_freq[KVK_ROPE_MAX_FREQ];	/* rotary_dims / 2 used */
+};
+
+/*
  * A model's KV layout inside one pool's blocks.  Fill with
  * kvk_layout_init(); the derived fields are read-only for callers, except
  * pool_blocks which a caller may set afterwards to make every op check
- * block indices against the pool size (0 = unchecked).
+ * block indices against the pool size (0 = unchecked), and rope, set with
+ * kvk_layout_set_rope().
  */
 struct kvk_layout {
 	/* given */
@@ -75,6 +103,8 @@ struct kvk_layout {
 	uint64_t used_bytes;		/* meta_offset + meta_bytes <= block_bytes */
 	/* optional: number of blocks in the pool, for bounds checks */
 	uint64_t pool_blocks;
+	/* optional: how keys were rotated (kvk_layout_set_rope) */
+	struct kvk_rope rope;
 };
 
 /*
@@ -196,6 +226,126 @@ int kvk_prefill(const struct kvk_prefill_args *a, struct kvk_cpu *cpu);
 int kvk_copy_blocks(void *pool_base, uint64_t block_bytes,
 		    uint64_t pool_blocks, const uint32_t *src,
 		    const uint32_t *dst, uint32_t n);
+
+/*
+ * kvk_write_kv() with flags.  KVK_WRITE_MERGE: the call never starts a
+ * block afresh, even when it writes slot 0 (the scale only grows, rule 2/3
+ * of Documentation/kernels.rst): for blocks that already hold other valid
+ * tokens in FP8/INT8, e.g. the slots an edit made for new tokens.  Other
+ * bits: -EINVAL.
+ */
+#define KVK_WRITE_MERGE		(1U << 0)
+#define KVK_WRITE_FLAGS		KVK_WRITE_MERGE
+int kvk_write_kv_flags(const struct kvk_layout *l, void *pool_base,
+		       uint32_t layer, uint32_t ntok, const uint32_t *blocks,
+		       const uint32_t *slots, const float *k, const float *v,
+		       uint32_t flags);
+
+/* ---- editing a sequence in place (kvkern_edit.c) ---------------------- */
+
+/*
+ * Describe the layout's RoPE.  style KVK_ROPE_NONE clears it.
+ * rotary_dims 0 means head_dim; otherwise even, 2..head_dim.  inv_freq:
+ * rotary_dims / 2 finite values (any RoPE whose angle is linear in the
+ * position: plain, linear or NTK scaling, Llama-3 scaling, YaRN's
+ * frequencies), or NULL to derive base^(-2i / rotary_dims) (computed in
+ * double, rounded to FP32 once; base finite and > 0).  -EINVAL otherwise.
+ */
+int kvk_layout_set_rope(struct kvk_layout *l, uint32_t style,
+			uint32_t rotary_dims, float base,
+			const float *inv_freq);
+
+/*
+ * cos and sin of delta x inv_freq[i] for i in 0..rotary_dims/2 - 1, as
+ * FP32 (formed and reduced mod 2 pi in extended precision; see
+ * Documentation/edits.rst).  -EINVAL without RoPE data or |delta| >= 2^32.
+ */
+int kvk_rope_cos_sin(const struct kvk_rope *r, int64_t delta, float *c,
+		     float *s);
+/* Rotate nrows FP32 rows of head_dim values in place by R(delta), in FP32
+ * (the arithmetic the edit ops use before re-quantising). */
+int kvk_rope_rotate_rows(const struct kvk_layout *l, int64_t delta,
+			 uint32_t nrows, float *rows);
+
+/*
+ * Splice one sequence in place.  Slot p of the sequence is slot p % T of
+ * block block_table[p / T].  Slots [at, at + ndel) are deleted, nins
+ * slots are made at at (they read as zeros until written), and the tail
+ * [at + ndel, len) moves to [at + nins, new_len), new_len = len - ndel +
+ * nins: every layer's K row of a tail token is dequantised, rotated by
+ * R(delta) in FP32 and re-quantised; its V row is moved (its bytes kept
+ * when the destination block's scale allows, see the block-scale rule in
+ * Documentation/edits.rst).  Slots past new_len in the last block read as
+ * zeros.  block_table needs ceil(max(len, new_len) / T) distinct blocks
+ * (the caller frees the ones past new_len afterwards).
+ * Errors (nothing is changed): -EINVAL bad arguments, a block index beyond
+ * pool_blocks or named twice; -ERANGE at + ndel > len or new_len beyond
+ * the table; -ENODATA delta != 0 and the layout has no RoPE data.
+ */
+struct kvk_splice_args {
+	const struct kvk_layout *layout;
+	void *pool_base;		/* host (CPU) or device address (CUDA) */
+	const uint32_t *block_table;
+	uint32_t nblocks;		/* entries in block_table */
+	uint32_t len;			/* slots in use before the edit */
+	uint32_t at;			/* first slot deleted / made */
+	uint32_t ndel;			/* slots deleted */
+	uint32_t nins;			/* slots made for new tokens */
+	uint32_t pad;			/* must be 0 */
+	int64_t delta;			/* RoPE position shift of the tail */
+};
+
+/*
+ * Compact one sequence in place: slot keep[i] moves to slot i for i in
+ * 0..nkeep-1 (order kept, no rotation), slots from nkeep on read as zeros
+ * in the last block; the caller frees blocks past ceil(nkeep / T).
+ * -EINVAL: keep not strictly increasing, an entry >= len, a block index
+ * beyond pool_blocks or named twice; -ERANGE: len beyond the table.
+ */
+struct kvk_compact_args {
+	const struct kvk_layout *layout;
+	void *pool_base;
+	const uint32_t *block_table;
+	uint32_t nblocks;		/* entries: >= ceil(len / T) */
+	uint32_t len;
+	const uint32_t *keep;		/* [nkeep] */
+	uint32_t nkeep;			/* 0..len */
+	uint32_t pad;			/* must be 0 */
+};
+
+/*
+ * Score: per-slot importance of one sequence for one layer from n_q
+ * recent queries (SnapKV-style).  For every query i and query head h,
+ * w(i,h,j) = softmax over the visible slots j of scale * q(i,h) . K(j)
+ * (FP32); out[j] = sum over i and h of w(i,h,j), or with KVK_SCORE_MAX
+ * the maximum.  Without KVK_SCORE_CAUSAL every query sees slots 0..len-1;
+ * with it query i sits at slot len - n_q + i and sees slots up to that one
+ * (n_q <= len).  A slot no query sees scores 0.
+ */
+#define KVK_SCORE_MAX		(1U << 0)
+#define KVK_SCORE_CAUSAL	(1U << 1)
+#define KVK_SCORE_FLAGS		(KVK_SCORE_MAX | KVK_SCORE_CAUSAL)
+struct kvk_score_args {
+	const struct kvk_layout *layout;
+	void *pool_base;
+	uint32_t layer;
+	uint32_t q_heads;		/* kv_heads * (1..16) */
+	uint32_t n_q;			/* 1..KVK_SCORE_MAX_Q */
+	uint32_t flags;			/* KVK_SCORE_* */
+	const float *q;			/* [n_q][q_heads][head_dim] */
+	const uint32_t *block_table;
+	uint32_t nblocks;		/* entries: >= ceil(len / T) */
+	uint32_t len;			/* >= 1 */
+	float scale;			/* softmax scale, e.g. 1/sqrt(head_dim) */
+	uint32_t pad;			/* must be 0 */
+	float *out;			/* [len] */
+};
+#define KVK_SCORE_MAX_Q		256
+
+/* CPU ops (cpu NULL = single thread). */
+int kvk_splice(const struct kvk_splice_args *a, struct kvk_cpu *cpu);
+int kvk_compact(const struct kvk_compact_args *a, struct kvk_cpu *cpu);
+int kvk_score(const struct kvk_score_args *a, struct kvk_cpu *cpu);
 
 /* Scalar conversions (exposed for tests and tools). */
 uint16_t kvk_f32_to_bf16(float f);	/* RNE; NaN -> quiet NaN */

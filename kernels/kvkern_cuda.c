@@ -177,6 +177,24 @@ fail:
 	return ret;
 }
 
+/* For the edit ops' glue (kvkern_cuda_edit.c). */
+struct cuda_drv *kvk_cuda_drv(struct kvk_cuda *c)
+{
+	return c ? c->drv : NULL;
+}
+
+int kvk_cuda_function(struct kvk_cuda *c, const char *name, CUfunction *f)
+{
+	if (!c || !c->mod)
+		return -EINVAL;
+	return cu(c, c->drv->cuModuleGetFunction(f, c->mod, name), name);
+}
+
+int kvk_cuda_sm_count(const struct kvk_cuda *c)
+{
+	return c ? c->sm_count : 0;
+}
+
 /* ---- staging ---- */
 
 struct stage {
@@ -286,7 +304,7 @@ static int cmp_tref(const void *pa, const void *pb)
 static int write_kv(struct kvk_cuda *c, const struct kvk_layout *l,
 		    CUdeviceptr pool, uint32_t layer, uint32_t ntok,
 		    const uint32_t *blocks, const uint32_t *slots,
-		    const void *k, const void *v, int bf16)
+		    const void *k, const void *v, int bf16, uint32_t flags)
 {
 	struct kvk_cu_write p;
 	struct stage s = { 0 };
@@ -296,7 +314,7 @@ static int write_kv(struct kvk_cuda *c, const struct kvk_layout *l,
 	size_t o_gb, o_gs, o_ti, o_sl, o_k, o_v;
 	int ret;
 
-	if (!c)
+	if (!c || (flags & ~KVK_WRITE_FLAGS))
 		return -EINVAL;
 	ret = kvk_check_write(l, layer, ntok, blocks, slots, k, v);
 	if (ret || !ntok)
@@ -345,6 +363,7 @@ static int write_kv(struct kvk_cuda *c, const struct kvk_layout *l,
 		p.slots = c->scratch + o_sl;
 		p.ngroups = ng;
 		p.bf16_in = bf16;
+		p.flags = flags;
 		ret = launch(c, c->f_write, ng, 2 * l->kv_heads, 1,
 			     KVK_CU_THREADS, &p);
 	}
@@ -360,7 +379,16 @@ int kvk_cuda_write_kv(struct kvk_cuda *c, const struct kvk_layout *l,
 		      const uint32_t *blocks, const uint32_t *slots,
 		      const float *k, const float *v)
 {
-	return write_kv(c, l, pool, layer, ntok, blocks, slots, k, v, 0);
+	return write_kv(c, l, pool, layer, ntok, blocks, slots, k, v, 0, 0);
+}
+
+int kvk_cuda_write_kv_flags(struct kvk_cuda *c, const struct kvk_layout *l,
+			    CUdeviceptr pool, uint32_t layer, uint32_t ntok,
+			    const uint32_t *blocks, const uint32_t *slots,
+			    const float *k, const float *v, uint32_t flags)
+{
+	return write_kv(c, l, pool, layer, ntok, blocks, slots, k, v, 0,
+			flags);
 }
 
 int kvk_cuda_write_kv_bf16(struct kvk_cuda *c, const struct kvk_layout *l,
@@ -368,7 +396,7 @@ int kvk_cuda_write_kv_bf16(struct kvk_cuda *c, const struct kvk_layout *l,
 			   const uint32_t *blocks, const uint32_t *slots,
 			   const uint16_t *k, const uint16_t *v)
 {
-	return write_kv(c, l, pool, layer, ntok, blocks, slots, k, v, 1);
+	return write_kv(c, l, pool, layer, ntok, blocks, slots, k, v, 1, 0);
 }
 
 int kvk_cuda_read_kv(struct kvk_cuda *c, const struct kvk_layout *l,

@@ -71,6 +71,30 @@ int kvk_cuda_decode_dev(struct kvk_cuda *c, const struct kvk_decode_args *a);
 int kvk_cuda_read_bw(struct kvk_cuda *c, CUdeviceptr src, size_t bytes,
 		     int iters, double *gbps);
 
+/* kvk_write_kv_flags() on the GPU (KVK_WRITE_MERGE). */
+int kvk_cuda_write_kv_flags(struct kvk_cuda *c, const struct kvk_layout *l,
+			    CUdeviceptr pool, uint32_t layer, uint32_t ntok,
+			    const uint32_t *blocks, const uint32_t *slots,
+			    const float *k, const float *v, uint32_t flags);
+
+/*
+ * The edit ops (kvkern_cuda_edit.c): same semantics and errors as
+ * kvk_splice(), kvk_compact() and kvk_score(); args->pool_base is the
+ * device address, every other array host memory.  Splice and compact
+ * give the same pool bytes as the CPU ops; score agrees with the CPU
+ * within FP32 rounding (the sums run in another order).  block_bytes a
+ * multiple of 16 (-EINVAL); at most 65535 planes (layers * 2 *
+ * kv_heads, -EOPNOTSUPP).
+ */
+int kvk_cuda_splice(struct kvk_cuda *c, const struct kvk_splice_args *a);
+int kvk_cuda_compact(struct kvk_cuda *c, const struct kvk_compact_args *a);
+int kvk_cuda_score(struct kvk_cuda *c, const struct kvk_score_args *a);
+
+/* For the edit ops' glue: the driver table, a kernel by name, SMs. */
+struct cuda_drv *kvk_cuda_drv(struct kvk_cuda *c);
+int kvk_cuda_function(struct kvk_cuda *c, const char *name, CUfunction *f);
+int kvk_cuda_sm_count(const struct kvk_cuda *c);
+
 #ifdef __cplusplus
 }
 #endif

@@ -68,6 +68,8 @@ struct kvk_cu_write {
 	uint64_t slots;		/* uint32 [ntok] */
 	uint32_t ngroups;
 	uint32_t bf16_in;
+	uint32_t flags;		/* KVK_WRITE_* (MERGE: never start afresh) */
+	uint32_t pad;
 };
 
 /* read: grid (ntok, 2 * kv_heads), head_dim threads */

@@ -201,6 +201,9 @@ static int hello(struct kvl_ctx *ctx)
 	ctx->lease_id = rep.lease_id;
 	if (ctx->refcnt && rep.capacity != ctx->capacity) {
 		free(ctx->refcnt);
+		free(ctx->merged);	/* kvl_edit.c: per block, as refcnt */
+		ctx->merged = NULL;
+		ctx->merged_cap = 0;
 		ctx->refcnt = calloc(rep.capacity, sizeof(*ctx->refcnt));
 		if (!ctx->refcnt)
 			return -ENOMEM;
@@ -239,6 +242,13 @@ static int hello(struct kvl_ctx *ctx)
 		if (r < 0)
 			return r;
 		s->id = lr.layout_id;
+		if (s->has_rope) {
+			s->rope.layout_id = s->id;
+			r = rpc_raw(ctx, KVP_OP_LAYOUT_ROPE, &s->rope,
+				    sizeof(s->rope), NULL, 0, NULL, 0, NULL);
+			if (r < 0)
+				return r;
+		}
 	}
 	return 0;
 }
@@ -520,6 +530,7 @@ KVL_EXPORT void kvl_close(struct kvl_ctx *ctx)
 	if (ctx->memfd >= 0)
 		close(ctx->memfd);
 	free(ctx->refcnt);
+	free(ctx->merged);
 	free(ctx->cache);
 	free(ctx->dropped);
 	free(ctx->pfx_ref);
@@ -794,7 +805,7 @@ static uint64_t rput(struct kvl_ctx *ctx, struct ralloc *ra,
 
 static int kv_io(struct kvl_ctx *ctx, int layout, uint32_t layer,
 		 uint32_t ntok, const uint32_t *blocks, const uint32_t *slots,
-		 float *k, float *v, bool write)
+		 float *k, float *v, bool write, uint32_t flags)
 {
 	const struct kvl_layout *l = layout_of(ctx, layout);
 	uint64_t row, per, max_tok;
@@ -822,6 +833,7 @@ static int kv_io(struct kvl_ctx *ctx, int layout, uint32_t layer,
 		q.layout_id = ctx->layouts[layout].id;
 		q.layer = layer;
 		q.ntok = n;
+		q.flags = flags;
 		q.off_blocks = rput(ctx, &ra, blocks + done, n * 4ULL);
 		q.off_slots = rput(ctx, &ra, slots + done, n * 4ULL);
 		if (write) {
@@ -856,14 +868,23 @@ KVL_EXPORT int kvl_write_kv(struct kvl_ctx *ctx, int layout, uint32_t layer,
 			    const float *v)
 {
 	return kv_io(ctx, layout, layer, ntok, blocks, slots, (float *)k,
-		     (float *)v, true);
+		     (float *)v, true, 0);
+}
+
+int kvl_write_kv_flags(struct kvl_ctx *ctx, int layout, uint32_t layer,
+		       uint32_t ntok, const uint32_t *blocks,
+		       const uint32_t *slots, const float *k, const float *v,
+		       uint32_t flags)
+{
+	return kv_io(ctx, layout, layer, ntok, blocks, slots, (float *)k,
+		     (float *)v, true, flags);
 }
 
 KVL_EXPORT int kvl_read_kv(struct kvl_ctx *ctx, int layout, uint32_t layer,
 			   uint32_t ntok, const uint32_t *blocks,
 			   const uint32_t *slots, float *k, float *v)
 {
-	return kv_io(ctx, layout, layer, ntok, blocks, slots, k, v, false);
+	return kv_io(ctx, layout, layer, ntok, blocks, slots, k, v, false, 0);
 }
 
 KVL_EXPORT int kvl_attention(struct kvl_ctx *ctx, int layout,

@@ -19,7 +19,11 @@ struct kvl_layout_slot {
 	struct kvl_layout l;
 	uint32_t id;		/* the daemon's layout id */
 	char model[KVP_MODEL_LEN];	/* "" : no model identity */
+	bool has_rope;		/* rope sent with LAYOUT_ROPE (kvl_edit.c) */
+	struct kvp_layout_rope rope;
 };
+
+struct kvl_seq_edit;
 
 /* Completions kept for kvl_swap_wait/poll, by ticket % KVL_KEEP_DONE. */
 #define KVL_KEEP_DONE		256
@@ -56,6 +60,8 @@ struct kvl_seq {
 	uint32_t *tok;
 	uint32_t ntok_known;
 	uint32_t tok_cap;
+	struct kvl_seq_edit *edit;	/* positions, scores, compression
+					 * policy (kvl_edit.c); NULL: none */
 };
 
 struct kvl_ctx {
@@ -110,6 +116,9 @@ struct kvl_ctx {
 
 	/* sequences */
 	uint16_t *refcnt;	/* per pool block, blocks in sequences */
+	uint8_t *merged;	/* per pool block: an edit moved tokens into
+				 * it (kvl_edit.c); NULL until the first edit */
+	uint32_t merged_cap;
 	uint32_t *cache;	/* leased, in no sequence */
 	uint32_t ncache;
 	uint32_t cache_cap;
@@ -215,5 +224,40 @@ void kvl_prefix_unref_flush(struct kvl_ctx *ctx);
 void kvl_prefix_forget(struct kvl_ctx *ctx, bool tell);
 /* Token ids of a sequence follow its length (truncate). */
 void kvl_seq_tokens_truncate(struct kvl_seq *s, uint32_t len);
+
+/* kvl.c, for kvl_edit.c */
+/* Copy bytes into the shared region at *used (64-byte aligned slices;
+ * src NULL reserves); returns the offset. */
+uint64_t kvl_region_put(struct kvl_ctx *ctx, uint64_t *used, const void *src,
+			uint64_t bytes);
+/* kvl_write_kv() with KVP_KV_* flags. */
+int kvl_write_kv_flags(struct kvl_ctx *ctx, int layout, uint32_t layer,
+		       uint32_t ntok, const uint32_t *blocks,
+		       const uint32_t *slots, const float *k, const float *v,
+		       uint32_t flags);
+
+/* kvl_seq.c, for kvl_edit.c */
+int kvl_seq_cow(struct kvl_seq *s, uint32_t i);
+
+/* kvl_edit.c, called by kvl_seq.c */
+int kvl_edit_before_append(struct kvl_seq *s, uint32_t ntok);
+void kvl_edit_after_append(struct kvl_seq *s, uint32_t old_len);
+void kvl_edit_before_truncate(struct kvl_seq *s, uint32_t len);
+int kvl_edit_fork(struct kvl_seq *parent, struct kvl_seq *child);
+void kvl_edit_free(struct kvl_seq *s);
+void kvl_edit_reset(struct kvl_seq *s);
+/* The block lost its last reference, or was copied (cow). */
+void kvl_edit_block_freed(struct kvl_ctx *ctx, uint32_t b);
+void kvl_edit_block_copied(struct kvl_ctx *ctx, uint32_t from, uint32_t to);
+bool kvl_edit_block_merged(const struct kvl_ctx *ctx, uint32_t b);
+/*
+ * The compression step of the relief list (kvl_policy.c): compress
+ * resident sequences with a budget that the current call does not use
+ * until `blocks` blocks came back to the cache (0: all of them).  Returns
+ * the blocks that came back, or -errno.
+ */
+int kvl_compress_relief(struct kvl_ctx *ctx, uint32_t blocks);
+/* kvl_seq_move_in() brought s's blocks back into top[0..n). */
+void kvl_edit_moved_in(struct kvl_seq *s, const uint32_t *top, uint32_t n);
 
 #endif /* KVL_INTERNAL_H */

@@ -13,9 +13,11 @@
  *   2. prefix-cache  the tenant's unreferenced prefix-cache blocks, least
  *                    recently used first (kvl_prefix_evict: they go back to
  *                    the ledger, not to this context's cache);
- *   3. compress      token-wise compression of a sequence (evict low-score
- *                    tokens inside its pages, compact): that feature fills
- *                    this slot, tried before anything leaves the top pool;
+ *   3. compress      token-wise compression (kvl_edit.c): sequences that
+ *                    opted in with a budget (kvl_seq_set_compress) keep
+ *                    their sinks, recent window and best-scoring tokens
+ *                    and give the rest back, largest first, before
+ *                    anything leaves the top pool;
  *   4. swap          swap a victim out to the first lower tier with room;
  *   5. drop          drop a victim: the caller re-fills it (recompute).
  *
@@ -147,6 +149,13 @@ static uint32_t relief_prefix_cache(struct kvl_ctx *ctx, uint32_t want)
 	return (uint32_t)r;
 }
 
+static uint32_t relief_compress(struct kvl_ctx *ctx, uint32_t want)
+{
+	int r = kvl_compress_relief(ctx, want);
+
+	return r > 0 ? (uint32_t)r : 0;
+}
+
 static uint32_t relief_swap(struct kvl_ctx *ctx, uint32_t want)
 {
 	uint32_t got = 0;
@@ -187,7 +196,8 @@ static const struct relief_step {
 } relief_order[] = {
 	{ "lease-cache", relief_lease_cache, ALL },
 	{ "prefix-cache", relief_prefix_cache, ALL },
-	{ "compress", NULL, BIT(KVL_POLICY_SWAP) | BIT(KVL_POLICY_RECOMPUTE) },
+	{ "compress", relief_compress, BIT(KVL_POLICY_SWAP) |
+				       BIT(KVL_POLICY_RECOMPUTE) },
 	{ "swap", relief_swap, BIT(KVL_POLICY_SWAP) },
 	{ "drop", relief_drop, BIT(KVL_POLICY_SWAP) |
 			       BIT(KVL_POLICY_RECOMPUTE) },
@@ -269,7 +279,9 @@ int kvl_need_blocks(struct kvl_ctx *ctx, uint32_t need, uint32_t policy)
 	r = lease_room(ctx, need);
 	if (!pressure_err(r))
 		return r;
-	relieve(ctx, need - ctx->ncache, p);
+	/* the whole need: the lease-cache step counts the blocks already
+	 * in the cache */
+	relieve(ctx, need, p);
 	if (ctx->ncache >= need) {
 		kvl_policy_report(ctx);
 		return 0;

@@ -148,10 +148,19 @@ void kvl_seq_tokens_truncate(struct kvl_seq *s, uint32_t len)
 		s->ntok_known = len;
 }
 
+/*
+ * The token ids are known for slots [0, ntok_known) only while every one of
+ * them holds the token written at its own position (slot = position):
+ * the prefix cache keys blocks by token ids from position 0.  An edit
+ * (kvl_edit.c) ends the run at the first slot it changed, and the run goes
+ * on only while nothing was edited: the next position must be the length
+ * (a compaction leaves a gap, and an append that compresses first changes
+ * the slots it appends after).
+ */
 KVL_EXPORT int kvl_seq_append_tokens(struct kvl_seq *s, const uint32_t *tokens,
 				     uint32_t ntok)
 {
-	bool known = s->ntok_known == s->len;
+	bool known = s->ntok_known == s->len && kvl_seq_next_pos(s) == s->len;
 	uint32_t old = s->len;
 	int r;
 
@@ -165,6 +174,9 @@ KVL_EXPORT int kvl_seq_append_tokens(struct kvl_seq *s, const uint32_t *tokens,
 	r = kvl_seq_append(s, ntok);
 	if (r < 0)
 		return r;
+	if (known && (s->ntok_known != old || s->len != old + ntok ||
+		      kvl_seq_next_pos(s) != s->len))
+		known = false;	/* compressed on the way */
 	if (known) {
 		memcpy(s->tok + old, tokens, (size_t)ntok * sizeof(*tokens));
 		s->ntok_known = old + ntok;

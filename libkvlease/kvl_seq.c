@@ -154,6 +154,7 @@ void kvl_seq_put_block(struct kvl_ctx *ctx, uint32_t b)
 {
 	if (!ctx->refcnt[b] || --ctx->refcnt[b])
 		return;
+	kvl_edit_block_freed(ctx, b);
 	if (kvl_pfx_cached(ctx, b))
 		kvl_prefix_unref(ctx, b);
 	else
@@ -202,6 +203,7 @@ KVL_EXPORT void kvl_seq_free(struct kvl_seq *s)
 	for (i = 0; i < s->nblocks; i++)
 		if (!s->where || !s->where[i])
 			kvl_seq_put_block(ctx, s->table[i]);
+	kvl_edit_free(s);
 	free(s->table);
 	free(s->where);
 	free(s->tok);
@@ -250,7 +252,7 @@ KVL_EXPORT int kvl_seq_append_policy(struct kvl_seq *s, uint32_t ntok,
 				     uint32_t policy)
 {
 	struct kvl_ctx *ctx = s->ctx;
-	uint32_t tpb = tpb_of(s), need;
+	uint32_t tpb = tpb_of(s), need, old_len;
 	uint64_t len;
 	int r;
 
@@ -263,6 +265,11 @@ KVL_EXPORT int kvl_seq_append_policy(struct kvl_seq *s, uint32_t ntok,
 		kvl_policy_report(ctx);
 	}
 	r = resident(s, policy);
+	if (r)
+		return r;
+	/* a compression policy may make room first (kvl_seq_set_compress);
+	 * the positions array (after edits) gets its room */
+	r = kvl_edit_before_append(s, ntok);
 	if (r)
 		return r;
 	len = (uint64_t)s->len + ntok;
@@ -290,7 +297,9 @@ KVL_EXPORT int kvl_seq_append_policy(struct kvl_seq *s, uint32_t ntok,
 		if (ctx->ncache > 2 * ctx->lease_batch)
 			kvl_cache_trim(ctx, 2 * ctx->lease_batch);
 	}
+	old_len = s->len;
 	s->len = (uint32_t)len;
+	kvl_edit_after_append(s, old_len);
 	return (int)s->len;
 }
 
@@ -319,6 +328,7 @@ KVL_EXPORT int kvl_seq_truncate(struct kvl_seq *s, uint32_t len)
 		s->state = KVL_SEQ_RESIDENT;
 		kvl_policy_report(s->ctx);
 	}
+	kvl_edit_before_truncate(s, len);
 	keep = (len + tpb - 1) / tpb;
 	while (s->nblocks > keep)
 		kvl_seq_put_block(s->ctx, s->table[--s->nblocks]);
@@ -359,6 +369,7 @@ static int cow(struct kvl_seq *s, uint32_t i)
 		return r;
 	ctx->ncache--;
 	ctx->refcnt[nb] = 1;
+	kvl_edit_block_copied(ctx, old, nb);
 	kvl_seq_put_block(ctx, old);	/* the last use of a cached block */
 	s->table[i] = nb;
 	return 0;
@@ -401,13 +412,29 @@ KVL_EXPORT int kvl_seq_write_kv(struct kvl_seq *s, uint32_t layer,
 				uint32_t pos, uint32_t ntok, const float *k,
 				const float *v)
 {
-	uint32_t *b, *sl;
+	const struct kvl_layout *l = &s->ctx->layouts[s->layout].l;
+	size_t row = (size_t)l->kv_heads * l->head_dim;
+	uint32_t *b, *sl, t0, t1;
 	int r = positions(s, pos, ntok, true, &b, &sl);
 
 	kvl_prefix_unref_flush(s->ctx);
 	if (r)
 		return r;
-	r = kvl_write_kv(s->ctx, s->layout, layer, ntok, b, sl, k, v);
+	/*
+	 * Runs of blocks an edit moved tokens into are written with
+	 * KVP_KV_MERGE: writing slot 0 there must not start the block
+	 * afresh (its other slots hold tokens).
+	 */
+	for (t0 = 0; t0 < ntok && !r; t0 = t1) {
+		bool m = kvl_edit_block_merged(s->ctx, b[t0]);
+
+		for (t1 = t0 + 1; t1 < ntok &&
+		     kvl_edit_block_merged(s->ctx, b[t1]) == m; t1++)
+			;
+		r = kvl_write_kv_flags(s->ctx, s->layout, layer, t1 - t0,
+				       b + t0, sl + t0, k + t0 * row,
+				       v + t0 * row, m ? KVP_KV_MERGE : 0);
+	}
 	free(b);
 	free(sl);
 	return r;
@@ -551,6 +578,9 @@ KVL_EXPORT int kvl_seq_fork(struct kvl_seq *s, struct kvl_seq **child)
 		memcpy(c->tok, s->tok, s->ntok_known * sizeof(*c->tok));
 		c->ntok_known = c->tok_cap = s->ntok_known;
 	}
+	r = kvl_edit_fork(s, c);
+	if (r)
+		goto err;
 	*child = c;
 	return 0;
 err:
@@ -629,6 +659,7 @@ int kvl_seq_move_out(struct kvl_seq *s, uint32_t tier)
 		s->table[idx[k]] = low[k];
 		s->where[idx[k]] = (uint8_t)tier;
 		ctx->refcnt[top[k]] = 0;
+		kvl_edit_block_freed(ctx, top[k]);
 		cache_push(ctx, top[k]);
 	}
 	s->nswapped = m;
@@ -677,6 +708,7 @@ int kvl_seq_move_in(struct kvl_seq *s)
 		s->where[idx[k]] = 0;
 		ctx->refcnt[top[k]] = 1;
 	}
+	kvl_edit_moved_in(s, top, n);
 	s->nswapped = 0;
 	s->state = KVL_SEQ_RESIDENT;
 	if (kvl_tier_release(ctx, tier, low, n) < 0)
@@ -788,6 +820,7 @@ void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost)
 		s->nblocks = 0;
 		s->len = 0;
 		s->ntok_known = 0;
+		kvl_edit_reset(s);
 	}
 	kvl_prefix_forget(ctx, false);
 	if (lease_lost) {
@@ -795,6 +828,8 @@ void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost)
 		if (ctx->refcnt)
 			memset(ctx->refcnt, 0,
 			       ctx->capacity * sizeof(*ctx->refcnt));
+		if (ctx->merged)
+			memset(ctx->merged, 0, ctx->merged_cap);
 	}
 }
 
@@ -806,4 +841,11 @@ void kvl_seq_forget_all(struct kvl_ctx *ctx)
 	for (s = ctx->seqs; s; s = s->next)
 		release_lower(s);
 	kvl_seq_epoch_reset(ctx, true);
+}
+
+/* ---- for kvl_edit.c ----------------------------------------------------- */
+
+int kvl_seq_cow(struct kvl_seq *s, uint32_t i)
+{
+	return cow(s, i);
 }

@@ -173,7 +173,8 @@ struct kvl_layout {
 	uint32_t kv_heads;
 	uint32_t head_dim;	/* multiple of 32, 32..256 */
 	uint32_t dtype;		/* KVL_DTYPE_* */
-	float rope_base;	/* informational (0: none) */
+	float rope_base;	/* informational (0: none); RoPE data for
+				 * edits: kvl_layout_set_rope() */
 	/* out */
 	uint32_t tokens_per_block;
 	uint64_t bytes_per_token;
@@ -246,12 +247,128 @@ int kvl_seq_attention(struct kvl_seq *const *seqs, uint32_t nseq,
 /* Fork: the child shares every full block (copy-on-write) and gets a copy
  * of the partial last block. */
 int kvl_seq_fork(struct kvl_seq *seq, struct kvl_seq **child);
-/* Drop the last ntok positions (blocks that become empty are freed). */
+/* Drop the slots from len on (blocks that become empty are freed). */
 int kvl_seq_truncate(struct kvl_seq *seq, uint32_t len);
 uint32_t kvl_seq_len(const struct kvl_seq *seq);
 /* The block table: *nblocks entries, position p is in table[p / tpb]. */
 int kvl_seq_block_table(const struct kvl_seq *seq, const uint32_t **table,
 			uint32_t *nblocks);
+
+/* ---- editing sequences (kvl_edit.c, Documentation/edits.rst) ---------- */
+
+/*
+ * How a layout's keys were rotated (RoPE); keys are written already
+ * rotated, at the position kvl_seq_positions() gives for their slot.
+ * Pair i of a head is (i, i + rotary_dims / 2) for NEOX and (2i, 2i + 1)
+ * for GPTJ and turns by position * inv_freq[i]; inv_freq is
+ * base^(-2i / rotary_dims) unless given (nfreq = rotary_dims / 2 values:
+ * linear/NTK/Llama-3/YaRN frequencies).  Without RoPE data an edit that
+ * must turn keys fails with -ENODATA.
+ */
+#define KVL_ROPE_NONE		0
+#define KVL_ROPE_NEOX		1
+#define KVL_ROPE_GPTJ		2
+
+struct kvl_rope {
+	uint32_t style;			/* KVL_ROPE_*; NONE clears */
+	uint32_t rotary_dims;		/* 0: head_dim; else even */
+	float base;			/* for the derived table */
+	uint32_t nfreq;			/* 0, or rotary_dims / 2 */
+	const float *inv_freq;		/* [nfreq] or NULL */
+	uint64_t reserved[2];		/* must be zero */
+};
+int kvl_layout_set_rope(struct kvl_ctx *ctx, int layout,
+			const struct kvl_rope *rope);
+
+/*
+ * Edits need the sequence in the top pool: a swapped one refuses splice,
+ * compact and compress with -EBUSY (kvl_seq_swap_in() first), a dropped
+ * one answers -ENODATA; kvl_seq_score() brings a swapped one back.  An
+ * edit ends the sequence's run of known token ids (kvl_seq_tokens()) at
+ * the first slot it changed: only blocks before it are published.
+ *
+ * Positions apart from slots: a sequence has a length (slots in use) and
+ * a next position, the RoPE position to rotate the next appended token's
+ * query and key with.  Appending takes positions from the next one on;
+ * a compaction keeps positions (gaps appear); a splice gives the slots it
+ * makes the positions of the span it replaces and shifts the tail's;
+ * truncating makes the first dropped slot's position the next one.
+ */
+uint32_t kvl_seq_next_pos(const struct kvl_seq *seq);
+/* Positions of slots [slot, slot + n) into pos; -ERANGE past the end. */
+int kvl_seq_positions(const struct kvl_seq *seq, uint32_t slot, uint32_t n,
+		      uint32_t *pos);
+
+/*
+ * Delete slots [at, at + ndel), make nins slots at at (zeros until the
+ * caller writes their K/V, rotated at their positions) and move the tail,
+ * its keys turned by the position delta in the daemon.  Returns the new
+ * length.  -ERANGE: span beyond the length; -ENODATA: the tail must turn
+ * and the layout has no RoPE data; -EOVERFLOW: positions past 2^31 - 1;
+ * errors from leasing (new blocks) or the daemon.  On error the sequence
+ * is unchanged.
+ */
+int kvl_seq_splice(struct kvl_seq *seq, uint32_t at, uint32_t ndel,
+		   uint32_t nins);
+/* Keep slots keep[0..nkeep) (strictly increasing, else -EINVAL), in
+ * order, in the fewest blocks; the others are dropped and blocks freed.
+ * Returns the new length. */
+int kvl_seq_compact(struct kvl_seq *seq, const uint32_t *keep,
+		    uint32_t nkeep);
+
+/*
+ * Score one layer's slots with n_q recent queries q [n_q][q_heads][hd]
+ * (rotated, as for attention): scores[slot] (may be NULL) is the sum over
+ * queries and query heads of the softmax weight on that slot, or the
+ * maximum with KVL_SCORE_MAX; KVL_SCORE_CAUSAL: the queries are the last
+ * n_q slots (each sees the slots up to its own).  The scores are also
+ * added (KVL_SCORE_MAX: maxed) into the sequence's importance, kept per
+ * slot across layers and calls until KVL_SCORE_RESET; kvl_seq_compress()
+ * ranks by it.
+ */
+#define KVL_SCORE_MAX		(1U << 0)
+#define KVL_SCORE_CAUSAL	(1U << 1)
+#define KVL_SCORE_RESET		(1U << 2)
+#define KVL_SCORE_FLAGS		(KVL_SCORE_MAX | KVL_SCORE_CAUSAL | \
+				 KVL_SCORE_RESET)
+int kvl_seq_score(struct kvl_seq *seq, uint32_t layer, uint32_t q_heads,
+		  uint32_t n_q, const float *q, float scale, uint32_t flags,
+		  float *scores);
+
+/*
+ * Token-wise compression: keep the first `sinks` slots, the last `window`
+ * slots and the highest-scoring others (importance from kvl_seq_score(),
+ * most recent first without scores) up to `budget` slots, and compact.
+ * budget 0: the policy's.  Returns the new length; -EINVAL when sinks +
+ * window exceed the budget.  Freed blocks go to the library's cache and
+ * beyond 2 * lease_batch to the ledger.
+ */
+int kvl_seq_compress(struct kvl_seq *seq, uint32_t budget);
+
+struct kvl_compress_policy {
+	uint32_t sinks;			/* first slots always kept */
+	uint32_t window;		/* last slots always kept */
+	uint32_t budget;		/* slots kept by kvl_seq_compress(seq,
+					 * 0) and kvl_compress_reclaim() */
+	uint32_t max_tokens;		/* 0, or: kvl_seq_append() first
+					 * compresses (to budget, or lower to
+					 * fit) when the length would pass it */
+	uint64_t reserved[2];		/* must be zero */
+};
+/* Set (p NULL: remove) the sequence's policy; without one, sinks 4 and
+ * window 32. */
+int kvl_seq_set_compress(struct kvl_seq *seq,
+			 const struct kvl_compress_policy *p);
+/*
+ * The relief list's compression step alone (the swap and recompute
+ * policies run it under pressure, after the prefix cache and before
+ * swap): compress the resident sequences that have a policy with a
+ * budget, the one holding the most blocks first, until `blocks` blocks
+ * (0: as many as the policies give) are back in the library's cache;
+ * returns that number.  The blocks stay leased: the next kvl_seq_append()
+ * takes them, kvl_trim() gives them back.
+ */
+int kvl_compress_reclaim(struct kvl_ctx *ctx, uint32_t blocks);
 
 /* ---- prefix cache (kvl_prefix.c) -------------------------------------- */
 
@@ -534,7 +651,9 @@ struct kvl_policy_stats {
 	uint64_t self_preempts;		/* the caller's own sequence */
 	uint64_t no_room;		/* swaps that found no tier with room */
 	uint64_t stalls;		/* waits for blocks */
-	uint64_t reserved[2];
+	uint64_t compressions;		/* sequences compressed by the
+					 * relief list (kvl_seq_set_compress) */
+	uint64_t compressed_blocks;	/* top blocks those gave back */
 };
 int kvl_policy_stats(struct kvl_ctx *ctx, struct kvl_policy_stats *out);
 

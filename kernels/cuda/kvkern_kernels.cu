@@ -273,7 +273,7 @@ extern "C" __global__ void kvk_write(const kvk_cu_write p)
 		for (i = i0; i < i1; i++) {
 			uint32_t t = tok_idx[i];
 
-			if (slots[t] == 0)
+			if (slots[t] == 0 && !(p.flags & 1))	/* MERGE */
 				fresh = 1;
 			for (d = tid; d < D; d += blockDim.x) {
 				float x = in_elem(p, kv, t, head, d);
@@ -687,3 +687,6 @@ extern "C" __global__ void kvk_read_bw(const kvk_cu_bw p)
 	if (x == 0x12345678u)
 		((uint32_t *)p.sink)[blockIdx.x] = x;
 }
+
+/* The edit ops (splice, compact, score). */
+#include "kvkern_edit.cu"

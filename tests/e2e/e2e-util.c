@@ -17,8 +17,11 @@
  *   e2e-util seqs SOCK                   sequences: batches, fork sharing,
  *        copy-on-write, truncate, free, trim
  *   e2e-util bad SOCK CASE               one malformed request (CASE:
- *        not-held, outside-region, truncated, oversized, unknown-op),
- *        then check that this connection and another client still work
+ *        not-held, outside-region, truncated, oversized, unknown-op,
+ *        splice-not-held, compact-not-held, score-not-held,
+ *        compact-unsorted, splice-reserved, rope-bad), then check that
+ *        this connection and another client still work and that the
+ *        other client's block is unchanged
  * Exit 0 pass, 1 fail, 2 usage.
  */
 #include <errno.h>
@@ -101,7 +104,7 @@ static int raw_op(int fd, uint16_t op, const void *body, size_t blen,
 		  int sendfd)
 {
 	static uint32_t id = 100;
-	uint8_t msg[sizeof(struct kvp_hdr) + 512] __attribute__((aligned(16)));
+	uint8_t msg[sizeof(struct kvp_hdr) + 1024] __attribute__((aligned(16)));
 	struct kvp_hdr *h = (struct kvp_hdr *)msg;
 	uint32_t got;
 	int r;
@@ -537,12 +540,27 @@ static int good_client(void)
 	return 0;
 }
 
+/* A raw client's own block (in-process ledger: LEASE). */
+static int raw_lease1(int fd, uint32_t *b)
+{
+	struct kvp_lease lq = { .count = 1 };
+	int r = raw_op(fd, KVP_OP_LEASE, &lq, sizeof(lq), -1);
+
+	if (r != 1)
+		return r < 0 ? r : -EIO;
+	memcpy(b, rbuf + sizeof(struct kvp_reply), 4);
+	return 0;
+}
+
 static int cmd_bad(const char *what)
 {
 	struct kvl_ctx *owner;
-	uint32_t held[2];
+	struct kvl_layout ol = { .layers = 1, .kv_heads = 1, .head_dim = 32,
+				 .dtype = KVL_DTYPE_BF16 };
+	uint32_t held[2], slot0 = 0, mine;
+	float ok[32], ov[32], back_k[32], back_v[32];
 	uint8_t *region;
-	int fd, r, want;
+	int fd, r, want, olay, i;
 	uint32_t got_id = 1;
 
 	/* Another client holds two blocks with known contents. */
@@ -552,6 +570,13 @@ static int cmd_bad(const char *what)
 	r = kvl_lease(owner, 2, 0, 1000000000ULL, held);
 	if (r != 2)
 		FAIL("owner lease: %d", r);
+	olay = kvl_layout_declare(owner, &ol);
+	for (i = 0; i < 32; i++) {
+		ok[i] = (float)i / 8.0f;
+		ov[i] = (float)(31 - i) / 4.0f;
+	}
+	if (olay < 0 || kvl_write_kv(owner, olay, 0, 1, held, &slot0, ok, ov))
+		FAIL("owner write");
 
 	r = raw_session(&fd, &region);
 	if (r < 0)
@@ -623,6 +648,69 @@ static int cmd_bad(const char *what)
 
 		want = -EOPNOTSUPP;
 		r = raw_op(fd, 999, &body, sizeof(body), -1);
+	} else if (!strcmp(what, "splice-not-held")) {
+		/* 600 slots of 512 per block: the table's second entry (the
+		 * other client's block) is used */
+		struct kvp_splice q = { .layout_id = 0, .nblocks = 2,
+					.len = 600, .at = 0, .ndel = 1,
+					.delta = -1, .off_table = 0 };
+
+		if (raw_lease1(fd, &mine))
+			FAIL("lease");
+		memcpy(region, &mine, 4);
+		memcpy(region + 4, &held[0], 4);
+		want = -EPERM;
+		r = raw_op(fd, KVP_OP_SPLICE, &q, sizeof(q), -1);
+	} else if (!strcmp(what, "compact-not-held")) {
+		uint32_t keep[3] = { 0, 2, 4 };
+		struct kvp_compact q = { .layout_id = 0, .nblocks = 1,
+					 .len = 10, .nkeep = 3, .off_table = 0,
+					 .off_keep = 64 };
+
+		memcpy(region, &held[0], 4);
+		memcpy(region + 64, keep, sizeof(keep));
+		want = -EPERM;
+		r = raw_op(fd, KVP_OP_COMPACT, &q, sizeof(q), -1);
+	} else if (!strcmp(what, "score-not-held")) {
+		struct kvp_score q = { .layout_id = 0, .layer = 0, .q_heads = 1,
+				       .n_q = 1, .len = 10, .nblocks = 1,
+				       .off_q = 128, .off_table = 0,
+				       .off_out = 512 };
+
+		memcpy(region, &held[0], 4);
+		memset(region + 128, 0, 128);
+		want = -EPERM;
+		r = raw_op(fd, KVP_OP_SCORE, &q, sizeof(q), -1);
+	} else if (!strcmp(what, "compact-unsorted")) {
+		uint32_t keep[2] = { 3, 2 };
+		struct kvp_compact q = { .layout_id = 0, .nblocks = 1,
+					 .len = 10, .nkeep = 2, .off_table = 0,
+					 .off_keep = 64 };
+
+		if (raw_lease1(fd, &mine))
+			FAIL("lease");
+		memcpy(region, &mine, 4);
+		memcpy(region + 64, keep, sizeof(keep));
+		want = -EINVAL;
+		r = raw_op(fd, KVP_OP_COMPACT, &q, sizeof(q), -1);
+	} else if (!strcmp(what, "splice-reserved")) {
+		struct kvp_splice q = { .layout_id = 0, .nblocks = 1,
+					.len = 10, .at = 0, .ndel = 1,
+					.off_table = 0 };
+
+		if (raw_lease1(fd, &mine))
+			FAIL("lease");
+		memcpy(region, &mine, 4);
+		q.reserved[1] = 1;
+		want = -EINVAL;
+		r = raw_op(fd, KVP_OP_SPLICE, &q, sizeof(q), -1);
+	} else if (!strcmp(what, "rope-bad")) {
+		struct kvp_layout_rope q = { .layout_id = 0,
+					     .style = KVP_ROPE_NEOX,
+					     .nfreq = 5 };
+
+		want = -EINVAL;	/* 5 frequencies for 32 dims */
+		r = raw_op(fd, KVP_OP_LAYOUT_ROPE, &q, sizeof(q), -1);
 	} else {
 		fprintf(stderr, "unknown case %s\n", what);
 		return 2;
@@ -635,6 +723,9 @@ static int cmd_bad(const char *what)
 	if (r < 0)
 		FAIL("status after %s: %d", what, r);
 	/* The other client's blocks are untouched and still its own. */
+	if (kvl_read_kv(owner, olay, 0, 1, held, &slot0, back_k, back_v) ||
+	    memcmp(back_k, ok, sizeof(ok)) || memcmp(back_v, ov, sizeof(ov)))
+		FAIL("the other client's block changed after %s", what);
 	if (kvl_release(owner, held, 2) != 2)
 		FAIL("owner release after %s", what);
 	/* And a new client does real work. */

@@ -12,7 +12,7 @@
 E2E_OUT := $(B)/tests/e2e
 E2E_CFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease -Ikernels
 E2E_PROGS := $(E2E_OUT)/e2e-tenant $(E2E_OUT)/e2e-util $(E2E_OUT)/e2e-tiers \
-	     $(E2E_OUT)/e2e-prefix
+	     $(E2E_OUT)/e2e-prefix $(E2E_OUT)/e2e-edits
 
 # Linked with the static libkvlease so that the VM can run them from /bin
 # (the example program and kvpool-bench use the shared one).
@@ -36,7 +36,8 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-sequences test-prefix-share test-prefix-cow \
 	     test-prefix-collide test-prefix-tenants test-prefix-quota \
 	     test-prefix-reclaim test-prefix-bad test-swap-roundtrip \
-	     test-tier-quota test-swap-bad test-kill-swap
+	     test-tier-quota test-swap-bad test-kill-swap test-edits \
+	     test-compress test-bad-edits test-edit-tokens test-edit-tiers
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
 
 # The same end-to-end run inside the VM, ledger in /dev/kvpool.

@@ -2,7 +2,8 @@
 /*
  * test-kvk-cuda-stub.c - the CUDA driver loader without a GPU: a missing
  * libcuda gives -ENODEV (never a crash or a link error), the CUDA ops
- * refuse to start without a driver, and the CPU ops do not need one.
+ * (attention and edits) refuse to start without a driver, and the CPU ops
+ * do not need one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,16 @@ int main(void)
 		 "no device without a library");
 	KT_CHECK(kvk_cuda_init(&c, &drv, NULL) == -ENODEV && c == NULL,
 		 "kernels need a driver");
+	{
+		struct kvk_splice_args sa = { 0 };
+		struct kvk_compact_args ca = { 0 };
+		struct kvk_score_args sc = { 0 };
+
+		KT_CHECK(kvk_cuda_splice(NULL, &sa) == -EINVAL &&
+			 kvk_cuda_compact(NULL, &ca) == -EINVAL &&
+			 kvk_cuda_score(NULL, &sc) == -EINVAL,
+			 "edit ops refuse without a context");
+	}
 	/* a library without the symbols: libm is not libcuda */
 	setenv("KVPOOL_LIBCUDA", "libm.so.6", 1);
 	KT_CHECK(cuda_drv_open(&drv) == -ENOSYS, "not a driver");
