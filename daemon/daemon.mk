@@ -2,24 +2,29 @@
 #
 # daemon/: kvpoold, the pool owner and data-plane server.
 #   $(B)/bin/kvpoold   links the ledger core (kmod/kvpool_ledger.c, compiled
-#                      here), $(B)/lib/libkvkern.a, libcap, libpthread, libdl
+#                      here), $(B)/lib/libkvkern.a, libpthread, libdl and,
+#                      when its headers exist, libcap (without it --user,
+#                      the privilege drop, is refused: the build says so).
+# The cuda backend needs no CUDA toolkit (the driver is loaded at run time).
 
-KVD_CUDA_INC := /usr/local/cuda/include
-KVD_HAVE_CUDA := $(shell test -f $(KVD_CUDA_INC)/cuda.h && grep -qs "^int kvk_cuda_init" kernels/kvkern_cuda.c && echo 1)
 KVD_OBJ := $(B)/obj/daemon
-KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c
+KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
+	    cuda_chunks.c devbuf.c
 KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) $(KVD_OBJ)/kvpool_ledger.o
-KVD_HDRS := daemon/kvpoold.h daemon/inproc.h include/kvpool_proto.h \
-	    kernels/kvkern.h kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
+KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
+	    include/kvpool_proto.h include/kvpool_cuda.h \
+	    kernels/kvkern.h kernels/kvkern_cuda.h kernels/cuda_drv.h \
+	    kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	    kmod/include/uapi/linux/kvpool.h
-ifeq ($(KVD_HAVE_CUDA),1)
-KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -I$(KVD_CUDA_INC)
-else
-KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -DKVD_NO_CUDA
+KVD_HAVE_LIBCAP := $(shell test -f /usr/include/sys/capability.h && echo 1)
+KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon
+KVD_LIBS := $(B)/lib/libkvkern.a -lpthread -ldl -lm
+ifeq ($(KVD_HAVE_LIBCAP),1)
+KVD_CPPFLAGS += -DKVD_HAVE_LIBCAP
+KVD_LIBS += -lcap
 endif
-KVD_LIBS := $(B)/lib/libkvkern.a -lcap -lpthread -ldl -lm
-
-$(KVD_OBJ)/backend_cuda.o: $(wildcard kernels/kvkern_cuda.c kernels/kvkern_cuda.h)
+# the chunk code alone, for tests/gpu/bench-kvk-gpu
+KVD_CHUNKS_OBJ := $(KVD_OBJ)/cuda_chunks.o
 
 $(KVD_OBJ)/%.o: daemon/%.c $(KVD_HDRS)
 	@mkdir -p $(@D)
@@ -31,6 +36,9 @@ $(KVD_OBJ)/kvpool_ledger.o: kmod/kvpool_ledger.c kmod/kvpool_ledger.h kmod/kvpoo
 
 $(B)/bin/kvpoold: $(KVD_OBJS) $(B)/lib/libkvkern.a
 	@mkdir -p $(@D)
+ifneq ($(KVD_HAVE_LIBCAP),1)
+	@echo "daemon: no <sys/capability.h> (libcap): kvpoold is built without --user (privilege drop)"
+endif
 	$(CC) $(CFLAGS_BASE) -o $@ $(KVD_OBJS) $(KVD_LIBS)
 
 ALL += $(B)/bin/kvpoold

@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef KVD_HAVE_LIBCAP
 #include <sys/capability.h>
+#endif
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -70,7 +72,12 @@ static void usage(FILE *f)
 "  -l, --ledger MODE         auto (default), module or inproc\n"
 "  -p, --pool NAME           pool name (default gpu0 / host by backend)\n"
 "      --block-bytes N       bytes per block (default 262144)\n"
-"      --capacity N          blocks in the pool (default 16384)\n"
+"      --capacity N          blocks in the pool (default: cpu 16384; cuda\n"
+"                            the device's free memory less --reserve-bytes)\n"
+"      --reserve-bytes N     cuda: free device memory not given to the pool\n"
+"                            by default (default 1 GiB)\n"
+"      --spare-chunks N      cuda: physical chunks kept ready while the\n"
+"                            pool is in use (default 1)\n"
 "      --chunk-blocks N      grow/shrink granularity (default 64)\n"
 "      --default-max N       blocks.max of per-uid tenants (default max)\n"
 "      --shrink-delay-ms N   idle time before a shrink (default 5000)\n"
@@ -105,7 +112,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
-	O_SYSLOG, O_BLIMIT,
+	O_SYSLOG, O_BLIMIT, O_RESERVE, O_SPARE,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -128,6 +135,8 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "cuda-device", required_argument, NULL, O_CUDADEV },
 		{ "syslog", no_argument, NULL, O_SYSLOG },
 		{ "backing-limit", required_argument, NULL, O_BLIMIT },
+		{ "reserve-bytes", required_argument, NULL, O_RESERVE },
+		{ "spare-chunks", required_argument, NULL, O_SPARE },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -160,6 +169,17 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (parse_u64(optarg, KVPOOL_MAX_CAPACITY, &v) || !v)
 				goto bad;
 			o->capacity = (uint32_t)v;
+			o->capacity_set = true;
+			break;
+		case O_RESERVE:
+			if (parse_u64(optarg, UINT64_MAX / 2, &v))
+				goto bad;
+			o->reserve_bytes = v;
+			break;
+		case O_SPARE:
+			if (parse_u64(optarg, 64, &v))
+				goto bad;
+			o->spare_chunks = (uint32_t)v;
 			break;
 		case O_CHUNK:
 			if (parse_u64(optarg, KVPOOL_MAX_CAPACITY, &v) || !v)
@@ -220,6 +240,8 @@ static int pick_backend(struct kvd *d)
 	} else if (!strcmp(b, "auto")) {
 		d->be = kvd_backend_cuda.probe() == 0 ? &kvd_backend_cuda :
 			&kvd_backend_cpu;
+		if (d->be != &kvd_backend_cuda)
+			kvd_cuda_probe_done();
 	} else {
 		kvd_log(KVD_ERR, "unknown backend %s", b);
 		return -EINVAL;
@@ -247,6 +269,7 @@ static int pick_ledger(struct kvd *d)
 
 /* ---- privileges ---------------------------------------------------------- */
 
+#ifdef KVD_HAVE_LIBCAP
 /* Capabilities kept after the drop: none with the in-process ledger; with
  * the module, CAP_SYS_ADMIN for the owner's ioctls. */
 static int check_caps(const cap_value_t *keep, int nkeep)
@@ -338,6 +361,20 @@ static int drop_privileges(struct kvd *d)
 	/* Refuse to run with more than we asked for. */
 	return check_caps(keep, nkeep);
 }
+#else
+/* Built without libcap: no capability handling, so no --user. */
+static int drop_privileges(struct kvd *d)
+{
+	if (!d->o.user) {
+		if (geteuid() == 0)
+			kvd_log(KVD_WARN, "running as root (use --user)");
+		return 0;
+	}
+	kvd_log(KVD_ERR, "--user needs kvpoold built with libcap (its headers "
+		"were missing at build time)");
+	return -EOPNOTSUPP;
+}
+#endif
 
 /* ---- main ------------------------------------------------------------------ */
 
@@ -372,12 +409,37 @@ static int setup(struct kvd *d)
 		kvd_log(KVD_ERR, "backend %s: %s", d->be->name, strerror(-r));
 		return r;
 	}
-	/* A chunk must be a whole number of the backend's mapping units. */
-	while (((uint64_t)d->chunk_blocks * d->block_bytes) % align &&
-	       d->chunk_blocks < d->capacity)
-		d->chunk_blocks++;
-	if (d->chunk_blocks > d->capacity)
-		d->chunk_blocks = d->capacity;
+	/* A chunk must be a whole number of the backend's mapping units:
+	 * the smallest multiple of align / gcd(block_bytes, align) blocks
+	 * from the chunk asked for. */
+	{
+		uint64_t a = d->block_bytes, b = align, step;
+
+		while (b) {
+			uint64_t t = a % b;
+
+			a = b;
+			b = t;
+		}
+		step = align / a;
+		if (d->chunk_blocks > d->capacity)
+			d->chunk_blocks = d->capacity;
+		if (step > d->capacity ||
+		    (d->chunk_blocks + step - 1) / step * step > d->capacity) {
+			kvd_log(KVD_ERR, "a chunk must be a multiple of %llu "
+				"blocks of %llu bytes to fill whole %s mapping "
+				"units of %llu bytes, but the pool has %u "
+				"blocks: raise --capacity or pick a "
+				"--block-bytes that divides %llu",
+				(unsigned long long)step,
+				(unsigned long long)d->block_bytes, d->be->name,
+				(unsigned long long)align, d->capacity,
+				(unsigned long long)align);
+			return -EINVAL;
+		}
+		d->chunk_blocks = (uint32_t)((d->chunk_blocks + step - 1) /
+					     step * step);
+	}
 	if (d->chunk_blocks != d->o.chunk_blocks)
 		kvd_log(KVD_NOTICE, "chunk_blocks %u -> %u (%s granularity "
 			"%llu)", d->o.chunk_blocks, d->chunk_blocks,
@@ -438,6 +500,8 @@ static int run(struct kvd *d, int sfd)
 		if (pf[0].revents & POLLIN)
 			kvd_accept(d);
 		kvd_owner_timer(d);
+		if (d->be->tick)
+			d->be->tick(d);
 	}
 }
 
@@ -461,6 +525,8 @@ int main(int argc, char **argv)
 	d->o.chunk_blocks = 64;
 	d->o.default_max = KVPOOL_UNLIMITED;
 	d->o.shrink_delay_ms = 5000;
+	d->o.reserve_bytes = 1ULL << 30;
+	d->o.spare_chunks = 1;
 	d->o.log_level = KVD_NOTICE;
 	d->listen_fd = -1;
 	d->admin_gid = (gid_t)-1;
@@ -468,7 +534,7 @@ int main(int argc, char **argv)
 	if (parse(&d->o, argc, argv))
 		return 2;
 	log_level = d->o.log_level > KVD_DEBUG ? KVD_DEBUG : d->o.log_level;
-	if (d->o.chunk_blocks > d->o.capacity)
+	if (d->o.capacity_set && d->o.chunk_blocks > d->o.capacity)
 		d->o.chunk_blocks = d->o.capacity;
 	if (d->o.admin_group) {
 		struct group *g = getgrnam(d->o.admin_group);

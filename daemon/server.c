@@ -46,6 +46,7 @@ struct kvd_client {
 	unsigned int nlayouts;
 	_Atomic uint32_t reclaim_target;
 	uint32_t pins;			/* module ledger pins held by this op */
+	struct kvd_devbufs devbufs;	/* GPU tenant's buffers (devbuf.c) */
 	int fds[MAX_FDS];
 	int nfds;
 	uint8_t in[KVP_MSG_MAX] __attribute__((aligned(16)));
@@ -148,6 +149,40 @@ static int check_mapped(struct kvd_client *c, const uint32_t *b, uint32_t n)
 static const struct kvk_layout *get_layout(struct kvd_client *c, uint32_t id)
 {
 	return id < c->nlayouts ? &c->layouts[id] : NULL;
+}
+
+/* for devbuf.c */
+const struct kvk_layout *kvd_client_layout(struct kvd_client *c, uint32_t id)
+{
+	return get_layout(c, id);
+}
+
+int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
+			  uint32_t **out)
+{
+	return region_u32(c, off, n, out);
+}
+
+int kvd_client_check_blocks(struct kvd_client *c, const uint32_t *b,
+			    uint32_t n)
+{
+	return check_blocks(c, b, n);
+}
+
+int kvd_client_check_mapped(struct kvd_client *c, const uint32_t *b,
+			    uint32_t n)
+{
+	return check_mapped(c, b, n);
+}
+
+struct kvd_devbufs *kvd_client_devbufs(struct kvd_client *c)
+{
+	return &c->devbufs;
+}
+
+struct kvd *kvd_client_daemon(struct kvd_client *c)
+{
+	return c->d;
 }
 
 static int send_msg(struct kvd_client *c, const void *buf, size_t len)
@@ -284,6 +319,8 @@ static int op_layout(struct kvd_client *c, const struct kvp_layout *l,
 		return -ENOSPC;
 	r = kvk_layout_init(&kl, l->layers, l->kv_heads, l->head_dim,
 			    l->dtype, c->d->block_bytes);
+	if (!r && c->d->be->layout_ok)
+		r = c->d->be->layout_ok(c->d, &kl);
 	if (r)
 		return r;
 	kl.pool_blocks = c->d->capacity;
@@ -545,6 +582,8 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 	case KVP_OP_ATTACH: case KVP_OP_LEASE: case KVP_OP_RELEASE:
 	case KVP_OP_STATUS: case KVP_OP_LAYOUT: case KVP_OP_WRITE_KV:
 	case KVP_OP_READ_KV: case KVP_OP_ATTN: case KVP_OP_COPY:
+	case KVP_OP_DEVBUF_ADD: case KVP_OP_DEVBUF_DEL:
+	case KVP_OP_WRITE_KV_DEV: case KVP_OP_READ_KV_DEV: case KVP_OP_ATTN_DEV:
 		if (!c->hello)
 			return -ENOTCONN;
 		break;
@@ -622,6 +661,22 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		return op_attn(c, BODY(struct kvp_attn));
 	case KVP_OP_COPY:
 		return op_copy(c, BODY(struct kvp_copy));
+	case KVP_OP_DEVBUF_ADD: {
+		const struct kvp_devbuf *q = BODY(struct kvp_devbuf);
+
+		*rlen = sizeof(struct kvp_devbuf_reply);
+		if (c->nfds > 1)
+			return -EBADF;
+		return kvd_op_devbuf_add(c, q, take_fd(c), rbody);
+	}
+	case KVP_OP_DEVBUF_DEL:
+		return kvd_op_devbuf_del(c, BODY(struct kvp_devbuf_del));
+	case KVP_OP_WRITE_KV_DEV:
+		return kvd_op_kv_dev(c, BODY(struct kvp_kv_dev), true);
+	case KVP_OP_READ_KV_DEV:
+		return kvd_op_kv_dev(c, BODY(struct kvp_kv_dev), false);
+	case KVP_OP_ATTN_DEV:
+		return kvd_op_attn_dev(c, BODY(struct kvp_attn_dev));
 	}
 	return -EOPNOTSUPP;
 }
@@ -739,6 +794,7 @@ static void client_free(struct kvd_client *c)
 		}
 	d->nclients--;
 	pthread_mutex_unlock(&d->clients_lock);
+	kvd_devbufs_clear(d, &c->devbufs);
 	if (c->lease)
 		kvd_ip_lease_close(d, c->lease);
 	if (c->region)

@@ -7,14 +7,12 @@
 KVKT_DIR := $(B)/tests/kernels
 KVKT_ASAN := $(B)/asan/kernels
 KVKT_HDRS := $(wildcard tests/kernels/*.h) $(KVK_HDRS)
-KVKT_CFLAGS := $(CPPFLAGS_BASE) -Ikernels -Itests/kernels -I$(KVK_CUDA_INC)
+KVKT_CFLAGS := $(CPPFLAGS_BASE) -Ikernels -Itests/kernels
 
 KVKT_PROGS := $(KVKT_DIR)/test-kvk-layout $(KVKT_DIR)/test-kvk-quant \
 	      $(KVKT_DIR)/test-kvk-decode $(KVKT_DIR)/test-kvk-prefill \
-	      $(KVKT_DIR)/test-kvk-needle $(KVKT_DIR)/test-kvk-nan
-ifeq ($(KVK_HAVE_CUDA_H),1)
-KVKT_PROGS += $(KVKT_DIR)/test-kvk-cuda-stub
-endif
+	      $(KVKT_DIR)/test-kvk-needle $(KVKT_DIR)/test-kvk-nan \
+	      $(KVKT_DIR)/test-kvk-cuda-stub
 KVKT_ASAN_PROGS := $(KVKT_ASAN)/test-kvk-layout $(KVKT_ASAN)/test-kvk-quant \
 		   $(KVKT_ASAN)/test-kvk-decode $(KVKT_ASAN)/test-kvk-prefill \
 		   $(KVKT_ASAN)/test-kvk-nan
@@ -56,6 +54,34 @@ $(KVKT_ASAN)/%: tests/kernels/%.c $(KVKT_ASAN_OBJS) $(KVKT_HDRS)
 	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) -DKT_SMALL $< -o $@ $(KVKT_ASAN_OBJS) $(KVK_LIBS)
 
 CHECK_PROGS += $(KVKT_PROGS) $(KVKT_ASAN_PROGS)
+
+# include/kvpool_cuda.h against the toolkit's <cuda.h> (when installed)
+$(KVKT_DIR)/cuda-abi-dump: tests/kernels/cuda-abi-dump.c \
+		tests/kernels/cuda-abi-names.h include/kvpool_cuda.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Itests/kernels $(CFLAGS_BASE) $< -o $@
+ALL += $(KVKT_DIR)/cuda-abi-dump
+ifeq ($(KVK_HAVE_CUDA_H),1)
+$(KVKT_DIR)/cuda-abi-dump-cuda: tests/kernels/cuda-abi-dump.c \
+		tests/kernels/cuda-abi-names.h
+	@mkdir -p $(@D)
+	$(CC) -DKVT_CUDA_H -I$(KVK_CUDA_INC) -Itests/kernels $(CFLAGS_BASE) \
+		$< -o $@
+ALL += $(KVKT_DIR)/cuda-abi-dump-cuda
+endif
+CHECK_PROGS += tests/kernels/test-cuda-abi.sh
+
+# no attention kernel spills registers (ptxas' report of the fatbin)
+ifeq ($(HAVE_NVCC),1)
+CHECK_PROGS += tests/kernels/test-ptxas-spills.sh
+endif
+
+# the driver test double catches broken preconditions
+$(KVKT_DIR)/test-cudafake: tests/kernels/test-cudafake.c $(KVK_LIB) $(KVKT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVK_LIB) $(KVK_LIBS)
+ALL += $(KVKT_DIR)/test-cudafake
+CHECK_PROGS += $(KVKT_DIR)/test-cudafake
 
 .PHONY: check-kernels
 check-kernels: $(KVKT_PROGS) $(KVKT_ASAN_PROGS)
