@@ -228,7 +228,8 @@ static int hello(struct kvl_ctx *ctx)
 			return r;
 		s->id = lr.layout_id;
 	}
-	return 0;
+	/* and device buffers */
+	return kvl_dev_rehello(ctx);
 }
 
 /* After a transport error: reconnect (waiting for a restarted daemon). */
@@ -297,6 +298,25 @@ static int rpc(struct kvl_ctx *ctx, uint16_t op, const void *body,
 			return r;
 	}
 	return -ECONNRESET;
+}
+
+int kvl_rpc_fds(struct kvl_ctx *ctx, uint16_t op, const void *body,
+		size_t blen, const int *fds, int nfds, void *rbody,
+		size_t rcap)
+{
+	return rpc_raw(ctx, op, body, blen, fds, nfds, rbody, rcap, NULL);
+}
+
+int kvl_rpc(struct kvl_ctx *ctx, uint16_t op, const void *body, size_t blen,
+	    void *rbody, size_t rcap)
+{
+	return rpc(ctx, op, body, blen, rbody, rcap, NULL);
+}
+
+uint8_t *kvl_region(struct kvl_ctx *ctx, uint64_t *bytes)
+{
+	*bytes = ctx->region_bytes;
+	return ctx->region;
 }
 
 /* ---- open / close ----------------------------------------------------- */
@@ -453,6 +473,7 @@ KVL_EXPORT void kvl_close(struct kvl_ctx *ctx)
 		return;
 	while (ctx->seqs)
 		kvl_seq_free(ctx->seqs);
+	kvl_dev_close_all(ctx);
 	if (ctx->sock >= 0)
 		close(ctx->sock);
 	if (ctx->dev_fd >= 0)

@@ -1071,9 +1071,17 @@ API CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset,
 		violation(fname, "address %#llx / size %zu not multiples of the "
 			  "minimum granularity %lu", (unsigned long long)p,
 			  size, GRAN);
-	if (offset + size > h->size)
+	if (offset + size > h->size) {
+		/* an imported allocation's size is the exporter's to tell:
+		 * the driver refuses, it is not the caller's broken rule */
+		if (h->imported) {
+			logf_("map of %zu bytes of a %zu-byte import refused",
+			      size, h->size);
+			LEAVE(CUDA_ERROR_INVALID_VALUE);
+		}
 		violation(fname, "maps %zu bytes of a %zu-byte allocation", size,
 			  h->size);
+	}
 	r = find_resv(p);
 	if (!r || p + size > r->ptr + r->size)
 		violation(fname, "[%#llx, +%zu) is not inside one reservation",

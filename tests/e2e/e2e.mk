@@ -8,12 +8,12 @@
 
 E2E_OUT := $(B)/tests/e2e
 E2E_CFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease -Ikernels
-E2E_PROGS := $(E2E_OUT)/e2e-tenant $(E2E_OUT)/e2e-util
+E2E_PROGS := $(E2E_OUT)/e2e-tenant $(E2E_OUT)/e2e-util $(E2E_OUT)/e2e-devbuf
 
 # Linked with the static libkvlease so that the VM can run them from /bin
 # (the example program and kvpool-bench use the shared one).
 $(E2E_OUT)/%: tests/e2e/%.c libkvlease/kvlease.h include/kvpool_proto.h \
-		$(KVL_A) $(B)/lib/libkvkern.a
+		$(KVL_A) $(B)/lib/libkvkern.a kernels/cuda_drv.h
 	@mkdir -p $(@D)
 	$(CC) $(E2E_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVL_A) \
 		$(B)/lib/libkvkern.a -lpthread -ldl -lm
@@ -24,7 +24,7 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-bad-not-held test-bad-outside-region test-bad-truncated \
 	     test-bad-oversized test-bad-unknown-op test-lazy-backing \
 	     test-example test-grow-fail test-reclaim test-privdrop \
-	     test-sequences
+	     test-sequences test-cuda-fake test-devbuf test-cuda-capacity
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
 
 # The same end-to-end run inside the VM, ledger in /dev/kvpool.
