@@ -17,6 +17,8 @@
 #   $(B)/bin/kvpool-bench-kernels     CPU decode benchmark (make bench-kernels)
 
 KVK_CUDA_INC ?= /usr/local/cuda/include
+# e.g. KVK_NVCC_EXTRA="--threads 0" to compile the architectures in parallel
+KVK_NVCC_EXTRA ?=
 KVK_HAVE_CUDA_H := $(shell test -f $(KVK_CUDA_INC)/cuda.h && echo 1)
 KVK_OBJ := $(B)/obj/kernels
 KVK_HDRS := $(wildcard kernels/*.h) include/kvpool_cuda.h
@@ -56,7 +58,7 @@ ALL += $(KVK_LIB)
 
 ifeq ($(HAVE_NVCC),1)
 KVK_PTXAS := $(dir $(NVCC))ptxas
-KVK_NVCC_FLAGS := -O3 -std=c++17 -Ikernels
+KVK_NVCC_FLAGS := -O3 -std=c++17 -Ikernels $(KVK_NVCC_EXTRA)
 KVK_GENCODE := -gencode arch=compute_80,code=sm_80 \
 	-gencode arch=compute_90,code=sm_90 \
 	-gencode arch=compute_90,code=compute_90

@@ -227,9 +227,10 @@ int kvl_copy_blocks(struct kvl_ctx *ctx, const uint32_t *src,
  *
  * After a daemon restart the library registers its buffers again.
  * Errors: -EOPNOTSUPP when the daemon's backend has no device memory
- * (cpu), -ENODEV without a CUDA driver, -EXDEV when the buffer is not on
- * the daemon's device, -EFAULT for an array outside the buffer, -EINVAL
- * for an offset not a multiple of 16.
+ * (cpu), -ENODEV without a CUDA driver, -EBADF when the descriptor is
+ * not an exported allocation, -EXDEV when the buffer is not on the
+ * daemon's device, -EFAULT for an array outside the buffer, -EINVAL for
+ * an offset not a multiple of 16.
  */
 struct kvl_dev_buf;
 

@@ -12,5 +12,9 @@
 B=${B:-build}
 fake=$B/tests/cudafake/libcuda.so.1
 [ -f "$fake" ] || { echo "no $fake (needs nvcc)"; exit 77; }
-KVPOOL_LIBCUDA=$fake KVPOOL_FAKE_CUDA_EXEC=1 KVPOOL_FAKE_CUDA_MEM=$((4 << 30)) \
-	exec "$B/tests/gpu/test-kvk-gpu" --quick
+for arch in 90 80; do
+	echo "== sm_$arch"
+	KVPOOL_LIBCUDA=$fake KVPOOL_FAKE_CUDA_EXEC=1 KVPOOL_FAKE_CUDA_ARCH=$arch \
+	KVPOOL_FAKE_CUDA_MEM=$((4 << 30)) \
+		"$B/tests/gpu/test-kvk-gpu" --quick || exit 1
+done
