@@ -806,7 +806,7 @@ static int plan_attn(struct kvk_cuda *c, const struct kvk_layout *l,
 {
 	uint32_t G = q_heads / l->kv_heads, H = l->kv_heads;
 	uint32_t nq1 = n_q ? n_q : 1, rb, nsplit, chunk, chunk_max, ntile;
-	uint64_t ctas, wave, k;
+	uint64_t ctas, wave, k, nmin;
 	const struct kfn *f;
 	int di = d_index(l->head_dim);
 
@@ -835,8 +835,17 @@ static int plan_attn(struct kvk_cuda *c, const struct kvk_layout *l,
 		nsplit = ntile;
 	if (nsplit < 1)
 		nsplit = 1;
-	if (nsplit < (max_end + chunk_max - 1) / chunk_max)
-		nsplit = (max_end + chunk_max - 1) / chunk_max;
+	nmin = (max_end + chunk_max - 1) / chunk_max;
+	if (nsplit < nmin) {
+		/* the block-table slice forces more splits: the most that
+		 * fit the whole waves those need */
+		k = (nmin * ctas + wave - 1) / wave;
+		nsplit = (uint32_t)(k * wave / ctas);
+		if (nsplit > ntile)
+			nsplit = ntile;
+		if (nsplit < nmin)
+			nsplit = nmin;
+	}
 	chunk = (max_end + nsplit - 1) / nsplit;
 	chunk = (chunk + KVK_CU_TILE - 1) / KVK_CU_TILE * KVK_CU_TILE;
 	if (chunk > chunk_max)
@@ -1061,6 +1070,16 @@ void kvk_cuda_plan_describe(const struct kvk_cuda_plan *pl, char *buf,
 	snprintf(buf, len, "%s grid %u x %u = %.2f waves of %u, %u positions "
 		 "per split", pl->k->name, pl->ctas, pl->nsplit,
 		 (double)total / pl->wave, pl->wave, pl->a.chunk);
+}
+
+void kvk_cuda_plan_info(const struct kvk_cuda_plan *pl,
+			struct kvk_cuda_plan_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->ctas = pl->ctas;
+	info->nsplit = pl->nsplit;
+	info->wave = pl->wave;
+	info->chunk = pl->a.chunk;
 }
 
 void kvk_cuda_plan_free(struct kvk_cuda *c, struct kvk_cuda_plan *pl)

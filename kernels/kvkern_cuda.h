@@ -134,6 +134,14 @@ int kvk_cuda_plan_launch(struct kvk_cuda *c, const struct kvk_cuda_plan *pl);
 /* "grid AxB (N waves of W), chunk C, kernel K" */
 void kvk_cuda_plan_describe(const struct kvk_cuda_plan *pl, char *buf,
 			    size_t len);
+/* The plan's geometry: ctas thread blocks per split (sequences x kv heads
+ * x row blocks), nsplit splits of chunk positions, wave thread blocks
+ * resident at once (SMs x blocks per SM). */
+struct kvk_cuda_plan_info {
+	uint32_t ctas, nsplit, wave, chunk;
+};
+void kvk_cuda_plan_info(const struct kvk_cuda_plan *pl,
+			struct kvk_cuda_plan_info *info);
 void kvk_cuda_plan_free(struct kvk_cuda *c, struct kvk_cuda_plan *pl);
 
 /* Device read bandwidth: reads `bytes` (multiple of 16) at src, GB/s over

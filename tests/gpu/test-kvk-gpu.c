@@ -301,6 +301,80 @@ out:
 	return e;
 }
 
+/*
+ * Decode plans fill whole waves: over batch x context x GQA x tokens per
+ * block, every split plan that is not held back by the 256-position
+ * minimum keeps at least 85% of the slots of the waves it occupies busy,
+ * and covers every position.  Plans only: nothing is launched.
+ */
+static void check_waves(void)
+{
+	static const uint32_t ctxs[] = { 1024, 8192, 32768, 131072 };
+	static const uint32_t batches[] = { 1, 16, 64 }, gs[] = { 4, 8 };
+	static const uint32_t tpbs[] = { 16, 64, 1 };
+	static const uint32_t dts[] = { KVK_BF16, KVK_FP8 };
+	double worst = 1;
+	unsigned int ci, bi, gi, ti, di, n = 0;
+
+	for (di = 0; di < N(dts); di++)
+	for (ti = 0; ti < N(tpbs); ti++)
+	for (ci = 0; ci < N(ctxs); ci++)
+	for (bi = 0; bi < N(batches); bi++)
+	for (gi = 0; gi < N(gs); gi++) {
+		struct kvk_layout l;
+		struct kvk_cuda_plan *pl = NULL;
+		struct kvk_cuda_plan_info in;
+		uint64_t per = 0, fixed = 0, total, waves;
+		uint32_t ctx = ctxs[ci], B = batches[bi], tpb = tpbs[ti];
+		double eff;
+		int r;
+
+		kvk_layout_cost(1, 8, 128, dts[di], &per, &fixed);
+		if (kvk_layout_init(&l, 1, 8, 128, dts[di],
+				    (fixed + tpb * per + 255) / 256 * 256)) {
+			KT_CHECK(0, "layout");
+			continue;
+		}
+		/* device addresses are never dereferenced by a plan */
+		r = kvk_cuda_plan_decode(kc, &(struct kvk_decode_args){
+				.layout = &l, .pool_base = (void *)(uintptr_t)256,
+				.batch = B, .q_heads = 8 * gs[gi],
+				.max_blocks_per_seq =
+					(ctx + l.tokens_per_block - 1) /
+					l.tokens_per_block,
+				.q = (float *)(uintptr_t)256,
+				.block_tables = (uint32_t *)(uintptr_t)256,
+				.ctx_lens = (uint32_t *)(uintptr_t)256,
+				.out = (float *)(uintptr_t)256 }, ctx, &pl);
+		KT_CHECK(r == 0, "plan %s ctx=%u B=%u G=%u tpb=%u: %d",
+			 kvk_dtype_name(dts[di]), ctx, B, gs[gi],
+			 l.tokens_per_block, r);
+		if (r)
+			continue;
+		kvk_cuda_plan_info(pl, &in);
+		kvk_cuda_plan_free(kc, pl);
+		n++;
+		KT_CHECK((uint64_t)in.nsplit * in.chunk >= ctx,
+			 "plan covers %u x %u < %u positions", in.nsplit,
+			 in.chunk, ctx);
+		total = (uint64_t)in.ctas * in.nsplit;
+		waves = (total + in.wave - 1) / in.wave;
+		eff = (double)total / (double)(waves * in.wave);
+		if (in.nsplit == 1 && in.ctas >= in.wave)
+			continue;	/* no split needed: the grid is the work */
+		if (in.chunk < 512)
+			continue;	/* held to the minimum split size */
+		KT_CHECK(eff >= 0.85, "plan %s ctx=%u B=%u G=%u tpb=%u: "
+			 "%u x %u thread blocks = %.2f waves of %u",
+			 kvk_dtype_name(dts[di]), ctx, B, gs[gi],
+			 l.tokens_per_block, in.ctas, in.nsplit,
+			 (double)total / in.wave, in.wave);
+		worst = eff < worst ? eff : worst;
+	}
+	printf("split plans: %u, the least busy fills %.0f%% of its waves\n",
+	       n, 100 * worst);
+}
+
 /* head_dims without kernels are refused, not computed wrong */
 static void check_refused(void)
 {
@@ -505,6 +579,7 @@ int main(int argc, char **argv)
 	printf("primitive self-test: %s\n", !compare ? "not compared" :
 	       ret ? msg : "ok");
 	check_refused();
+	check_waves();
 	for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
 		double wd = 0, wp = 0, e;
 
