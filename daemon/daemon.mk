@@ -3,22 +3,30 @@
 # daemon/: kvpoold, the pool owner and data-plane server.
 #   $(B)/bin/kvpoold   links the ledger core (kmod/kvpool_ledger.c, compiled
 #                      here), $(B)/lib/libkvkern.a, libpthread, libdl and,
-#                      when its headers exist, libcap (without it --user,
-#                      the privilege drop, is refused: the build says so).
+#                      when their headers exist, libxxhash (prefix-cache
+#                      keys; without it daemon/hash128.h stands in) and
+#                      libcap (without it --user, the privilege drop, is
+#                      refused).  The build says what it left out.
 # The cuda backend needs no CUDA toolkit (the driver is loaded at run time).
 
 KVD_OBJ := $(B)/obj/daemon
 KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
-	    cuda_chunks.c devbuf.c
+	    cuda_chunks.c devbuf.c prefix.c prefix_index.c
 KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) $(KVD_OBJ)/kvpool_ledger.o
 KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
+	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
 	    include/kvpool_proto.h include/kvpool_cuda.h \
 	    kernels/kvkern.h kernels/kvkern_cuda.h kernels/cuda_drv.h \
 	    kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	    kmod/include/uapi/linux/kvpool.h
 KVD_HAVE_LIBCAP := $(shell test -f /usr/include/sys/capability.h && echo 1)
-KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon
-KVD_LIBS := $(B)/lib/libkvkern.a -lpthread -ldl -lm
+KVD_HAVE_XXHASH := $(shell test -f /usr/include/xxhash.h && echo 1)
+ifeq ($(KVD_HAVE_XXHASH),1)
+KVD_XXH_CPPFLAGS := -DKVD_HAVE_XXHASH
+KVD_XXH_LIBS := -lxxhash
+endif
+KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS)
+KVD_LIBS := $(B)/lib/libkvkern.a $(KVD_XXH_LIBS) -lpthread -ldl -lm
 ifeq ($(KVD_HAVE_LIBCAP),1)
 KVD_CPPFLAGS += -DKVD_HAVE_LIBCAP
 KVD_LIBS += -lcap
@@ -39,6 +47,9 @@ $(B)/bin/kvpoold: $(KVD_OBJS) $(B)/lib/libkvkern.a
 ifneq ($(KVD_HAVE_LIBCAP),1)
 	@echo "daemon: no <sys/capability.h> (libcap): kvpoold is built without --user (privilege drop)"
 endif
+ifneq ($(KVD_HAVE_XXHASH),1)
+	@echo "daemon: no <xxhash.h> (libxxhash): prefix-cache keys use the built-in 128-bit hash (daemon/hash128.h)"
+endif
 	$(CC) $(CFLAGS_BASE) -o $@ $(KVD_OBJS) $(KVD_LIBS)
 
 ALL += $(B)/bin/kvpoold
@@ -53,3 +64,37 @@ install-daemon: $(B)/bin/kvpoold
 	install -m 644 Documentation/man/kvpoold.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 
 INSTALL_TGTS += install-daemon
+
+# The prefix cache's index alone (cmocka), normal and sanitizer builds.
+$(B)/tests/unit/test_prefix_index: tests/unit/test_prefix_index.c \
+		daemon/prefix_index.c daemon/prefix_index.h daemon/hash128.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(CFLAGS_BASE) $< \
+		daemon/prefix_index.c -lcmocka $(KVD_XXH_LIBS) -o $@
+
+$(B)/asan/tests/unit/test_prefix_index: tests/unit/test_prefix_index.c \
+		daemon/prefix_index.c daemon/prefix_index.h daemon/hash128.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(CFLAGS_BASE) \
+		$(SAN_FLAGS) $< daemon/prefix_index.c -lcmocka $(KVD_XXH_LIBS) -o $@
+
+CHECK_PROGS += $(B)/tests/unit/test_prefix_index \
+	       $(B)/asan/tests/unit/test_prefix_index.sh
+
+# make bench-prefix: the prefix cache under 8 replicas of one tenant, cache
+# off and on in one run (tests/bench/bench_prefix.c starts its own kvpoold).
+KVPOOL_BENCH_PREFIX := $(B)/bin/kvpool-bench-prefix
+$(KVPOOL_BENCH_PREFIX): tests/bench/bench_prefix.c daemon/prefix_index.c \
+		daemon/prefix_index.h libkvlease/kvlease.h $(KVL_A)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease -Idaemon $(KVD_XXH_CPPFLAGS) \
+		$(CFLAGS_BASE) $< daemon/prefix_index.c -o $@ $(KVL_A) \
+		$(KVL_EXTRA_LIBS) $(KVD_XXH_LIBS) -lpthread -lm
+
+ALL += $(KVPOOL_BENCH_PREFIX)
+
+.PHONY: bench-prefix
+bench-prefix: $(KVPOOL_BENCH_PREFIX) $(B)/bin/kvpoold
+	$(KVPOOL_BENCH_PREFIX) -d $(B)/bin/kvpoold
+
+BENCH += bench-prefix

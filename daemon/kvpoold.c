@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "kvpoold.h"
+#include "prefix.h"
 
 static int log_level = KVD_NOTICE;
 static bool log_syslog;
@@ -85,6 +86,8 @@ static void usage(FILE *f)
 "                            fail: waiting clients get -ENOMEM)\n"
 "      --tenant SPEC         NAME[:MAX[:MIN[:UID[:GID]]]], in-process only\n"
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
+"      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
+"                            every key collides; default 128)\n"
 "  -u, --user NAME           drop to this user after start (as root)\n"
 "  -g, --admin-group NAME    group allowed to change tenants\n"
 "      --syslog              log to syslog even in the foreground\n"
@@ -112,7 +115,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
-	O_SYSLOG, O_BLIMIT, O_RESERVE, O_SPARE,
+	O_SYSLOG, O_BLIMIT, O_RESERVE, O_SPARE, O_PFXBITS,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -137,6 +140,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "backing-limit", required_argument, NULL, O_BLIMIT },
 		{ "reserve-bytes", required_argument, NULL, O_RESERVE },
 		{ "spare-chunks", required_argument, NULL, O_SPARE },
+		{ "prefix-hash-bits", required_argument, NULL, O_PFXBITS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -200,6 +204,11 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (parse_u64(optarg, KVPOOL_MAX_CAPACITY, &v))
 				goto bad;
 			o->backing_limit = (uint32_t)v;
+			break;
+		case O_PFXBITS:
+			if (parse_u64(optarg, 128, &v))
+				goto bad;
+			o->prefix_hash_bits = (unsigned int)v;
 			break;
 		case O_TENANT:
 			if (o->ntenants >= 64)
@@ -456,6 +465,11 @@ static int setup(struct kvd *d)
 			"in-process", strerror(-r));
 		return r;
 	}
+	r = kvd_prefix_init(d);
+	if (r) {
+		kvd_log(KVD_ERR, "prefix cache: %s", strerror(-r));
+		return r;
+	}
 	r = kvd_listen(d);
 	if (r) {
 		kvd_log(KVD_ERR, "socket %s: %s", d->o.socket_path,
@@ -527,6 +541,7 @@ int main(int argc, char **argv)
 	d->o.shrink_delay_ms = 5000;
 	d->o.reserve_bytes = 1ULL << 30;
 	d->o.spare_chunks = 1;
+	d->o.prefix_hash_bits = 128;
 	d->o.log_level = KVD_NOTICE;
 	d->listen_fd = -1;
 	d->admin_gid = (gid_t)-1;
@@ -572,6 +587,8 @@ int main(int argc, char **argv)
 	r = setup(d);
 	if (!r)
 		r = drop_privileges(d);
+	if (!r)
+		r = kvd_prefix_start(d);
 	if (r) {
 		if (d->listen_fd >= 0)
 			unlink(d->o.socket_path);
@@ -587,6 +604,7 @@ int main(int argc, char **argv)
 	close(d->listen_fd);
 	unlink(d->o.socket_path);
 	kvd_clients_stop(d);
+	kvd_prefix_fini(d);
 	kvd_ledger_close(d);
 	if (d->be->fini)
 		d->be->fini(d);

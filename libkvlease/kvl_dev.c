@@ -460,7 +460,7 @@ static int kv_dev(struct kvl_ctx *ctx, int layout, uint32_t layer,
 			  off_v + done * row;
 		q.flags = flags & KVL_DEV_BF16 ? KVP_DEV_BF16 : 0;
 		r = kvl_rpc(ctx, write ? KVP_OP_WRITE_KV_DEV :
-			    KVP_OP_READ_KV_DEV, &q, sizeof(q), NULL, 0);
+			    KVP_OP_READ_KV_DEV, &q, sizeof(q), NULL, 0, NULL);
 		if (r < 0)
 			return r;
 		done += n;
@@ -542,7 +542,8 @@ KVL_EXPORT int kvl_attention_dev(struct kvl_ctx *ctx, int layout,
 		memcpy(region + q.off_ctx, a->ctx_lens + done, n * 4ULL);
 		q.dev_q = off_q + done * qrow;
 		q.dev_out = off_out + done * qrow;
-		r = kvl_rpc(ctx, KVP_OP_ATTN_DEV, &q, sizeof(q), NULL, 0);
+		r = kvl_rpc(ctx, KVP_OP_ATTN_DEV, &q, sizeof(q), NULL, 0,
+			    NULL);
 		if (r < 0)
 			return r;
 		done += n;

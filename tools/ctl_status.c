@@ -29,12 +29,16 @@ struct ctl_snap {
 	struct kvl_client_info *clients;
 	int nclients;
 	int clients_err;	/* -EOPNOTSUPP: module without kvpoold */
+	struct kvl_prefix_info *prefix;	/* kvpoold's prefix caches */
+	int nprefix;
+	int prefix_err;
 };
 
 static void snap_free(struct ctl_snap *s)
 {
 	free(s->tenants);
 	free(s->clients);
+	free(s->prefix);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -45,7 +49,8 @@ static int snap_get(struct kvl_admin *adm, struct ctl_snap *s)
 	memset(s, 0, sizeof(*s));
 	s->tenants = calloc(SNAP_MAX_TENANTS, sizeof(*s->tenants));
 	s->clients = calloc(SNAP_MAX_CLIENTS, sizeof(*s->clients));
-	if (!s->tenants || !s->clients) {
+	s->prefix = calloc(SNAP_MAX_TENANTS, sizeof(*s->prefix));
+	if (!s->tenants || !s->clients || !s->prefix) {
 		snap_free(s);
 		return -ENOMEM;
 	}
@@ -71,6 +76,9 @@ static int snap_get(struct kvl_admin *adm, struct ctl_snap *s)
 	} else {
 		s->nclients = ret < SNAP_MAX_CLIENTS ? ret : SNAP_MAX_CLIENTS;
 	}
+	s->prefix_err = ctl_prefix_get(adm, ctl_g.pool ? ctl_g.pool :
+				       s->pool.name, s->prefix,
+				       SNAP_MAX_TENANTS, &s->nprefix);
 	return 0;
 fail:
 	snap_free(s);
@@ -175,7 +183,9 @@ static void print_clients(const struct ctl_snap *s)
 
 		printf("%-8llu %8u %6u %-16s %8u %s\n",
 		       (unsigned long long)c->lease_id, c->pid, c->uid,
-		       c->tenant, c->blocks, c->connected ? "yes" : "no");
+		       c->tenant, c->blocks,
+		       ctl_prefix_lease(s->prefix, s->nprefix, c->lease_id) ?
+		       "cache" : c->connected ? "yes" : "no");
 	}
 	if (!s->nclients)
 		printf("(no clients)\n");
@@ -265,6 +275,8 @@ static void json_clients(struct jw *w, const struct ctl_snap *s)
 		jw_str(w, "tenant", c->tenant);
 		jw_u64(w, "blocks", c->blocks);
 		jw_bool(w, "connected", c->connected);
+		jw_bool(w, "prefix_cache",
+			ctl_prefix_lease(s->prefix, s->nprefix, c->lease_id));
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
@@ -278,6 +290,7 @@ static void json_status(const struct ctl_snap *s)
 	jw_obj(&w, NULL);
 	json_pool(&w, &s->pool);
 	json_tenants(&w, s);
+	ctl_prefix_json(&w, s->prefix, s->nprefix, s->prefix_err);
 	json_clients(&w, s);
 	jw_obj_end(&w);
 	jw_end(&w);
@@ -320,6 +333,7 @@ int cmd_status(int argc, char **argv)
 	} else {
 		print_pool(&s.pool);
 		print_tenants(&s);
+		ctl_prefix_print(s.prefix, s.nprefix, s.prefix_err);
 		print_clients(&s);
 	}
 	snap_free(&s);
@@ -448,6 +462,8 @@ static void write_metrics(FILE *f, const struct ctl_snap *s)
 				(unsigned long long)s->clients[i].lease_id,
 				s->clients[i].pid, s->clients[i].blocks);
 	}
+	if (!s->prefix_err)
+		ctl_prefix_metrics(f, pn, s->prefix, s->nprefix);
 #undef POOL_G
 #undef TEN
 }
@@ -631,6 +647,7 @@ int cmd_top(int argc, char **argv)
 		printf("   (%s)\n", once ? "one frame" :
 		       "q or Ctrl-C quits");
 		print_tenants(&s);
+		ctl_prefix_print(s.prefix, s.nprefix, s.prefix_err);
 		print_clients(&s);
 		fflush(stdout);
 		prev_t = now;
