@@ -793,6 +793,28 @@ int kvk_cuda_read_kv_dev(struct kvk_cuda *c, const struct kvk_layout *l,
 #define LOG2E 1.4426950408889634f
 
 /*
+ * The geometry of about n splits of max_end positions (whole tiles, at
+ * most chunk_max each): the split count and size it gives, and the share
+ * of the slots of the waves its ctas x splits thread blocks occupy.
+ */
+static double split_fill(uint32_t max_end, uint32_t chunk_max, uint64_t ctas,
+			 uint64_t wave, uint64_t n, uint32_t *nsplit,
+			 uint32_t *chunk)
+{
+	uint64_t c = ((uint64_t)max_end + n - 1) / n, total;
+
+	c = (c + KVK_CU_TILE - 1) / KVK_CU_TILE * KVK_CU_TILE;
+	if (c > chunk_max)
+		c = chunk_max;
+	if (!c)
+		c = KVK_CU_TILE;
+	*chunk = (uint32_t)c;
+	*nsplit = max_end ? (uint32_t)((max_end + c - 1) / c) : 1;
+	total = ctas * *nsplit;
+	return (double)total / (double)((total + wave - 1) / wave * wave);
+}
+
+/*
  * The launch geometry: one thread block per (sequence, kv head, block of
  * KVK_CU_ROWS query rows, split); splits so that the grid fills whole
  * waves of the device (SMs x blocks per SM from the occupancy query),
@@ -805,8 +827,9 @@ static int plan_attn(struct kvk_cuda *c, const struct kvk_layout *l,
 		     float scale, struct kvk_cuda_plan *pl)
 {
 	uint32_t G = q_heads / l->kv_heads, H = l->kv_heads;
-	uint32_t nq1 = n_q ? n_q : 1, rb, nsplit, chunk, chunk_max, ntile;
-	uint64_t ctas, wave, k, nmin;
+	uint32_t nq1 = n_q ? n_q : 1, rb, nsplit, chunk, chunk_max;
+	uint64_t ctas, wave, k, nmin, ntile;
+	double best;
 	const struct kfn *f;
 	int di = d_index(l->head_dim);
 
@@ -827,32 +850,31 @@ static int plan_attn(struct kvk_cuda *c, const struct kvk_layout *l,
 	if (chunk_max < KVK_CU_TILE)
 		chunk_max = KVK_CU_TILE;
 	/* whole waves: the most splits that keep the grid within the
-	 * smallest number of full waves that holds every thread block */
-	k = (ctas + wave - 1) / wave;
-	nsplit = (uint32_t)(k * wave / ctas);
-	ntile = (max_end + 255) / 256;
-	if (nsplit > ntile)
-		nsplit = ntile;
-	if (nsplit < 1)
-		nsplit = 1;
-	nmin = (max_end + chunk_max - 1) / chunk_max;
-	if (nsplit < nmin) {
-		/* the block-table slice forces more splits: the most that
-		 * fit the whole waves those need */
-		k = (nmin * ctas + wave - 1) / wave;
-		nsplit = (uint32_t)(k * wave / ctas);
-		if (nsplit > ntile)
-			nsplit = ntile;
-		if (nsplit < nmin)
-			nsplit = nmin;
+	 * fewest full waves holding every thread block (at least the splits
+	 * the block-table slice forces, at most one per 256 positions);
+	 * when that keeps under 90% of the waves' slots busy, the fewest
+	 * splits that do, or failing that the best filled */
+	nmin = ((uint64_t)max_end + chunk_max - 1) / chunk_max;
+	if (nmin < 1)
+		nmin = 1;
+	ntile = ((uint64_t)max_end + 255) / 256;
+	if (ntile < nmin)
+		ntile = nmin;
+	k = (nmin * ctas + wave - 1) / wave;
+	k = k * wave / ctas;
+	k = k < nmin ? nmin : k > ntile ? ntile : k;
+	best = split_fill(max_end, chunk_max, ctas, wave, k, &nsplit, &chunk);
+	for (k = nmin; best < 0.9 && k <= ntile; k++) {
+		uint32_t n_k, c_k;
+		double eff = split_fill(max_end, chunk_max, ctas, wave, k,
+					&n_k, &c_k);
+
+		if (eff > best + 1e-9) {
+			best = eff;
+			nsplit = n_k;
+			chunk = c_k;
+		}
 	}
-	chunk = (max_end + nsplit - 1) / nsplit;
-	chunk = (chunk + KVK_CU_TILE - 1) / KVK_CU_TILE * KVK_CU_TILE;
-	if (chunk > chunk_max)
-		chunk = chunk_max;
-	if (!chunk)
-		chunk = KVK_CU_TILE;
-	nsplit = max_end ? (max_end + chunk - 1) / chunk : 1;
 	if (nsplit > GRID_YZ_MAX)
 		return -E2BIG;
 
