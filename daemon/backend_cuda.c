@@ -235,7 +235,7 @@ static void cuda_tick(struct kvd *d)
 		return;
 	pthread_mutex_lock(&p->lock);
 	p->drv.cuCtxSetCurrent(p->ctx);
-	if (d->mapped) {
+	if (d->top->mapped) {
 		if (p->ch.nspare < p->ch.spare_max &&
 		    kvd_chunks_fill(&p->ch, p->ch.spare_max) == -ENOMEM)
 			kvd_log(KVD_DEBUG, "cuda: no memory for a spare chunk");
@@ -431,6 +431,137 @@ static void cuda_devbuf_release(struct kvd *d, struct kvd_devbuf *kb)
 	free(b);
 }
 
+/* ---- swap: copies between the pool and host memory ------------------ *
+ *
+ * A swap worker copies blocks between GPU memory and page-locked host
+ * memory (a dram tier's chunks, registered with cuMemHostRegister when
+ * they are mapped; staging from cuMemAllocHost for a file tier) with
+ * cuMemcpyDtoHAsync / cuMemcpyHtoDAsync on its own non-blocking stream,
+ * then waits for that stream only: other clients' kernels keep running.
+ * These calls need no p->lock (struct kvk_cuda is not used): only the
+ * context is made current on the worker's thread.
+ */
+
+static int cuda_io_open(struct kvd *d, void **stream)
+{
+	struct cuda_priv *p = P(d);
+	CUstream st = NULL;
+	CUresult cr;
+
+	p->drv.cuCtxSetCurrent(p->ctx);
+	cr = p->drv.cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
+	if (cr != CUDA_SUCCESS)
+		return cuda_drv_errno(cr);
+	*stream = st;
+	return 0;
+}
+
+static void cuda_io_close(struct kvd *d, void *stream)
+{
+	struct cuda_priv *p = P(d);
+
+	if (!stream)
+		return;
+	p->drv.cuCtxSetCurrent(p->ctx);
+	p->drv.cuStreamDestroy((CUstream)stream);
+}
+
+/* n whole blocks device -> host (read) or host -> device (write), queued
+ * on the worker's stream, then one wait for all of them. */
+static int cuda_dev_copy(struct kvd *d, void *stream, const uint32_t *blocks,
+			 void *const *bufs, uint32_t n, bool to_host)
+{
+	struct cuda_priv *p = P(d);
+	CUdeviceptr pool = base(p);
+	CUresult cr = CUDA_SUCCESS, cs;
+	uint32_t i;
+
+	if (!pool)
+		return -EINVAL;		/* nothing mapped yet */
+	p->drv.cuCtxSetCurrent(p->ctx);
+	for (i = 0; i < n && cr == CUDA_SUCCESS; i++) {
+		CUdeviceptr at = pool + (CUdeviceptr)blocks[i] *
+				 d->block_bytes;
+
+		cr = to_host ?
+		     p->drv.cuMemcpyDtoHAsync(bufs[i], at, d->block_bytes,
+					      (CUstream)stream) :
+		     p->drv.cuMemcpyHtoDAsync(at, bufs[i], d->block_bytes,
+					      (CUstream)stream);
+	}
+	/* wait for what was queued, even after an error */
+	cs = p->drv.cuStreamSynchronize((CUstream)stream);
+	if (cr == CUDA_SUCCESS)
+		cr = cs;
+	if (cr != CUDA_SUCCESS) {
+		kvd_log(KVD_WARN, "cuda: swap copy: %s",
+			cuda_drv_strerror(&p->drv, cr));
+		return cuda_drv_errno(cr);
+	}
+	return 0;
+}
+
+static int cuda_dev_read(struct kvd *d, void *stream, const uint32_t *blocks,
+			 void *const *bufs, uint32_t n)
+{
+	return cuda_dev_copy(d, stream, blocks, bufs, n, true);
+}
+
+static int cuda_dev_write(struct kvd *d, void *stream,
+			  const uint32_t *blocks, const void *const *bufs,
+			  uint32_t n)
+{
+	return cuda_dev_copy(d, stream, blocks, (void *const *)bufs, n,
+			     false);
+}
+
+static int cuda_host_pin(struct kvd *d, void *ptr, uint64_t len)
+{
+	struct cuda_priv *p = P(d);
+	CUresult cr;
+
+	p->drv.cuCtxSetCurrent(p->ctx);
+	cr = p->drv.cuMemHostRegister(ptr, len, CU_MEMHOSTREGISTER_PORTABLE);
+	if (cr != CUDA_SUCCESS) {
+		kvd_log(KVD_WARN, "cuda: cuMemHostRegister %llu bytes: %s",
+			(unsigned long long)len,
+			cuda_drv_strerror(&p->drv, cr));
+		return cuda_drv_errno(cr);
+	}
+	return 0;
+}
+
+static void cuda_host_unpin(struct kvd *d, void *ptr, uint64_t len)
+{
+	struct cuda_priv *p = P(d);
+	CUresult cr;
+
+	p->drv.cuCtxSetCurrent(p->ctx);
+	cr = p->drv.cuMemHostUnregister(ptr);
+	if (cr != CUDA_SUCCESS)
+		kvd_log(KVD_WARN, "cuda: cuMemHostUnregister %llu bytes: %s",
+			(unsigned long long)len,
+			cuda_drv_strerror(&p->drv, cr));
+}
+
+static int cuda_host_alloc(struct kvd *d, uint64_t len, void **out)
+{
+	struct cuda_priv *p = P(d);
+	CUresult cr;
+
+	p->drv.cuCtxSetCurrent(p->ctx);
+	cr = p->drv.cuMemAllocHost(out, len);
+	return cr == CUDA_SUCCESS ? 0 : cuda_drv_errno(cr);
+}
+
+static void cuda_host_free(struct kvd *d, void *ptr)
+{
+	struct cuda_priv *p = P(d);
+
+	p->drv.cuCtxSetCurrent(p->ctx);
+	p->drv.cuMemFreeHost(ptr);
+}
+
 const struct kvd_backend_ops kvd_backend_cuda = {
 	.name = "cuda",
 	.probe = cuda_probe,
@@ -450,6 +581,14 @@ const struct kvd_backend_ops kvd_backend_cuda = {
 	.read_kv_dev = cuda_read_kv_dev,
 	.attn_dev = cuda_attn_dev,
 	.tick = cuda_tick,
+	.io_open = cuda_io_open,
+	.io_close = cuda_io_close,
+	.dev_read = cuda_dev_read,
+	.dev_write = cuda_dev_write,
+	.host_pin = cuda_host_pin,
+	.host_unpin = cuda_host_unpin,
+	.host_alloc = cuda_host_alloc,
+	.host_free = cuda_host_free,
 };
 
 /* The probe's driver when the cpu backend was picked after all. */

@@ -4,18 +4,20 @@
 #   $(B)/bin/kvpoold   links the ledger core (kmod/kvpool_ledger.c, compiled
 #                      here), $(B)/lib/libkvkern.a, libpthread, libdl and,
 #                      when their headers exist, libxxhash (prefix-cache
-#                      keys; without it daemon/hash128.h stands in) and
+#                      keys; without it daemon/hash128.h stands in),
 #                      libcap (without it --user, the privilege drop, is
-#                      refused).  The build says what it left out.
+#                      refused) and liburing (pread/pwrite otherwise).
+#                      The build says what it left out.
 # The cuda backend needs no CUDA toolkit (the driver is loaded at run time).
 
 KVD_OBJ := $(B)/obj/daemon
 KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
-	    cuda_chunks.c devbuf.c prefix.c prefix_index.c
+	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_dram.c \
+	    tier_nvme.c swap.c
 KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) $(KVD_OBJ)/kvpool_ledger.o
 KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
 	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
-	    include/kvpool_proto.h include/kvpool_cuda.h \
+	    daemon/swap.h include/kvpool_proto.h include/kvpool_cuda.h \
 	    kernels/kvkern.h kernels/kvkern_cuda.h kernels/cuda_drv.h \
 	    kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	    kmod/include/uapi/linux/kvpool.h
@@ -30,6 +32,12 @@ KVD_LIBS := $(B)/lib/libkvkern.a $(KVD_XXH_LIBS) -lpthread -ldl -lm
 ifeq ($(KVD_HAVE_LIBCAP),1)
 KVD_CPPFLAGS += -DKVD_HAVE_LIBCAP
 KVD_LIBS += -lcap
+endif
+KVD_HAVE_URING := $(shell pkg-config --exists liburing 2>/dev/null && echo 1)
+ifeq ($(KVD_HAVE_URING),1)
+KVD_LIBS += $(shell pkg-config --libs liburing)
+else
+KVD_CPPFLAGS += -DKVD_NO_URING
 endif
 # the chunk code alone, for tests/gpu/bench-kvk-gpu
 KVD_CHUNKS_OBJ := $(KVD_OBJ)/cuda_chunks.o
@@ -49,6 +57,9 @@ ifneq ($(KVD_HAVE_LIBCAP),1)
 endif
 ifneq ($(KVD_HAVE_XXHASH),1)
 	@echo "daemon: no <xxhash.h> (libxxhash): prefix-cache keys use the built-in 128-bit hash (daemon/hash128.h)"
+endif
+ifneq ($(KVD_HAVE_URING),1)
+	@echo "daemon: no liburing (pkg-config): the nvme tier uses pread/pwrite"
 endif
 	$(CC) $(CFLAGS_BASE) -o $@ $(KVD_OBJS) $(KVD_LIBS)
 
@@ -78,8 +89,16 @@ $(B)/asan/tests/unit/test_prefix_index: tests/unit/test_prefix_index.c \
 	$(CC) $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(CFLAGS_BASE) \
 		$(SAN_FLAGS) $< daemon/prefix_index.c -lcmocka $(KVD_XXH_LIBS) -o $@
 
+# and with daemon/hash128.h, what a build without libxxhash headers uses
+$(B)/tests/unit/test_prefix_index_h128: tests/unit/test_prefix_index.c \
+		daemon/prefix_index.c daemon/prefix_index.h daemon/hash128.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(CFLAGS_BASE) $(SAN_FLAGS) $< \
+		daemon/prefix_index.c -lcmocka -o $@
+
 CHECK_PROGS += $(B)/tests/unit/test_prefix_index \
-	       $(B)/asan/tests/unit/test_prefix_index.sh
+	       $(B)/asan/tests/unit/test_prefix_index.sh \
+	       $(B)/tests/unit/test_prefix_index_h128
 
 # make bench-prefix: the prefix cache under 8 replicas of one tenant, cache
 # off and on in one run (tests/bench/bench_prefix.c starts its own kvpoold).

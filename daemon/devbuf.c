@@ -146,17 +146,17 @@ int kvd_op_kv_dev(struct kvd_client *c, const struct kvp_kv_dev *q,
 			r = -EINVAL;
 			goto out;
 		}
-	r = kvd_client_check_blocks(c, blocks, q->ntok);
+	r = kvd_client_check_blocks(c, blocks, q->ntok, write);
 	if (r)
 		goto out;
-	pthread_rwlock_rdlock(&d->backing);
+	pthread_rwlock_rdlock(&d->top->backing);
 	r = kvd_client_check_mapped(c, blocks, q->ntok);
 	if (!r)
 		r = write ? d->be->write_kv_dev(d, l, q->layer, q->ntok, blocks,
 						slots, k, v, bf16) :
 			    d->be->read_kv_dev(d, l, q->layer, q->ntok, blocks,
 					       slots, k, v);
-	pthread_rwlock_unlock(&d->backing);
+	pthread_rwlock_unlock(&d->top->backing);
 out:
 	free(blocks);
 	free(slots);
@@ -177,7 +177,7 @@ int kvd_op_attn_dev(struct kvd_client *c, const struct kvp_attn_dev *a)
 	if (!d->be->attn_dev)
 		return -EOPNOTSUPP;
 	if (!l || a->layer >= l->layers || !a->batch || a->batch > MAX_BATCH ||
-	    !a->q_heads || !mbs || mbs > d->capacity || a->n_new > MAX_NTOK)
+	    !a->q_heads || !mbs || mbs > d->top->capacity || a->n_new > MAX_NTOK)
 		return -EINVAL;
 	if (a->q_heads % l->kv_heads || a->q_heads / l->kv_heads > KVK_MAX_GQA)
 		return -EINVAL;
@@ -212,10 +212,10 @@ int kvd_op_attn_dev(struct kvd_client *c, const struct kvp_attn_dev *a)
 		for (i = 0; i < nb; i++)
 			used[nused++] = tables[b * mbs + i];
 	}
-	r = kvd_client_check_blocks(c, used, nused);
+	r = kvd_client_check_blocks(c, used, nused, false);
 	if (r)
 		goto done;
-	pthread_rwlock_rdlock(&d->backing);
+	pthread_rwlock_rdlock(&d->top->backing);
 	r = kvd_client_check_mapped(c, used, nused);
 	if (!r) {
 		struct kvk_prefill_args pa = {
@@ -228,7 +228,7 @@ int kvd_op_attn_dev(struct kvd_client *c, const struct kvp_attn_dev *a)
 
 		r = d->be->attn_dev(d, &pa, q, out);
 	}
-	pthread_rwlock_unlock(&d->backing);
+	pthread_rwlock_unlock(&d->top->backing);
 done:
 	free(tables);
 	free(ctx);

@@ -40,6 +40,8 @@ static const struct sym syms[] = {
 	S(cuMemFree, "cuMemFree_v2"),
 	S(cuMemAllocHost, "cuMemAllocHost_v2"),
 	S(cuMemFreeHost, "cuMemFreeHost"),
+	S(cuMemHostRegister, "cuMemHostRegister_v2"),
+	S(cuMemHostUnregister, "cuMemHostUnregister"),
 	S(cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
 	S(cuMemcpyDtoH, "cuMemcpyDtoH_v2"),
 	S(cuMemcpyDtoD, "cuMemcpyDtoD_v2"),

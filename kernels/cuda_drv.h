@@ -47,6 +47,9 @@ struct cuda_drv {
 	CUresult (*cuMemFree)(CUdeviceptr dptr);
 	CUresult (*cuMemAllocHost)(void **pp, size_t bytes);
 	CUresult (*cuMemFreeHost)(void *p);
+	CUresult (*cuMemHostRegister)(void *p, size_t bytes,
+				      unsigned int flags);
+	CUresult (*cuMemHostUnregister)(void *p);
 	CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void *src,
 				 size_t bytes);
 	CUresult (*cuMemcpyDtoH)(void *dst, CUdeviceptr src, size_t bytes);

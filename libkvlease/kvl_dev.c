@@ -153,8 +153,8 @@ static int add(struct kvl_ctx *ctx, struct kvl_dev_buf *b, int fd)
 	memset(&q, 0, sizeof(q));
 	memset(&rep, 0, sizeof(rep));
 	q.bytes = b->bytes;
-	r = kvl_rpc_fds(ctx, KVP_OP_DEVBUF_ADD, &q, sizeof(q), &fd, 1, &rep,
-			sizeof(rep));
+	r = kvl_rpc_fd(ctx, KVP_OP_DEVBUF_ADD, &q, sizeof(q), fd, &rep,
+		       sizeof(rep), NULL);
 	if (r < 0)
 		return r;
 	b->id = rep.buf_id;
@@ -232,8 +232,8 @@ static void buf_destroy(struct kvl_dev_buf *b)
 	if (b->registered && ctx->sock >= 0) {
 		struct kvp_devbuf_del q = { .buf_id = b->id };
 
-		kvl_rpc_fds(ctx, KVP_OP_DEVBUF_DEL, &q, sizeof(q), NULL, 0,
-			    NULL, 0);
+		kvl_rpc_fd(ctx, KVP_OP_DEVBUF_DEL, &q, sizeof(q), -1, NULL, 0,
+			   NULL);
 	}
 	if (b->owned)
 		unmap_owned(ctx, b);

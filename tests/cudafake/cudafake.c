@@ -91,6 +91,13 @@ struct halloc {			/* cuMemAllocHost */
 	struct ctx *ctx;
 };
 
+struct hreg {			/* cuMemHostRegister */
+	struct hreg *next;
+	uintptr_t ptr;
+	size_t size;
+	struct ctx *ctx;
+};
+
 struct handle {			/* cuMemCreate / import */
 	struct handle *next;
 	unsigned long long id;
@@ -159,6 +166,7 @@ static struct {
 	struct ctx prim[MAX_DEV];
 	struct dalloc *allocs;
 	struct halloc *hosts;
+	struct hreg *hregs;
 	struct handle *handles;
 	struct resv *resvs;
 	struct mapping *maps;
@@ -729,6 +737,58 @@ API CUresult cuMemFreeHost(void *p)
 	*pp = h->next;
 	free(h->ptr);
 	free(h);
+	LEAVE(CUDA_SUCCESS);
+}
+
+/*
+ * Page-locking of the caller's memory: a range not overlapping another
+ * registration (else CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, as the
+ * driver does), unregistered by its start address before the context
+ * goes.  The double remembers the range only: host memory is already
+ * what its copies use.
+ */
+API CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned int flags)
+{
+	uintptr_t a = (uintptr_t)p;
+	struct hreg *r;
+
+	ENTER("cuMemHostRegister");
+	NEED_CTX();
+	if (!p || !size)
+		violation(fname, "NULL pointer or size 0 "
+			  "(CUDA_ERROR_INVALID_VALUE)");
+	if (flags & ~0x0fU)
+		violation(fname, "unknown flags %#x", flags);
+	for (r = F.hregs; r; r = r->next)
+		if (a < r->ptr + r->size && r->ptr < a + size)
+			LEAVE(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+	r->ptr = a;
+	r->size = size;
+	r->ctx = cur_ctx;
+	r->next = F.hregs;
+	F.hregs = r;
+	logf_("hostreg %#lx %zu", (unsigned long)a, size);
+	LEAVE(CUDA_SUCCESS);
+}
+
+API CUresult cuMemHostUnregister(void *p)
+{
+	struct hreg **pp, *r;
+
+	ENTER("cuMemHostUnregister");
+	NEED_CTX();
+	for (pp = &F.hregs; *pp; pp = &(*pp)->next)
+		if ((*pp)->ptr == (uintptr_t)p)
+			break;
+	if (!*pp)
+		LEAVE(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	r = *pp;
+	*pp = r->next;
+	logf_("hostunreg %#lx", (unsigned long)r->ptr);
+	free(r);
 	LEAVE(CUDA_SUCCESS);
 }
 
@@ -1996,6 +2056,7 @@ static void leaks_of(struct ctx *c, const char *when)
 {
 	struct dalloc *a;
 	struct halloc *h;
+	struct hreg *r;
 	struct module *m;
 	struct stream *s;
 	struct event *e;
@@ -2007,6 +2068,11 @@ static void leaks_of(struct ctx *c, const char *when)
 	for (h = F.hosts; h; h = h->next)
 		if (h->ctx == c)
 			leak("host", when, "cuMemAllocHost %zu bytes", h->size);
+	for (r = F.hregs; r; r = r->next)
+		if (r->ctx == c)
+			leak("host registration", when,
+			     "cuMemHostRegister %zu bytes at %#lx", r->size,
+			     (unsigned long)r->ptr);
 	for (m = F.mods; m; m = m->next)
 		if (m->ctx == c)
 			leak("module", when, "a module is still loaded");
