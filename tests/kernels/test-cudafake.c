@@ -305,6 +305,21 @@ static void c_leak_handle(void)
 	exit(0);
 }
 
+static void c_leak_hostreg(void)
+{
+	static char page[8192] __attribute__((aligned(4096)));
+
+	up();
+	drv.cuMemHostRegister(page, sizeof(page), CU_MEMHOSTREGISTER_PORTABLE);
+	down();
+}
+
+static void c_hostreg_null(void)
+{
+	up();
+	drv.cuMemHostRegister(NULL, 4096, 0);
+}
+
 /* every rule followed */
 static void c_good(void)
 {
@@ -349,6 +364,21 @@ static void c_good(void)
 	if (drv.cuMemAlloc(&p, 1000) || drv.cuMemsetD8(p, 0, 1000) ||
 	    drv.cuMemFree(p))
 		die("alloc");
+	/* page-locking: overlaps and unknown ranges are errors, not rules */
+	{
+		static char pg[3 * 4096] __attribute__((aligned(4096)));
+
+		if (drv.cuMemHostRegister(pg, 2 * 4096,
+					  CU_MEMHOSTREGISTER_PORTABLE) ||
+		    drv.cuMemHostRegister(pg + 4096, 2 * 4096, 0) !=
+		    CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED ||
+		    drv.cuMemHostUnregister(pg + 4096) !=
+		    CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED ||
+		    drv.cuMemHostUnregister(pg) ||
+		    drv.cuMemHostUnregister(pg) !=
+		    CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
+			die("host registration");
+	}
 	down();
 	cuda_drv_close(&drv);
 	exit(0);
@@ -381,6 +411,8 @@ static const struct tcase cases[] = {
 	{ "block outside the pool", c_footprint, "pool block", 0 },
 	{ "leaked allocation", c_leak, "leak", 1 },
 	{ "leaked handle at exit", c_leak_handle, "never released", 1 },
+	{ "cuMemHostRegister of NULL", c_hostreg_null, "NULL pointer", 0 },
+	{ "leaked host registration", c_leak_hostreg, "cuMemHostRegister", 1 },
 	{ "correct use", c_good, NULL, 0 },
 };
 
