@@ -46,6 +46,7 @@ all: real-all
 -include daemon/daemon.mk
 -include tools/tools.mk
 -include tests/unit/unit.mk
+-include tests/cudafake/cudafake.mk
 -include tests/kernels/kernels-tests.mk
 -include tests/vm/vm.mk
 -include tests/e2e/e2e.mk

@@ -3,10 +3,14 @@
  * backend_cuda.c - the cuda backend: pool memory is GPU memory.
  *
  * The driver API is loaded at run time (kernels/cuda_drv.h), so the same
- * binary runs without a GPU.  The whole capacity is reserved once with
- * cuMemAddressReserve; each chunk is a cuMemCreate allocation mapped with
- * cuMemMap + cuMemSetAccess on grow, unmapped and released on shrink.
- * struct kvk_cuda is not thread-safe: every op holds c->lock and makes the
+ * binary runs without a GPU.  The whole capacity is reserved once; each
+ * chunk is a cuMemCreate allocation mapped and zeroed on grow, unmapped
+ * on shrink (daemon/cuda_chunks.c), with up to --spare-chunks physical
+ * chunks kept created while the pool is in use, so that a grow seldom
+ * waits for cuMemCreate; spares go back to the device --shrink-delay-ms
+ * after the pool last had a chunk mapped.  GPU tenants' device buffers
+ * are imported and mapped here (devbuf_import).
+ * struct kvk_cuda is not thread-safe: every op holds p->lock and makes the
  * context current on the calling thread.
  */
 #include <errno.h>
@@ -14,30 +18,7 @@
 #include <string.h>
 
 #include "kvpoold.h"
-
-#ifdef KVD_NO_CUDA
-
-static int cuda_probe(void)
-{
-	return -ENODEV;
-}
-
-static int cuda_init(struct kvd *d, uint64_t *align)
-{
-	return -ENODEV;
-}
-
-const struct kvd_backend_ops kvd_backend_cuda = {
-	.name = "cuda",
-	.probe = cuda_probe,
-	.init = cuda_init,
-};
-
-#else
-
-#include <dlfcn.h>
-#include <stddef.h>
-
+#include "cuda_chunks.h"
 #include "../kernels/kvkern_cuda.h"
 
 struct cuda_priv {
@@ -46,12 +27,20 @@ struct cuda_priv {
 	CUcontext ctx;
 	struct kvk_cuda *k;
 	pthread_mutex_t lock;
-	CUdeviceptr base;
-	uint64_t bytes;		/* reserved */
 	uint64_t gran;
-	uint32_t nchunks;
-	CUmemGenericAllocationHandle *handles;	/* per chunk, 0 = unmapped */
+	int reserved;			/* chunks set up (first map) */
+	struct kvd_chunks ch;
+	uint64_t spare_until_ns;	/* release spares after (0: keep) */
 };
+
+struct cuda_devbuf {
+	struct kvd_devbuf b;
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr va;
+};
+
+/* The driver the probe opened, handed to init (one dlopen, one cuInit). */
+static struct cuda_drv probed;
 
 static struct cuda_priv *P(struct kvd *d)
 {
@@ -60,61 +49,83 @@ static struct cuda_priv *P(struct kvd *d)
 
 static int cuda_probe(void)
 {
-	struct cuda_drv drv;
 	int n = 0, r;
 
-	memset(&drv, 0, sizeof(drv));
-	r = cuda_drv_open(&drv);
-	if (r)
-		return r;
-	if (drv.cuInit(0) != CUDA_SUCCESS ||
-	    drv.cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 1)
-		r = -ENODEV;
-	cuda_drv_close(&drv);
-	return r;
-}
-
-static void prop_init(struct cuda_priv *p, CUmemAllocationProp *prop)
-{
-	memset(prop, 0, sizeof(*prop));
-	prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop->location.id = p->dev;
+	if (!probed.lib) {
+		r = cuda_drv_open(&probed);
+		if (r)
+			return r;
+	}
+	if (probed.cuInit(0) != CUDA_SUCCESS ||
+	    probed.cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 1)
+		return -ENODEV;
+	return 0;
 }
 
 static int cuda_init(struct kvd *d, uint64_t *align)
 {
 	struct cuda_priv *p = calloc(1, sizeof(*p));
-	CUmemAllocationProp prop;
-	size_t gran = 0;
-	CUresult cr;
+	size_t free_b = 0, total_b = 0;
+	CUresult cr = CUDA_SUCCESS;
 	int r;
 
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
-	r = cuda_drv_open(&p->drv);
-	if (r)
-		goto err_free;
-	r = cuda_drv_device_open(&p->drv, d->o.cuda_device, &p->dev, &p->ctx);
-	if (r)
-		goto err_close;
-	prop_init(p, &prop);
-	cr = p->drv.cuMemGetAllocationGranularity(&gran, &prop,
-			CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
-	if (cr != CUDA_SUCCESS || !gran) {
-		r = cr ? cuda_drv_errno(cr) : -EIO;
-		goto err_dev;
+	if (probed.lib) {
+		p->drv = probed;
+		memset(&probed, 0, sizeof(probed));
+		r = 0;
+	} else {
+		r = cuda_drv_open(&p->drv);
 	}
-	p->gran = gran;
+	if (r) {
+		kvd_log(KVD_ERR, "cuda: %s", r == -ENOSYS ?
+			"libcuda.so.1 lacks a driver entry point" :
+			"no libcuda.so.1");
+		goto err_free;
+	}
+	r = cuda_drv_device_open(&p->drv, d->o.cuda_device, &p->dev, &p->ctx,
+				 &cr);
+	if (r) {
+		kvd_log(KVD_ERR, "cuda: device %d: %s", d->o.cuda_device,
+			cuda_drv_strerror(&p->drv, cr));
+		goto err_close;
+	}
+	r = kvd_chunks_granularity(&p->drv, p->dev, &p->gran);
+	if (r)
+		goto err_dev;
 	r = kvk_cuda_init(&p->k, &p->drv, NULL);
 	if (r) {
-		kvd_log(KVD_ERR, "cuda: cannot load kernels: %d", r);
+		kvd_log(KVD_ERR, "cuda: cannot load kernels: %s", strerror(-r));
 		goto err_dev;
 	}
+	if (!d->o.capacity_set) {
+		/* default capacity: the device's free memory less a reserve */
+		uint64_t cap;
+
+		if (p->drv.cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS ||
+		    free_b <= d->o.reserve_bytes + d->block_bytes) {
+			kvd_log(KVD_ERR, "cuda: %zu bytes free, reserve %llu: no "
+				"room for a pool (set --capacity or "
+				"--reserve-bytes)", free_b,
+				(unsigned long long)d->o.reserve_bytes);
+			r = -ENOMEM;
+			goto err_k;
+		}
+		cap = (free_b - d->o.reserve_bytes) / d->block_bytes;
+		if (cap > KVPOOL_MAX_CAPACITY)
+			cap = KVPOOL_MAX_CAPACITY;
+		d->capacity = (uint32_t)cap;
+		kvd_log(KVD_NOTICE, "cuda: %zu of %zu bytes free, %llu kept in "
+			"reserve: capacity %u blocks", free_b, total_b,
+			(unsigned long long)d->o.reserve_bytes, d->capacity);
+	}
 	d->be_priv = p;
-	*align = gran;
+	*align = p->gran;
 	return 0;
+err_k:
+	kvk_cuda_free(p->k);
 err_dev:
 	cuda_drv_device_close(&p->drv, p->dev);
 err_close:
@@ -129,40 +140,27 @@ static int reserve(struct kvd *d)
 {
 	struct cuda_priv *p = P(d);
 	uint64_t chunk = (uint64_t)d->chunk_blocks * d->block_bytes;
-	CUresult cr;
+	uint32_t n = (d->capacity + d->chunk_blocks - 1) / d->chunk_blocks;
+	int r = kvd_chunks_init(&p->ch, &p->drv, p->dev, chunk, n,
+				d->o.spare_chunks);
 
-	p->nchunks = (d->capacity + d->chunk_blocks - 1) / d->chunk_blocks;
-	p->bytes = (uint64_t)p->nchunks * chunk;
-	p->handles = calloc(p->nchunks, sizeof(*p->handles));
-	if (!p->handles)
-		return -ENOMEM;
-	cr = p->drv.cuMemAddressReserve(&p->base, p->bytes, p->gran, 0, 0);
-	if (cr != CUDA_SUCCESS) {
-		free(p->handles);
-		p->handles = NULL;
-		return cuda_drv_errno(cr);
-	}
-	return 0;
+	if (r)
+		kvd_log(KVD_ERR, "cuda: reserving %u chunks of %llu bytes: %s",
+			n, (unsigned long long)chunk, strerror(-r));
+	else
+		p->reserved = 1;
+	return r;
 }
 
 static void cuda_fini(struct kvd *d)
 {
 	struct cuda_priv *p = P(d);
-	uint64_t chunk = (uint64_t)d->chunk_blocks * d->block_bytes;
-	uint32_t c;
 
 	if (!p)
 		return;
 	p->drv.cuCtxSetCurrent(p->ctx);
-	for (c = 0; p->handles && c < p->nchunks; c++) {
-		if (!p->handles[c])
-			continue;
-		p->drv.cuMemUnmap(p->base + c * chunk, chunk);
-		p->drv.cuMemRelease(p->handles[c]);
-	}
-	if (p->base)
-		p->drv.cuMemAddressFree(p->base, p->bytes);
-	free(p->handles);
+	if (p->reserved)
+		kvd_chunks_fini(&p->ch);
 	kvk_cuda_free(p->k);
 	cuda_drv_device_close(&p->drv, p->dev);
 	cuda_drv_close(&p->drv);
@@ -170,33 +168,26 @@ static void cuda_fini(struct kvd *d)
 	d->be_priv = NULL;
 }
 
-static int unmap_chunk(struct cuda_priv *p, uint64_t chunk, uint32_t c)
-{
-	CUresult cr;
-
-	if (!p->handles[c])
-		return 0;
-	cr = p->drv.cuMemUnmap(p->base + c * chunk, chunk);
-	if (cr != CUDA_SUCCESS)
-		return cuda_drv_errno(cr);
-	p->drv.cuMemRelease(p->handles[c]);
-	p->handles[c] = 0;
-	return 0;
-}
-
 static int cuda_unmap(struct kvd *d, uint32_t from, uint32_t to)
 {
 	struct cuda_priv *p = P(d);
-	uint64_t chunk = (uint64_t)d->chunk_blocks * d->block_bytes;
 	uint32_t c, c0 = from / d->chunk_blocks;
 	uint32_t c1 = (to + d->chunk_blocks - 1) / d->chunk_blocks;
-	int r = 0;
+	int r = 0, e;
 
 	pthread_mutex_lock(&p->lock);
 	p->drv.cuCtxSetCurrent(p->ctx);
-	for (c = c0; c < c1 && c < p->nchunks; c++)
-		if (!r)
-			r = unmap_chunk(p, chunk, c);
+	for (c = c0; p->reserved && c < c1 && c < p->ch.nchunks; c++) {
+		e = kvd_chunks_unmap(&p->ch, c);
+		if (e) {
+			kvd_log(KVD_WARN, "cuda: unmap chunk %u: %s (kept "
+				"mapped, zeroed before reuse)", c, strerror(-e));
+			r = r ? r : e;
+		}
+	}
+	if (c0 == 0)	/* nothing mapped: spares last one more delay */
+		p->spare_until_ns = kvd_now_ns() +
+				    d->o.shrink_delay_ms * 1000000ULL;
 	pthread_mutex_unlock(&p->lock);
 	return r;
 }
@@ -204,65 +195,78 @@ static int cuda_unmap(struct kvd *d, uint32_t from, uint32_t to)
 static int cuda_map(struct kvd *d, uint32_t from, uint32_t to)
 {
 	struct cuda_priv *p = P(d);
-	uint64_t chunk = (uint64_t)d->chunk_blocks * d->block_bytes;
 	uint32_t c, c0 = from / d->chunk_blocks;
 	uint32_t c1 = (to + d->chunk_blocks - 1) / d->chunk_blocks;
-	CUmemAllocationProp prop;
-	CUmemAccessDesc acc;
-	CUresult cr = CUDA_SUCCESS;
 	int r = 0;
 
 	pthread_mutex_lock(&p->lock);
 	p->drv.cuCtxSetCurrent(p->ctx);
-	if (!p->handles) {
+	if (!p->reserved) {
 		r = reserve(d);
 		if (r)
 			goto out;
 	}
-	prop_init(p, &prop);
-	memset(&acc, 0, sizeof(acc));
-	acc.location = prop.location;
-	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	for (c = c0; c < c1 && c < p->nchunks; c++) {
-		CUmemGenericAllocationHandle h;
-		CUdeviceptr at = p->base + c * chunk;
-
-		if (p->handles[c])
-			continue;
-		cr = p->drv.cuMemCreate(&h, chunk, &prop, 0);
-		if (cr != CUDA_SUCCESS)
+	for (c = c0; c < c1 && c < p->ch.nchunks; c++) {
+		r = kvd_chunks_map(&p->ch, c);
+		if (r)
 			break;
-		cr = p->drv.cuMemMap(at, chunk, 0, h, 0);
-		if (cr != CUDA_SUCCESS) {
-			p->drv.cuMemRelease(h);
-			break;
-		}
-		p->handles[c] = h;
-		cr = p->drv.cuMemSetAccess(at, chunk, &acc, 1);
-		if (cr != CUDA_SUCCESS)
-			break;
-		/* fresh memory reads as zeros, like the cpu backend */
-		p->drv.cuMemsetD8(at, 0, chunk);
 	}
-	if (cr != CUDA_SUCCESS) {
-		kvd_log(KVD_WARN, "cuda: map chunk %u: %s", c,
-			cuda_drv_strerror(&p->drv, cr));
-		r = cuda_drv_errno(cr);
+	if (r) {
+		if (r != -ENOMEM)
+			kvd_log(KVD_WARN, "cuda: map chunk %u: %s", c,
+				strerror(-r));
 		/* undo this call's chunks */
-		for (; c + 1 > c0 && c < p->nchunks; c--) {
-			unmap_chunk(p, chunk, c);
-			if (c == c0)
-				break;
-		}
+		while (c-- > c0)
+			kvd_chunks_unmap(&p->ch, c);
 	}
+	p->spare_until_ns = 0;
 out:
 	pthread_mutex_unlock(&p->lock);
 	return r;
 }
 
+/* Spares: refilled while chunks are mapped, released once the pool has
+ * been empty for the shrink delay. */
+static void cuda_tick(struct kvd *d)
+{
+	struct cuda_priv *p = P(d);
+
+	if (!p || !p->reserved)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->drv.cuCtxSetCurrent(p->ctx);
+	if (d->top->mapped) {
+		if (p->ch.nspare < p->ch.spare_max &&
+		    kvd_chunks_fill(&p->ch, p->ch.spare_max) == -ENOMEM)
+			kvd_log(KVD_DEBUG, "cuda: no memory for a spare chunk");
+	} else if (p->ch.nspare && p->spare_until_ns &&
+		   kvd_now_ns() >= p->spare_until_ns) {
+		kvd_log(KVD_DEBUG, "cuda: releasing %u spare chunks",
+			p->ch.nspare);
+		kvd_chunks_trim(&p->ch, 0);
+		p->spare_until_ns = 0;
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+static int cuda_layout_ok(struct kvd *d, const struct kvk_layout *l)
+{
+	if (!kvk_cuda_head_dim_ok(l->head_dim)) {
+		kvd_log(KVD_INFO, "cuda: head_dim %u has no attention kernel "
+			"(32, 64, 128, 256)", l->head_dim);
+		return -EOPNOTSUPP;
+	}
+	return 0;
+}
+
 #define LOCKED(expr) ({ int __r; pthread_mutex_lock(&p->lock);	\
 	p->drv.cuCtxSetCurrent(p->ctx); __r = (expr);			\
 	pthread_mutex_unlock(&p->lock); __r; })
+
+static CUdeviceptr base(struct cuda_priv *p)
+{
+	return p->reserved ? p->ch.base : 0;
+}
 
 static int cuda_write_kv(struct kvd *d, const struct kvk_layout *l,
 			 uint32_t layer, uint32_t ntok, const uint32_t *blocks,
@@ -270,7 +274,7 @@ static int cuda_write_kv(struct kvd *d, const struct kvk_layout *l,
 {
 	struct cuda_priv *p = P(d);
 
-	return LOCKED(kvk_cuda_write_kv(p->k, l, p->base, layer, ntok, blocks,
+	return LOCKED(kvk_cuda_write_kv(p->k, l, base(p), layer, ntok, blocks,
 					slots, k, v));
 }
 
@@ -280,7 +284,7 @@ static int cuda_read_kv(struct kvd *d, const struct kvk_layout *l,
 {
 	struct cuda_priv *p = P(d);
 
-	return LOCKED(kvk_cuda_read_kv(p->k, l, p->base, layer, ntok, blocks,
+	return LOCKED(kvk_cuda_read_kv(p->k, l, base(p), layer, ntok, blocks,
 				       slots, k, v));
 }
 
@@ -288,7 +292,7 @@ static int cuda_decode(struct kvd *d, struct kvk_decode_args *a)
 {
 	struct cuda_priv *p = P(d);
 
-	a->pool_base = (void *)(uintptr_t)p->base;
+	a->pool_base = (void *)(uintptr_t)base(p);
 	return LOCKED(kvk_cuda_decode(p->k, a));
 }
 
@@ -296,7 +300,7 @@ static int cuda_prefill(struct kvd *d, struct kvk_prefill_args *a)
 {
 	struct cuda_priv *p = P(d);
 
-	a->pool_base = (void *)(uintptr_t)p->base;
+	a->pool_base = (void *)(uintptr_t)base(p);
 	return LOCKED(kvk_cuda_prefill(p->k, a));
 }
 
@@ -305,7 +309,7 @@ static int cuda_copy(struct kvd *d, const uint32_t *src, const uint32_t *dst,
 {
 	struct cuda_priv *p = P(d);
 
-	return LOCKED(kvk_cuda_copy_blocks(p->k, p->base, d->block_bytes,
+	return LOCKED(kvk_cuda_copy_blocks(p->k, base(p), d->block_bytes,
 					   d->capacity, src, dst, n));
 }
 
@@ -316,7 +320,7 @@ static int cuda_write_kv_flags(struct kvd *d, const struct kvk_layout *l,
 {
 	struct cuda_priv *p = P(d);
 
-	return LOCKED(kvk_cuda_write_kv_flags(p->k, l, p->base, layer, ntok,
+	return LOCKED(kvk_cuda_write_kv_flags(p->k, l, base(p), layer, ntok,
 					      blocks, slots, k, v, flags));
 }
 
@@ -324,7 +328,7 @@ static int cuda_splice(struct kvd *d, struct kvk_splice_args *a)
 {
 	struct cuda_priv *p = P(d);
 
-	a->pool_base = (void *)(uintptr_t)p->base;
+	a->pool_base = (void *)(uintptr_t)base(p);
 	return LOCKED(kvk_cuda_splice(p->k, a));
 }
 
@@ -332,7 +336,7 @@ static int cuda_compact(struct kvd *d, struct kvk_compact_args *a)
 {
 	struct cuda_priv *p = P(d);
 
-	a->pool_base = (void *)(uintptr_t)p->base;
+	a->pool_base = (void *)(uintptr_t)base(p);
 	return LOCKED(kvk_cuda_compact(p->k, a));
 }
 
@@ -340,89 +344,147 @@ static int cuda_score(struct kvd *d, struct kvk_score_args *a)
 {
 	struct cuda_priv *p = P(d);
 
-	a->pool_base = (void *)(uintptr_t)p->base;
+	a->pool_base = (void *)(uintptr_t)base(p);
 	return LOCKED(kvk_cuda_score(p->k, a));
+}
+
+static int cuda_write_kv_dev(struct kvd *d, const struct kvk_layout *l,
+			     uint32_t layer, uint32_t ntok,
+			     const uint32_t *blocks, const uint32_t *slots,
+			     uint64_t k, uint64_t v, int bf16)
+{
+	struct cuda_priv *p = P(d);
+
+	return LOCKED(kvk_cuda_write_kv_dev(p->k, l, base(p), layer, ntok,
+					    blocks, slots, k, v, bf16));
+}
+
+static int cuda_read_kv_dev(struct kvd *d, const struct kvk_layout *l,
+			    uint32_t layer, uint32_t ntok,
+			    const uint32_t *blocks, const uint32_t *slots,
+			    uint64_t k, uint64_t v)
+{
+	struct cuda_priv *p = P(d);
+
+	return LOCKED(kvk_cuda_read_kv_dev(p->k, l, base(p), layer, ntok,
+					   blocks, slots, k, v));
+}
+
+static int cuda_attn_dev(struct kvd *d, struct kvk_prefill_args *a,
+			 uint64_t q, uint64_t out)
+{
+	struct cuda_priv *p = P(d);
+
+	a->pool_base = (void *)(uintptr_t)base(p);
+	return LOCKED(kvk_cuda_attn_dev(p->k, a, q, out));
+}
+
+/*
+ * Import a GPU tenant's exported allocation and map it read-write for
+ * this context.  The descriptor stays the caller's.
+ */
+static int devbuf_import(struct cuda_priv *p, int fd, uint64_t bytes,
+			 struct cuda_devbuf *b)
+{
+	CUmemAllocationProp prop;
+	CUmemAccessDesc acc;
+	CUresult cr;
+
+	if (bytes % p->gran)
+		return -EINVAL;
+	cr = p->drv.cuMemImportFromShareableHandle(&b->h,
+			(void *)(intptr_t)fd,
+			CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	if (cr != CUDA_SUCCESS)
+		return cr == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EBADF;
+	memset(&prop, 0, sizeof(prop));
+	cr = p->drv.cuMemGetAllocationPropertiesFromHandle(&prop, b->h);
+	if (cr != CUDA_SUCCESS ||
+	    prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+	    prop.location.id != p->dev) {
+		p->drv.cuMemRelease(b->h);
+		return cr != CUDA_SUCCESS ? -EBADF : -EXDEV;
+	}
+	cr = p->drv.cuMemAddressReserve(&b->va, bytes, p->gran, 0, 0);
+	if (cr != CUDA_SUCCESS) {
+		p->drv.cuMemRelease(b->h);
+		return cuda_drv_errno(cr);
+	}
+	/* the driver refuses a size beyond the allocation */
+	cr = p->drv.cuMemMap(b->va, bytes, 0, b->h, 0);
+	if (cr != CUDA_SUCCESS) {
+		p->drv.cuMemAddressFree(b->va, bytes);
+		p->drv.cuMemRelease(b->h);
+		return cr == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
+	}
+	memset(&acc, 0, sizeof(acc));
+	acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	acc.location.id = p->dev;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	cr = p->drv.cuMemSetAccess(b->va, bytes, &acc, 1);
+	if (cr != CUDA_SUCCESS) {
+		p->drv.cuMemUnmap(b->va, bytes);
+		p->drv.cuMemAddressFree(b->va, bytes);
+		p->drv.cuMemRelease(b->h);
+		return cuda_drv_errno(cr);
+	}
+	b->b.addr = b->va;
+	b->b.bytes = bytes;
+	return 0;
+}
+
+static int cuda_devbuf_import(struct kvd *d, int fd, uint64_t bytes,
+			      struct kvd_devbuf **out)
+{
+	struct cuda_priv *p = P(d);
+	struct cuda_devbuf *b = calloc(1, sizeof(*b));
+	int r;
+
+	if (!b)
+		return -ENOMEM;
+	r = LOCKED(devbuf_import(p, fd, bytes, b));
+	if (r) {
+		free(b);
+		return r;
+	}
+	b->b.priv = b;
+	*out = &b->b;
+	return 0;
+}
+
+static void cuda_devbuf_release(struct kvd *d, struct kvd_devbuf *kb)
+{
+	struct cuda_priv *p = P(d);
+	struct cuda_devbuf *b = kb->priv;
+
+	pthread_mutex_lock(&p->lock);
+	p->drv.cuCtxSetCurrent(p->ctx);
+	p->drv.cuMemUnmap(b->va, b->b.bytes);
+	p->drv.cuMemAddressFree(b->va, b->b.bytes);
+	p->drv.cuMemRelease(b->h);
+	pthread_mutex_unlock(&p->lock);
+	free(b);
 }
 
 /* ---- swap: copies between the pool and host memory ------------------ *
  *
  * A swap worker copies blocks between GPU memory and page-locked host
  * memory (a dram tier's chunks, registered with cuMemHostRegister when
- * they are mapped; staging from cuMemHostAlloc for a file tier) with
+ * they are mapped; staging from cuMemAllocHost for a file tier) with
  * cuMemcpyDtoHAsync / cuMemcpyHtoDAsync on its own non-blocking stream,
  * then waits for that stream only: other clients' kernels keep running.
- * These entry points are resolved from the same libcuda handle, on first
- * use.
+ * These calls need no p->lock (struct kvk_cuda is not used): only the
+ * context is made current on the worker's thread.
  */
-
-struct cuda_swap_drv {
-	CUresult (*stream_create)(CUstream *s, unsigned int flags);
-	CUresult (*stream_destroy)(CUstream s);
-	CUresult (*stream_sync)(CUstream s);
-	CUresult (*dtoh_async)(void *dst, CUdeviceptr src, size_t n,
-			       CUstream s);
-	CUresult (*htod_async)(CUdeviceptr dst, const void *src, size_t n,
-			       CUstream s);
-	CUresult (*host_register)(void *p, size_t n, unsigned int flags);
-	CUresult (*host_unregister)(void *p);
-	CUresult (*host_alloc)(void **pp, size_t n, unsigned int flags);
-	CUresult (*free_host)(void *p);
-};
-
-static struct cuda_swap_drv swap_drv;
-static int swap_drv_state;	/* 0 not loaded, 1 loaded, -1 missing */
-static pthread_mutex_t swap_drv_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static const struct cuda_swap_drv *swap_syms(struct cuda_priv *p)
-{
-	static const struct {
-		const char *name;
-		size_t off;
-	} t[] = {
-#define SW(m, n) { n, offsetof(struct cuda_swap_drv, m) }
-		SW(stream_create, "cuStreamCreate"),
-		SW(stream_destroy, "cuStreamDestroy_v2"),
-		SW(stream_sync, "cuStreamSynchronize"),
-		SW(dtoh_async, "cuMemcpyDtoHAsync_v2"),
-		SW(htod_async, "cuMemcpyHtoDAsync_v2"),
-		SW(host_register, "cuMemHostRegister_v2"),
-		SW(host_unregister, "cuMemHostUnregister"),
-		SW(host_alloc, "cuMemHostAlloc"),
-		SW(free_host, "cuMemFreeHost"),
-#undef SW
-	};
-	size_t i;
-
-	pthread_mutex_lock(&swap_drv_lock);
-	if (!swap_drv_state) {
-		swap_drv_state = 1;
-		for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-			void *f = dlsym(p->drv.lib, t[i].name);
-
-			if (!f) {
-				kvd_log(KVD_ERR, "cuda: no %s in libcuda",
-					t[i].name);
-				swap_drv_state = -1;
-				break;
-			}
-			memcpy((char *)&swap_drv + t[i].off, &f, sizeof(f));
-		}
-	}
-	pthread_mutex_unlock(&swap_drv_lock);
-	return swap_drv_state == 1 ? &swap_drv : NULL;
-}
 
 static int cuda_io_open(struct kvd *d, void **stream)
 {
 	struct cuda_priv *p = P(d);
-	const struct cuda_swap_drv *s = swap_syms(p);
 	CUstream st = NULL;
 	CUresult cr;
 
-	if (!s)
-		return -ENOSYS;
 	p->drv.cuCtxSetCurrent(p->ctx);
-	cr = s->stream_create(&st, CU_STREAM_NON_BLOCKING);
+	cr = p->drv.cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
 	if (cr != CUDA_SUCCESS)
 		return cuda_drv_errno(cr);
 	*stream = st;
@@ -432,12 +494,11 @@ static int cuda_io_open(struct kvd *d, void **stream)
 static void cuda_io_close(struct kvd *d, void *stream)
 {
 	struct cuda_priv *p = P(d);
-	const struct cuda_swap_drv *s = swap_syms(p);
 
-	if (!s || !stream)
+	if (!stream)
 		return;
 	p->drv.cuCtxSetCurrent(p->ctx);
-	s->stream_destroy((CUstream)stream);
+	p->drv.cuStreamDestroy((CUstream)stream);
 }
 
 /* n whole blocks device -> host (read) or host -> device (write), queued
@@ -446,25 +507,25 @@ static int cuda_dev_copy(struct kvd *d, void *stream, const uint32_t *blocks,
 			 void *const *bufs, uint32_t n, bool to_host)
 {
 	struct cuda_priv *p = P(d);
-	const struct cuda_swap_drv *s = swap_syms(p);
+	CUdeviceptr pool = base(p);
 	CUresult cr = CUDA_SUCCESS, cs;
 	uint32_t i;
 
-	if (!s)
-		return -ENOSYS;
+	if (!pool)
+		return -EINVAL;		/* nothing mapped yet */
 	p->drv.cuCtxSetCurrent(p->ctx);
 	for (i = 0; i < n && cr == CUDA_SUCCESS; i++) {
-		CUdeviceptr at = p->base + (CUdeviceptr)blocks[i] *
+		CUdeviceptr at = pool + (CUdeviceptr)blocks[i] *
 				 d->block_bytes;
 
 		cr = to_host ?
-		     s->dtoh_async(bufs[i], at, d->block_bytes,
-				   (CUstream)stream) :
-		     s->htod_async(at, bufs[i], d->block_bytes,
-				   (CUstream)stream);
+		     p->drv.cuMemcpyDtoHAsync(bufs[i], at, d->block_bytes,
+					      (CUstream)stream) :
+		     p->drv.cuMemcpyHtoDAsync(at, bufs[i], d->block_bytes,
+					      (CUstream)stream);
 	}
 	/* wait for what was queued, even after an error */
-	cs = s->stream_sync((CUstream)stream);
+	cs = p->drv.cuStreamSynchronize((CUstream)stream);
 	if (cr == CUDA_SUCCESS)
 		cr = cs;
 	if (cr != CUDA_SUCCESS) {
@@ -492,13 +553,10 @@ static int cuda_dev_write(struct kvd *d, void *stream,
 static int cuda_host_pin(struct kvd *d, void *ptr, uint64_t len)
 {
 	struct cuda_priv *p = P(d);
-	const struct cuda_swap_drv *s = swap_syms(p);
 	CUresult cr;
 
-	if (!s)
-		return -ENOSYS;
 	p->drv.cuCtxSetCurrent(p->ctx);
-	cr = s->host_register(ptr, len, CU_MEMHOSTREGISTER_PORTABLE);
+	cr = p->drv.cuMemHostRegister(ptr, len, CU_MEMHOSTREGISTER_PORTABLE);
 	if (cr != CUDA_SUCCESS) {
 		kvd_log(KVD_WARN, "cuda: cuMemHostRegister %llu bytes: %s",
 			(unsigned long long)len,
@@ -511,36 +569,32 @@ static int cuda_host_pin(struct kvd *d, void *ptr, uint64_t len)
 static void cuda_host_unpin(struct kvd *d, void *ptr, uint64_t len)
 {
 	struct cuda_priv *p = P(d);
-	const struct cuda_swap_drv *s = swap_syms(p);
+	CUresult cr;
 
-	if (!s)
-		return;
 	p->drv.cuCtxSetCurrent(p->ctx);
-	s->host_unregister(ptr);
+	cr = p->drv.cuMemHostUnregister(ptr);
+	if (cr != CUDA_SUCCESS)
+		kvd_log(KVD_WARN, "cuda: cuMemHostUnregister %llu bytes: %s",
+			(unsigned long long)len,
+			cuda_drv_strerror(&p->drv, cr));
 }
 
 static int cuda_host_alloc(struct kvd *d, uint64_t len, void **out)
 {
 	struct cuda_priv *p = P(d);
-	const struct cuda_swap_drv *s = swap_syms(p);
 	CUresult cr;
 
-	if (!s)
-		return -ENOSYS;
 	p->drv.cuCtxSetCurrent(p->ctx);
-	cr = s->host_alloc(out, len, CU_MEMHOSTALLOC_PORTABLE);
+	cr = p->drv.cuMemAllocHost(out, len);
 	return cr == CUDA_SUCCESS ? 0 : cuda_drv_errno(cr);
 }
 
 static void cuda_host_free(struct kvd *d, void *ptr)
 {
 	struct cuda_priv *p = P(d);
-	const struct cuda_swap_drv *s = swap_syms(p);
 
-	if (!s)
-		return;
 	p->drv.cuCtxSetCurrent(p->ctx);
-	s->free_host(ptr);
+	p->drv.cuMemFreeHost(ptr);
 }
 
 const struct kvd_backend_ops kvd_backend_cuda = {
@@ -559,6 +613,13 @@ const struct kvd_backend_ops kvd_backend_cuda = {
 	.splice = cuda_splice,
 	.compact = cuda_compact,
 	.score = cuda_score,
+	.layout_ok = cuda_layout_ok,
+	.devbuf_import = cuda_devbuf_import,
+	.devbuf_release = cuda_devbuf_release,
+	.write_kv_dev = cuda_write_kv_dev,
+	.read_kv_dev = cuda_read_kv_dev,
+	.attn_dev = cuda_attn_dev,
+	.tick = cuda_tick,
 	.io_open = cuda_io_open,
 	.io_close = cuda_io_close,
 	.dev_read = cuda_dev_read,
@@ -569,4 +630,9 @@ const struct kvd_backend_ops kvd_backend_cuda = {
 	.host_free = cuda_host_free,
 };
 
-#endif /* KVD_NO_CUDA */
+/* The probe's driver when the cpu backend was picked after all. */
+void kvd_cuda_probe_done(void)
+{
+	if (probed.lib)
+		cuda_drv_close(&probed);
+}

@@ -2,36 +2,45 @@
 #
 # daemon/: kvpoold, the pool owner and data-plane server.
 #   $(B)/bin/kvpoold   links the ledger core (kmod/kvpool_ledger.c, compiled
-#                      here), $(B)/lib/libkvkern.a, libxxhash (prefix-cache
-#                      keys), libcap, liburing (when its headers are
-#                      installed; pread/pwrite otherwise), libpthread, libdl
+#                      here), $(B)/lib/libkvkern.a, libpthread, libdl and,
+#                      when their headers exist, libxxhash (prefix-cache
+#                      keys; without it daemon/hash128.h stands in),
+#                      libcap (without it --user, the privilege drop, is
+#                      refused) and liburing (pread/pwrite otherwise).
+#                      The build says what it left out.
+# The cuda backend needs no CUDA toolkit (the driver is loaded at run time).
 
-KVD_CUDA_INC := /usr/local/cuda/include
-KVD_HAVE_CUDA := $(shell test -f $(KVD_CUDA_INC)/cuda.h && grep -qs "^int kvk_cuda_init" kernels/kvkern_cuda.c && echo 1)
 KVD_OBJ := $(B)/obj/daemon
 KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
-	    prefix.c prefix_index.c tier.c tier_dram.c tier_nvme.c swap.c
+	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_dram.c \
+	    tier_nvme.c swap.c
 KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) $(KVD_OBJ)/kvpool_ledger.o
-KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/prefix.h \
-	    daemon/prefix_index.h daemon/swap.h include/kvpool_proto.h \
-	    kernels/kvkern.h kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
+KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
+	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
+	    daemon/swap.h include/kvpool_proto.h include/kvpool_cuda.h \
+	    kernels/kvkern.h kernels/kvkern_cuda.h kernels/cuda_drv.h \
+	    kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	    kmod/include/uapi/linux/kvpool.h
-ifeq ($(KVD_HAVE_CUDA),1)
-KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -I$(KVD_CUDA_INC)
-else
-KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -DKVD_NO_CUDA
+KVD_HAVE_LIBCAP := $(shell test -f /usr/include/sys/capability.h && echo 1)
+KVD_HAVE_XXHASH := $(shell test -f /usr/include/xxhash.h && echo 1)
+ifeq ($(KVD_HAVE_XXHASH),1)
+KVD_XXH_CPPFLAGS := -DKVD_HAVE_XXHASH
+KVD_XXH_LIBS := -lxxhash
+endif
+KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS)
+KVD_LIBS := $(B)/lib/libkvkern.a $(KVD_XXH_LIBS) -lpthread -ldl -lm
+ifeq ($(KVD_HAVE_LIBCAP),1)
+KVD_CPPFLAGS += -DKVD_HAVE_LIBCAP
+KVD_LIBS += -lcap
 endif
 KVD_HAVE_URING := $(shell pkg-config --exists liburing 2>/dev/null && echo 1)
 ifeq ($(KVD_HAVE_URING),1)
-KVD_URING_LIBS := $(shell pkg-config --libs liburing)
+KVD_LIBS += $(shell pkg-config --libs liburing)
 else
 KVD_CPPFLAGS += -DKVD_NO_URING
-KVD_URING_LIBS :=
 endif
-KVD_LIBS := $(B)/lib/libkvkern.a -lxxhash -lcap $(KVD_URING_LIBS) -lpthread \
-	    -ldl -lm
-
-$(KVD_OBJ)/backend_cuda.o: $(wildcard kernels/kvkern_cuda.c kernels/kvkern_cuda.h)
+# the chunk code alone, for tests/gpu/bench-kvk-gpu
+KVD_CHUNKS_OBJ := $(KVD_OBJ)/cuda_chunks.o
 
 $(KVD_OBJ)/%.o: daemon/%.c $(KVD_HDRS)
 	@mkdir -p $(@D)
@@ -43,6 +52,15 @@ $(KVD_OBJ)/kvpool_ledger.o: kmod/kvpool_ledger.c kmod/kvpool_ledger.h kmod/kvpoo
 
 $(B)/bin/kvpoold: $(KVD_OBJS) $(B)/lib/libkvkern.a
 	@mkdir -p $(@D)
+ifneq ($(KVD_HAVE_LIBCAP),1)
+	@echo "daemon: no <sys/capability.h> (libcap): kvpoold is built without --user (privilege drop)"
+endif
+ifneq ($(KVD_HAVE_XXHASH),1)
+	@echo "daemon: no <xxhash.h> (libxxhash): prefix-cache keys use the built-in 128-bit hash (daemon/hash128.h)"
+endif
+ifneq ($(KVD_HAVE_URING),1)
+	@echo "daemon: no liburing (pkg-config): the nvme tier uses pread/pwrite"
+endif
 	$(CC) $(CFLAGS_BASE) -o $@ $(KVD_OBJS) $(KVD_LIBS)
 
 ALL += $(B)/bin/kvpoold
@@ -60,19 +78,27 @@ INSTALL_TGTS += install-daemon
 
 # The prefix cache's index alone (cmocka), normal and sanitizer builds.
 $(B)/tests/unit/test_prefix_index: tests/unit/test_prefix_index.c \
-		daemon/prefix_index.c daemon/prefix_index.h
+		daemon/prefix_index.c daemon/prefix_index.h daemon/hash128.h
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS_BASE) -Idaemon $(CFLAGS_BASE) $< daemon/prefix_index.c \
-		-lcmocka -lxxhash -o $@
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(CFLAGS_BASE) $< \
+		daemon/prefix_index.c -lcmocka $(KVD_XXH_LIBS) -o $@
 
 $(B)/asan/tests/unit/test_prefix_index: tests/unit/test_prefix_index.c \
-		daemon/prefix_index.c daemon/prefix_index.h
+		daemon/prefix_index.c daemon/prefix_index.h daemon/hash128.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(CFLAGS_BASE) \
+		$(SAN_FLAGS) $< daemon/prefix_index.c -lcmocka $(KVD_XXH_LIBS) -o $@
+
+# and with daemon/hash128.h, what a build without libxxhash headers uses
+$(B)/tests/unit/test_prefix_index_h128: tests/unit/test_prefix_index.c \
+		daemon/prefix_index.c daemon/prefix_index.h daemon/hash128.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS_BASE) -Idaemon $(CFLAGS_BASE) $(SAN_FLAGS) $< \
-		daemon/prefix_index.c -lcmocka -lxxhash -o $@
+		daemon/prefix_index.c -lcmocka -o $@
 
 CHECK_PROGS += $(B)/tests/unit/test_prefix_index \
-	       $(B)/asan/tests/unit/test_prefix_index.sh
+	       $(B)/asan/tests/unit/test_prefix_index.sh \
+	       $(B)/tests/unit/test_prefix_index_h128
 
 # make bench-prefix: the prefix cache under 8 replicas of one tenant, cache
 # off and on in one run (tests/bench/bench_prefix.c starts its own kvpoold).
@@ -80,9 +106,9 @@ KVPOOL_BENCH_PREFIX := $(B)/bin/kvpool-bench-prefix
 $(KVPOOL_BENCH_PREFIX): tests/bench/bench_prefix.c daemon/prefix_index.c \
 		daemon/prefix_index.h libkvlease/kvlease.h $(KVL_A)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease -Idaemon $(CFLAGS_BASE) $< \
-		daemon/prefix_index.c -o $@ $(KVL_A) $(KVL_EXTRA_LIBS) \
-		-lxxhash -lpthread -lm
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease -Idaemon $(KVD_XXH_CPPFLAGS) \
+		$(CFLAGS_BASE) $< daemon/prefix_index.c -o $@ $(KVL_A) \
+		$(KVL_EXTRA_LIBS) $(KVD_XXH_LIBS) -lpthread -lm
 
 ALL += $(KVPOOL_BENCH_PREFIX)
 

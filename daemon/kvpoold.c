@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef KVD_HAVE_LIBCAP
 #include <sys/capability.h>
+#endif
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -73,7 +75,12 @@ static void usage(FILE *f)
 "  -l, --ledger MODE         auto (default), module or inproc\n"
 "  -p, --pool NAME           pool name (default gpu0 / host by backend)\n"
 "      --block-bytes N       bytes per block (default 262144)\n"
-"      --capacity N          blocks in the pool (default 16384)\n"
+"      --capacity N          blocks in the pool (default: cpu 16384; cuda\n"
+"                            the device's free memory less --reserve-bytes)\n"
+"      --reserve-bytes N     cuda: free device memory not given to the pool\n"
+"                            by default (default 1 GiB)\n"
+"      --spare-chunks N      cuda: physical chunks kept ready while the\n"
+"                            pool is in use (default 1)\n"
 "      --chunk-blocks N      grow/shrink granularity (default 64)\n"
 "      --default-max N       blocks.max of per-uid tenants (default max)\n"
 "      --shrink-delay-ms N   idle time before a shrink (default 5000)\n"
@@ -118,6 +125,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
 	O_SYSLOG, O_BLIMIT, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
+	O_RESERVE, O_SPARE,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -143,6 +151,8 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "tier", required_argument, NULL, O_TIER },
 		{ "nvme-io", required_argument, NULL, O_NVMEIO },
 		{ "inject-io-error", required_argument, NULL, O_INJECT },
+		{ "reserve-bytes", required_argument, NULL, O_RESERVE },
+		{ "spare-chunks", required_argument, NULL, O_SPARE },
 		{ "prefix-hash-bits", required_argument, NULL, O_PFXBITS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -176,6 +186,17 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (parse_u64(optarg, KVPOOL_MAX_CAPACITY, &v) || !v)
 				goto bad;
 			o->capacity = (uint32_t)v;
+			o->capacity_set = true;
+			break;
+		case O_RESERVE:
+			if (parse_u64(optarg, UINT64_MAX / 2, &v))
+				goto bad;
+			o->reserve_bytes = v;
+			break;
+		case O_SPARE:
+			if (parse_u64(optarg, 64, &v))
+				goto bad;
+			o->spare_chunks = (uint32_t)v;
 			break;
 		case O_CHUNK:
 			if (parse_u64(optarg, KVPOOL_MAX_CAPACITY, &v) || !v)
@@ -257,6 +278,8 @@ static int pick_backend(struct kvd *d)
 	} else if (!strcmp(b, "auto")) {
 		d->be = kvd_backend_cuda.probe() == 0 ? &kvd_backend_cuda :
 			&kvd_backend_cpu;
+		if (d->be != &kvd_backend_cuda)
+			kvd_cuda_probe_done();
 	} else {
 		kvd_log(KVD_ERR, "unknown backend %s", b);
 		return -EINVAL;
@@ -284,6 +307,7 @@ static int pick_ledger(struct kvd *d)
 
 /* ---- privileges ---------------------------------------------------------- */
 
+#ifdef KVD_HAVE_LIBCAP
 /* Capabilities kept after the drop: none with the in-process ledger; with
  * the module, CAP_SYS_ADMIN for the owner's ioctls. */
 static int check_caps(const cap_value_t *keep, int nkeep)
@@ -375,6 +399,20 @@ static int drop_privileges(struct kvd *d)
 	/* Refuse to run with more than we asked for. */
 	return check_caps(keep, nkeep);
 }
+#else
+/* Built without libcap: no capability handling, so no --user. */
+static int drop_privileges(struct kvd *d)
+{
+	if (!d->o.user) {
+		if (geteuid() == 0)
+			kvd_log(KVD_WARN, "running as root (use --user)");
+		return 0;
+	}
+	kvd_log(KVD_ERR, "--user needs kvpoold built with libcap (its headers "
+		"were missing at build time)");
+	return -EOPNOTSUPP;
+}
+#endif
 
 /* ---- main ------------------------------------------------------------------ */
 
@@ -471,6 +509,8 @@ static int run(struct kvd *d, int sfd)
 			kvd_accept(d);
 		for (i = 0; i < d->npools; i++)
 			kvd_owner_timer(&d->pools[i]);
+		if (d->be->tick)
+			d->be->tick(d);
 	}
 }
 int main(int argc, char **argv)
@@ -494,6 +534,8 @@ int main(int argc, char **argv)
 	d->o.chunk_blocks = 64;
 	d->o.default_max = KVPOOL_UNLIMITED;
 	d->o.shrink_delay_ms = 5000;
+	d->o.reserve_bytes = 1ULL << 30;
+	d->o.spare_chunks = 1;
 	d->o.prefix_hash_bits = 128;
 	d->o.log_level = KVD_NOTICE;
 	d->listen_fd = -1;
@@ -502,7 +544,7 @@ int main(int argc, char **argv)
 	if (parse(&d->o, argc, argv))
 		return 2;
 	log_level = d->o.log_level > KVD_DEBUG ? KVD_DEBUG : d->o.log_level;
-	if (d->o.chunk_blocks > d->o.capacity)
+	if (d->o.capacity_set && d->o.chunk_blocks > d->o.capacity)
 		d->o.chunk_blocks = d->o.capacity;
 	if (d->o.admin_group) {
 		struct group *g = getgrnam(d->o.admin_group);

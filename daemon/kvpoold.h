@@ -29,6 +29,14 @@
 #include "../kernels/kvkern.h"
 
 struct kvd;
+struct kvd_client;
+
+/* A client's device buffer as the backend mapped it (devbuf.c). */
+struct kvd_devbuf {
+	uint64_t addr;			/* device address in the daemon */
+	uint64_t bytes;
+	void *priv;			/* the backend's */
+};
 
 /* Logging (syslog levels). */
 #define KVD_ERR		3
@@ -76,6 +84,27 @@ struct kvd_backend_ops {
 	int (*splice)(struct kvd *d, struct kvk_splice_args *a);
 	int (*compact)(struct kvd *d, struct kvk_compact_args *a);
 	int (*score)(struct kvd *d, struct kvk_score_args *a);
+	/* Optional (NULL: not supported).  Refuse a layout the backend's
+	 * kernels cannot serve: 0 or -EOPNOTSUPP. */
+	int (*layout_ok)(struct kvd *d, const struct kvk_layout *l);
+	/* Device buffers of GPU tenants: import an exported allocation
+	 * (the fd stays the caller's) and map it; release it. */
+	int (*devbuf_import)(struct kvd *d, int fd, uint64_t bytes,
+			     struct kvd_devbuf **out);
+	void (*devbuf_release)(struct kvd *d, struct kvd_devbuf *b);
+	/* Data plane with bulk arrays (k, v, q, out) at device addresses. */
+	int (*write_kv_dev)(struct kvd *d, const struct kvk_layout *l,
+			    uint32_t layer, uint32_t ntok,
+			    const uint32_t *blocks, const uint32_t *slots,
+			    uint64_t k, uint64_t v, int bf16);
+	int (*read_kv_dev)(struct kvd *d, const struct kvk_layout *l,
+			   uint32_t layer, uint32_t ntok,
+			   const uint32_t *blocks, const uint32_t *slots,
+			   uint64_t k, uint64_t v);
+	int (*attn_dev)(struct kvd *d, struct kvk_prefill_args *a, uint64_t q,
+			uint64_t out);
+	/* The owner's periodic duties (spare memory), every loop turn. */
+	void (*tick)(struct kvd *d);
 	/*
 	 * Swap support (daemon/swap.c), all optional.  A backend whose pool
 	 * is host memory gives host_ptr; one whose pool is device memory
@@ -100,6 +129,8 @@ struct kvd_backend_ops {
 
 extern const struct kvd_backend_ops kvd_backend_cpu;
 extern const struct kvd_backend_ops kvd_backend_cuda;
+/* Close the driver the cuda probe opened, when cuda is not used. */
+void kvd_cuda_probe_done(void);
 
 /* Most pools (tiers) one daemon owns: the top one and the lower ones. */
 #define KVD_MAX_TIERS		4
@@ -221,6 +252,9 @@ struct kvd_opts {
 	uint32_t default_max;
 	uint32_t shrink_delay_ms;
 	uint32_t backing_limit;		/* most blocks backed (0: capacity) */
+	bool capacity_set;		/* --capacity given */
+	uint64_t reserve_bytes;		/* cuda: free memory left to others */
+	uint32_t spare_chunks;		/* cuda: spare physical chunks */
 	int cuda_device;
 	int log_level;
 	bool foreground;
@@ -331,5 +365,38 @@ int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
 
 /* Backend-specific helpers. */
 void *kvd_cpu_base(struct kvd *d);
+
+/* server.c, for the device-buffer ops of devbuf.c */
+const struct kvk_layout *kvd_client_layout(struct kvd_client *c, uint32_t id);
+/* copy of u32 [n] at off in the client's region: 0, -EFAULT, -EINVAL */
+int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
+			  uint32_t **out);
+/* every block held by the client's lease (pinned until the op ends) or,
+ * when not write, a prefix-cache block it references */
+int kvd_client_check_blocks(struct kvd_client *c, const uint32_t *b,
+			    uint32_t n, bool write);
+/* every block mapped (d->top->backing held for reading) */
+int kvd_client_check_mapped(struct kvd_client *c, const uint32_t *b,
+			    uint32_t n);
+struct kvd_devbufs *kvd_client_devbufs(struct kvd_client *c);
+struct kvd *kvd_client_daemon(struct kvd_client *c);
+
+/* devbuf.c: device buffers of GPU tenants */
+struct kvd_devbufs {
+	struct kvd_devbuf *b[KVP_MAX_DEVBUFS];
+};
+struct kvp_devbuf;
+struct kvp_devbuf_reply;
+struct kvp_devbuf_del;
+struct kvp_kv_dev;
+struct kvp_attn_dev;
+/* fd: the descriptor that came with the request (-1: none); closed */
+int kvd_op_devbuf_add(struct kvd_client *c, const struct kvp_devbuf *q,
+		      int fd, struct kvp_devbuf_reply *rep);
+int kvd_op_devbuf_del(struct kvd_client *c, const struct kvp_devbuf_del *q);
+int kvd_op_kv_dev(struct kvd_client *c, const struct kvp_kv_dev *q,
+		  bool write);
+int kvd_op_attn_dev(struct kvd_client *c, const struct kvp_attn_dev *q);
+void kvd_devbufs_clear(struct kvd *d, struct kvd_devbufs *t);
 
 #endif /* KVPOOLD_H */

@@ -2,12 +2,17 @@
 /*
  * prefix_index.c - the prefix cache's index (see prefix_index.h): two
  * chained hash tables (by key, by block) that double when full, and
- * intrusive LRU lists.  Keys are XXH3-128 from Debian's libxxhash.
+ * intrusive LRU lists.  Keys are XXH3-128 from Debian's libxxhash
+ * (MurmurHash3-128 from hash128.h where the build has no libxxhash).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef KVD_HAVE_XXHASH
 #include <xxhash.h>
+#else
+#include "hash128.h"	/* no libxxhash headers: the same calls, Murmur3 */
+#endif
 
 #include "prefix_index.h"
 

@@ -48,6 +48,7 @@ struct kvd_client {
 	unsigned int nlayouts;
 	_Atomic uint32_t reclaim_target;
 	uint32_t pins;			/* module ledger pins held by this op */
+	struct kvd_devbufs devbufs;	/* GPU tenant's buffers (devbuf.c) */
 	struct kvd_ctier *ct;		/* tiers and swaps (swap.c) */
 	char tenant[KVPOOL_NAME_LEN];	/* module: the lease's, at HELLO */
 	struct kvd_prefix_conn *pfx;	/* cached blocks it references */
@@ -190,6 +191,24 @@ static int check_mapped(struct kvd_client *c, const uint32_t *b, uint32_t n)
 static const struct kvk_layout *get_layout(struct kvd_client *c, uint32_t id)
 {
 	return id < c->nlayouts ? &c->layouts[id] : NULL;
+}
+
+/* for devbuf.c (kvd_client_layout, _region_u32 and _daemon: below) */
+int kvd_client_check_blocks(struct kvd_client *c, const uint32_t *b,
+			    uint32_t n, bool write)
+{
+	return write ? check_blocks_rw(c, b, n) : check_blocks_ro(c, b, n);
+}
+
+int kvd_client_check_mapped(struct kvd_client *c, const uint32_t *b,
+			    uint32_t n)
+{
+	return check_mapped(c, b, n);
+}
+
+struct kvd_devbufs *kvd_client_devbufs(struct kvd_client *c)
+{
+	return &c->devbufs;
 }
 
 static int send_msg(struct kvd_client *c, const void *buf, size_t len)
@@ -339,6 +358,8 @@ static int op_layout(struct kvd_client *c, const struct kvp_layout *l,
 		return -ENOSPC;
 	r = kvk_layout_init(&kl, l->layers, l->kv_heads, l->head_dim,
 			    l->dtype, c->d->top->block_bytes);
+	if (!r && c->d->be->layout_ok)
+		r = c->d->be->layout_ok(c->d, &kl);
 	if (r)
 		return r;
 	kl.pool_blocks = c->d->top->capacity;
@@ -891,6 +912,8 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 	case KVP_OP_READ_KV: case KVP_OP_ATTN: case KVP_OP_COPY:
 	case KVP_OP_LAYOUT_ROPE: case KVP_OP_SPLICE: case KVP_OP_COMPACT:
 	case KVP_OP_SCORE:
+	case KVP_OP_DEVBUF_ADD: case KVP_OP_DEVBUF_DEL:
+	case KVP_OP_WRITE_KV_DEV: case KVP_OP_READ_KV_DEV: case KVP_OP_ATTN_DEV:
 	case KVP_OP_PREFIX_MATCH: case KVP_OP_PREFIX_PUBLISH:
 	case KVP_OP_PREFIX_UNREF: case KVP_OP_PREFIX_EVICT:
 	case KVP_OP_LAYOUT_MODEL:
@@ -990,6 +1013,22 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		return op_compact(c, BODY(struct kvp_compact));
 	case KVP_OP_SCORE:
 		return op_score(c, BODY(struct kvp_score));
+	case KVP_OP_DEVBUF_ADD: {
+		const struct kvp_devbuf *q = BODY(struct kvp_devbuf);
+
+		*rlen = sizeof(struct kvp_devbuf_reply);
+		if (c->nfds > 1)
+			return -EBADF;
+		return kvd_op_devbuf_add(c, q, take_fd(c), rbody);
+	}
+	case KVP_OP_DEVBUF_DEL:
+		return kvd_op_devbuf_del(c, BODY(struct kvp_devbuf_del));
+	case KVP_OP_WRITE_KV_DEV:
+		return kvd_op_kv_dev(c, BODY(struct kvp_kv_dev), true);
+	case KVP_OP_READ_KV_DEV:
+		return kvd_op_kv_dev(c, BODY(struct kvp_kv_dev), false);
+	case KVP_OP_ATTN_DEV:
+		return kvd_op_attn_dev(c, BODY(struct kvp_attn_dev));
 	case KVP_OP_PREFIX_MATCH: case KVP_OP_PREFIX_PUBLISH:
 	case KVP_OP_PREFIX_UNREF: case KVP_OP_PREFIX_EVICT:
 	case KVP_OP_LAYOUT_MODEL:
@@ -1111,6 +1150,7 @@ static void client_free(struct kvd_client *c)
 		}
 	d->nclients--;
 	pthread_mutex_unlock(&d->clients_lock);
+	kvd_devbufs_clear(d, &c->devbufs);
 	kvd_ctier_release(c->ct);
 	kvd_prefix_conn_close(d, c->pfx);
 	if (c->lease)
@@ -1156,7 +1196,7 @@ static void *client_main(void *arg)
 	return NULL;
 }
 
-/* ---- a connection's parts, for prefix.c ------------------------------- */
+/* ---- a connection's parts, for prefix.c and devbuf.c ------------------ */
 
 int kvd_client_region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
 			  uint64_t size, void **p)

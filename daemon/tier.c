@@ -149,11 +149,16 @@ int kvd_tier_parse(struct kvd_opts *o, const char *spec)
 static int top_init(struct kvd_pool *p, uint64_t *align)
 {
 	struct kvd *d = p->d;
+	int r;
 
 	d->block_bytes = p->block_bytes;
 	d->capacity = p->capacity;
 	d->chunk_blocks = p->chunk_blocks;
-	return d->be->init(d, align);
+	r = d->be->init(d, align);
+	/* the backend may size the pool (cuda: from the free memory) */
+	if (!r)
+		p->capacity = d->capacity;
+	return r;
 }
 
 static void top_fini(struct kvd_pool *p)
@@ -256,11 +261,43 @@ static int pool_mem_init(struct kvd_pool *p)
 			strerror(-r));
 		return r;
 	}
-	while (((uint64_t)p->chunk_blocks * p->block_bytes) % align &&
-	       p->chunk_blocks < p->capacity)
-		p->chunk_blocks++;
-	if (p->chunk_blocks > p->capacity)
-		p->chunk_blocks = p->capacity;
+	/* the smallest multiple of align / gcd(block_bytes, align) blocks
+	 * from the chunk asked for, within the capacity */
+	{
+		uint64_t a = p->block_bytes, b = align, step;
+
+		while (b) {
+			uint64_t t = a % b;
+
+			a = b;
+			b = t;
+		}
+		step = align / a;
+		if (p->chunk_blocks > p->capacity)
+			p->chunk_blocks = p->capacity;
+		if (!p->chunk_blocks)
+			p->chunk_blocks = 1;
+		if (step > p->capacity ||
+		    (p->chunk_blocks + step - 1) / step * step > p->capacity) {
+			kvd_log(KVD_ERR, "%s: a chunk must be a multiple of "
+				"%llu blocks of %llu bytes to fill whole %s "
+				"mapping units of %llu bytes, but the pool has "
+				"%u blocks: raise its capacity or pick a "
+				"--block-bytes that divides %llu", p->name,
+				(unsigned long long)step,
+				(unsigned long long)p->block_bytes,
+				p->ops->name, (unsigned long long)align,
+				p->capacity, (unsigned long long)align);
+			if (p->ops->fini)
+				p->ops->fini(p);
+			p->priv = NULL;
+			if (p == p->d->top)
+				p->d->be_priv = NULL;
+			return -EINVAL;
+		}
+		p->chunk_blocks = (uint32_t)((p->chunk_blocks + step - 1) /
+					     step * step);
+	}
 	if (p->chunk_blocks != want)
 		kvd_log(KVD_NOTICE, "%s: chunk_blocks %u -> %u (%s granularity "
 			"%llu)", p->name, want, p->chunk_blocks,

@@ -139,6 +139,13 @@ enum kvp_op {
 	KVP_OP_SEQ_REPORT = 72,	/* struct kvp_seq_report -> - */
 	KVP_OP_CLIENT_TIERS = 73, /* struct kvp_list -> struct kvp_list_reply +
 				   * struct kvp_client_tier_rec[count] */
+	/* data plane on device buffers (GPU tenants, cuda backend) */
+	KVP_OP_DEVBUF_ADD = 80,	/* struct kvp_devbuf + one fd ->
+				 * struct kvp_devbuf_reply */
+	KVP_OP_DEVBUF_DEL = 81,	/* struct kvp_devbuf_del -> - */
+	KVP_OP_WRITE_KV_DEV = 82, /* struct kvp_kv_dev -> - */
+	KVP_OP_READ_KV_DEV = 83, /* struct kvp_kv_dev -> - */
+	KVP_OP_ATTN_DEV = 84,	/* struct kvp_attn_dev -> - */
 };
 
 /* Asynchronous records from the daemon (req_id 0, body below). */
@@ -341,6 +348,92 @@ struct kvp_score {
 	uint64_t off_q;		/* float [n_q][q_heads][hd] */
 	uint64_t off_table;	/* u32 [nblocks] */
 	uint64_t off_out;	/* float [len] */
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+/* ---- device buffers (GPU tenants) ---------------------------------------- */
+
+/*
+ * A GPU tenant keeps queries, new K/V and outputs in device memory: it
+ * allocates a buffer with the CUDA VMM API (cuMemCreate with
+ * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, on the daemon's device),
+ * exports it (cuMemExportToShareableHandle) and passes the descriptor
+ * with DEVBUF_ADD (SCM_RIGHTS, exactly one).  The daemon imports and maps
+ * the buffer for its lifetime (DEVBUF_DEL or the end of the connection)
+ * and closes the descriptor at once.  The *_DEV ops then read and write
+ * bulk arrays at byte offsets into such a buffer; index arrays (blocks,
+ * slots, block tables, context lengths) stay in the shared host region,
+ * because the daemon checks them against the lease.  Offsets into a
+ * device buffer must be 16-byte aligned and the array inside the buffer
+ * (-EFAULT otherwise).
+ *
+ * Ordering: the tenant finishes the work that produces its inputs
+ * (cuStreamSynchronize of its stream) before sending an op; the daemon
+ * runs the op on its own stream and synchronises that stream before it
+ * replies, so the outputs are complete and visible to any later work of
+ * the tenant's once the reply arrives.
+ *
+ * Errors: -EOPNOTSUPP on a backend without device memory (cpu); -EBADF
+ * when the descriptor is missing or is not an exported allocation;
+ * -EXDEV when the allocation is on another device; -EINVAL when bytes is
+ * 0 or not a multiple of the device's allocation granularity or larger
+ * than the allocation; -ENOSPC beyond KVP_MAX_DEVBUFS per connection;
+ * -ENOENT for an unknown buf_id.
+ */
+#define KVP_MAX_DEVBUFS		16
+/* kvp_kv_dev.flags */
+#define KVP_DEV_BF16		(1U << 0)	/* WRITE: k/v are BF16 */
+#define KVP_DEV_FLAGS		KVP_DEV_BF16
+
+struct kvp_devbuf {
+	uint64_t bytes;		/* mapped from offset 0 */
+	uint32_t flags;		/* must be 0 */
+	uint32_t pad;
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+struct kvp_devbuf_reply {
+	uint32_t buf_id;
+	uint32_t pad;
+	uint64_t bytes;
+	uint64_t reserved[2];
+};
+
+struct kvp_devbuf_del {
+	uint32_t buf_id;
+	uint32_t pad;
+};
+
+/* WRITE_KV_DEV / READ_KV_DEV: like struct kvp_kv, with k and v at byte
+ * offsets into device buffer buf_id (READ: either may be KVP_OFF_NONE). */
+struct kvp_kv_dev {
+	uint32_t layout_id;
+	uint32_t layer;
+	uint32_t ntok;
+	uint32_t buf_id;
+	uint64_t off_blocks;	/* region: u32 [ntok] */
+	uint64_t off_slots;	/* region: u32 [ntok] */
+	uint64_t dev_k;		/* buffer: float (or BF16) [ntok][kv_heads][hd] */
+	uint64_t dev_v;
+	uint32_t flags;		/* KVP_DEV_* */
+	uint32_t pad;
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+/* ATTN_DEV: like struct kvp_attn, q and out in device buffer buf_id. */
+struct kvp_attn_dev {
+	uint32_t layout_id;
+	uint32_t layer;
+	uint32_t batch;
+	uint32_t q_heads;
+	uint32_t max_blocks_per_seq;
+	uint32_t n_new;
+	float scale;
+	uint32_t buf_id;
+	uint64_t off_tables;	/* region: u32 [batch][max_blocks_per_seq] */
+	uint64_t off_ctx;	/* region: u32 [batch] */
+	uint64_t dev_q;		/* buffer: float [batch][max(1,n_new)][q_heads][hd] */
+	uint64_t dev_out;	/* buffer: float, like q */
 	uint64_t reserved[2];	/* must be 0 */
 };
 

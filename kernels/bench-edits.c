@@ -651,7 +651,7 @@ static int run_gpu(uint32_t *dts, int ndt, uint32_t tokens)
 	double copy = 0, t;
 	int i, rep, ret;
 
-	if (cuda_drv_open(&drv) || cuda_drv_device_open(&drv, 0, &dev, &cctx)) {
+	if (cuda_drv_open(&drv) || cuda_drv_device_open(&drv, 0, &dev, &cctx, NULL)) {
 		printf("no GPU\n");
 		return 77;
 	}

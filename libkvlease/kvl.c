@@ -250,7 +250,8 @@ static int hello(struct kvl_ctx *ctx)
 				return r;
 		}
 	}
-	return 0;
+	/* and device buffers */
+	return kvl_dev_rehello(ctx);
 }
 
 /* After a transport error: reconnect (waiting for a restarted daemon). */
@@ -359,6 +360,12 @@ static int rpc(struct kvl_ctx *ctx, uint16_t op, const void *body,
 			return r;
 	}
 	return -ECONNRESET;
+}
+
+uint8_t *kvl_region(struct kvl_ctx *ctx, uint64_t *bytes)
+{
+	*bytes = ctx->region_bytes;
+	return ctx->region;
 }
 
 /* ---- open / close ----------------------------------------------------- */
@@ -520,6 +527,7 @@ KVL_EXPORT void kvl_close(struct kvl_ctx *ctx)
 	ctx->closing = true;	/* closing the socket drops our references */
 	while (ctx->seqs)
 		kvl_seq_free(ctx->seqs);
+	kvl_dev_close_all(ctx);
 	kvl_tiers_close(ctx);
 	if (ctx->sock >= 0)
 		close(ctx->sock);

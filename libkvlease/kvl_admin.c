@@ -12,6 +12,8 @@
  *  - the daemon: otherwise every op is a KVP_OP_* admin record on kvpoold's
  *    socket (include/kvpool_proto.h), answered by its in-process ledger.
  * With neither, kvl_admin_open() fails with -ECONNREFUSED.
+ * Built without libnl (no headers at build time), the module transport is
+ * never picked: admin ops go to kvpoold's socket.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,11 +27,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#ifdef KVL_HAVE_LIBNL
 #include <netlink/errno.h>
 #include <netlink/genl/ctrl.h>
 #include <netlink/genl/genl.h>
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
+#endif
 
 #include <linux/kvpool.h>
 
@@ -288,6 +292,7 @@ static int daemon_pool_status(struct kvl_admin *a, struct kvl_pool_info *out)
 	return 0;
 }
 
+#ifdef KVL_HAVE_LIBNL
 /* ---------------------------------------------------------------- */
 /* Generic netlink (module)                                         */
 /* ---------------------------------------------------------------- */
@@ -439,6 +444,8 @@ static int pool_cb(struct nlattr **tb, void *arg)
 	return 0;
 }
 
+#endif /* KVL_HAVE_LIBNL */
+
 static int read_sysfs_u64(const char *pool, const char *tenant,
 			  const char *file, uint64_t *v)
 {
@@ -513,6 +520,7 @@ static int sysfs_pool_status(struct kvl_pool_info *p)
 	return 0;
 }
 
+#ifdef KVL_HAVE_LIBNL
 static int nl_pool_status(struct kvl_admin *a, struct kvl_pool_info *out)
 {
 	struct pool_dump d = { .out = out };
@@ -616,6 +624,9 @@ static int tenant_cb(struct nlattr **tb, void *arg)
 	return 0;
 }
 
+#endif /* KVL_HAVE_LIBNL */
+
+#ifdef KVL_HAVE_LIBNL
 static int sysfs_tenant_events(const char *pool, struct kvl_tenant_info *t)
 {
 	char path[512], key[32];
@@ -706,6 +717,26 @@ fail:
 	return nlerr_to_errno(ret);
 }
 
+#else /* !KVL_HAVE_LIBNL */
+/* Without libnl there is no module transport: the daemon answers. */
+static int nl_open(struct kvl_admin *a)
+{
+	return -EOPNOTSUPP;
+}
+
+static int nl_tenant(struct kvl_admin *a, uint8_t cmd, const char *pool,
+		     const char *name, uint32_t max, uint32_t min,
+		     uint32_t uid, uint32_t gid)
+{
+	return -EOPNOTSUPP;
+}
+
+static int nl_pool_status(struct kvl_admin *a, struct kvl_pool_info *out)
+{
+	return -EOPNOTSUPP;
+}
+#endif /* KVL_HAVE_LIBNL */
+
 /* ---------------------------------------------------------------- */
 /* Public API                                                       */
 /* ---------------------------------------------------------------- */
@@ -743,8 +774,10 @@ void kvl_admin_close(struct kvl_admin *adm)
 {
 	if (!adm)
 		return;
+#ifdef KVL_HAVE_LIBNL
 	if (adm->nl)
 		nl_socket_free(adm->nl);
+#endif
 	if (adm->sock >= 0)
 		close(adm->sock);
 	free(adm);
@@ -840,6 +873,7 @@ int kvl_admin_tenant_list(struct kvl_admin *adm, const char *pool,
 	ret = check_name(pool, true);
 	if (ret)
 		return ret;
+#ifdef KVL_HAVE_LIBNL
 	if (adm->mode == KVL_MODE_MODULE) {
 		struct tenant_dump d = { .out = out, .cap = cap };
 		char pname[KVPOOL_NAME_LEN];
@@ -860,6 +894,7 @@ int kvl_admin_tenant_list(struct kvl_admin *adm, const char *pool,
 			return sysfs_tenant_list(pname, out, cap);
 		return d.n;
 	}
+#endif
 	return daemon_list(adm, KVP_OP_TENANT_LIST, pool,
 			   sizeof(struct kvp_tenant_rec), out,
 			   sizeof(*out), cap, fill_tenant);

@@ -95,6 +95,10 @@ struct kvl_ctx {
 	struct kvl_layout_slot layouts[KVP_MAX_LAYOUTS];
 	unsigned int nlayouts;
 
+	/* device buffers (kvl_dev.c) */
+	struct kvl_cuda *cuda;		/* the driver, loaded on first use */
+	struct kvl_dev_buf *devbufs;
+
 	/* tiers (kvl_tier.c); tiers[0] is the top pool */
 	struct kvl_tier tiers[KVP_MAX_TIERS];
 	uint32_t ntiers;
@@ -136,6 +140,12 @@ struct kvl_ctx {
 
 void kvl_logf(struct kvl_ctx *ctx, int level, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* kvl.c: the region and its size */
+uint8_t *kvl_region(struct kvl_ctx *ctx, uint64_t *bytes);
+/* kvl_dev.c: register every device buffer again (after a reconnect),
+ * and free them all (kvl_close) */
+int kvl_dev_rehello(struct kvl_ctx *ctx);
+void kvl_dev_close_all(struct kvl_ctx *ctx);
 /* Called after a daemon restart: lease_lost when the blocks went too. */
 void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost);
 /* Release everything the sequences and the cache hold (release_all). */

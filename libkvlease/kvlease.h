@@ -219,6 +219,73 @@ int kvl_attention(struct kvl_ctx *ctx, int layout,
 int kvl_copy_blocks(struct kvl_ctx *ctx, const uint32_t *src,
 		    const uint32_t *dst, uint32_t n);
 
+/* ---- device buffers (GPU tenants, the daemon's cuda backend) --------- */
+
+/*
+ * An engine on the GPU keeps queries, new K/V and outputs in device
+ * memory.  A device buffer is a CUDA VMM allocation on the daemon's GPU
+ * that the daemon imports and maps too; the *_dev calls read their bulk
+ * arrays from it and write their outputs into it, so activations never
+ * cross host memory.  Index arrays (blocks, slots, block tables, context
+ * lengths) stay host arrays: the daemon checks them against the lease.
+ * The library loads the CUDA driver (libcuda.so.1, or $KVPOOL_LIBCUDA)
+ * with dlopen() when a device buffer is first made: programs that never
+ * make one do not need a driver.
+ *
+ * Ordering: a *_dev call first synchronises `stream` (a CUstream of the
+ * caller's current context, NULL for the legacy default stream), so the
+ * inputs the caller produced on it are complete; the daemon runs the op
+ * on its own stream and synchronises it before it replies, so when the
+ * call returns the outputs are complete and visible to any later work.
+ *
+ * After a daemon restart the library registers its buffers again.
+ * Errors: -EOPNOTSUPP when the daemon's backend has no device memory
+ * (cpu), -ENODEV without a CUDA driver, -EBADF when the descriptor is
+ * not an exported allocation, -EXDEV when the buffer is not on the
+ * daemon's device, -EFAULT for an array outside the buffer, -EINVAL for
+ * an offset not a multiple of 16.
+ */
+struct kvl_dev_buf;
+
+/* "no array" for kvl_read_kv_dev's k or v */
+#define KVL_DEV_NONE		UINT64_MAX
+/* kvl_write_kv_dev flags */
+#define KVL_DEV_BF16		(1U << 0)	/* k, v are BF16, not FP32 */
+
+/* Allocate at least bytes (rounded up to the device's allocation
+ * granularity) on CUDA device `device` (this process's ordinal of the
+ * daemon's GPU), exportable, mapped read-write here, and register it with
+ * the daemon. */
+int kvl_dev_buf_create(struct kvl_ctx *ctx, int device, uint64_t bytes,
+		       struct kvl_dev_buf **out);
+/* Register an allocation the caller made and exported itself
+ * (cuMemExportToShareableHandle, POSIX file descriptor); fd stays the
+ * caller's.  bytes: the size to map, a multiple of the granularity. */
+int kvl_dev_buf_register(struct kvl_ctx *ctx, int fd, uint64_t bytes,
+			 struct kvl_dev_buf **out);
+/* Unregister (and, for kvl_dev_buf_create's, free) the buffer. */
+void kvl_dev_buf_free(struct kvl_dev_buf *buf);
+/* Device address of the buffer in this process (a CUdeviceptr; 0 for a
+ * registered buffer) and its size. */
+uint64_t kvl_dev_buf_addr(const struct kvl_dev_buf *buf);
+uint64_t kvl_dev_buf_size(const struct kvl_dev_buf *buf);
+
+/* kvl_write_kv / kvl_read_kv with k and v at byte offsets into buf. */
+int kvl_write_kv_dev(struct kvl_ctx *ctx, int layout, uint32_t layer,
+		     uint32_t ntok, const uint32_t *blocks,
+		     const uint32_t *slots, struct kvl_dev_buf *buf,
+		     uint64_t off_k, uint64_t off_v, uint32_t flags,
+		     void *stream);
+int kvl_read_kv_dev(struct kvl_ctx *ctx, int layout, uint32_t layer,
+		    uint32_t ntok, const uint32_t *blocks,
+		    const uint32_t *slots, struct kvl_dev_buf *buf,
+		    uint64_t off_k, uint64_t off_v, void *stream);
+/* kvl_attention with q and out at byte offsets into buf (a->q and a->out
+ * are ignored). */
+int kvl_attention_dev(struct kvl_ctx *ctx, int layout,
+		      const struct kvl_attn_args *a, struct kvl_dev_buf *buf,
+		      uint64_t off_q, uint64_t off_out, void *stream);
+
 /* ---- sequences ------------------------------------------------------- */
 
 int kvl_seq_create(struct kvl_ctx *ctx, int layout, struct kvl_seq **out);

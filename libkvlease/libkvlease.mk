@@ -7,18 +7,26 @@
 #   $(B)/lib/pkgconfig/kvlease.pc
 #   $(B)/bin/kvlease-example                         the example program
 # libkvlease/kvl_admin.c (the admin API: netlink or the daemon socket) is
-# compiled in when it exists.
+# compiled in when it exists; its netlink transport when libnl-genl-3's
+# headers exist (without them, admin ops always go to kvpoold's socket:
+# the build says so).  kvl_dev.c (device buffers for GPU tenants) loads
+# the CUDA driver with dlopen(): no link-time dependency.
 
 KVL_OBJ := $(B)/obj/libkvlease
-KVL_SRCS := kvl.c kvl_seq.c kvl_prefix.c kvl_tier.c kvl_policy.c kvl_edit.c \
+KVL_SRCS := kvl.c kvl_seq.c kvl_dev.c kvl_prefix.c kvl_tier.c kvl_policy.c kvl_edit.c \
 	    $(notdir $(wildcard libkvlease/kvl_admin.c))
 KVL_OBJS := $(patsubst %.c,$(KVL_OBJ)/%.o,$(KVL_SRCS))
 KVL_HDRS := libkvlease/kvlease.h libkvlease/kvl_internal.h \
-	    include/kvpool_proto.h kmod/include/uapi/linux/kvpool.h
+	    include/kvpool_proto.h include/kvpool_cuda.h \
+	    kmod/include/uapi/linux/kvpool.h
 KVL_CPPFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease
+KVL_HAVE_LIBNL := $(shell (pkg-config --exists libnl-genl-3.0 2>/dev/null || \
+	test -f /usr/include/libnl3/netlink/genl/genl.h) && echo 1)
 ifneq ($(wildcard libkvlease/kvl_admin.c),)
-KVL_CPPFLAGS += $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
+ifeq ($(KVL_HAVE_LIBNL),1)
+KVL_CPPFLAGS += -DKVL_HAVE_LIBNL $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
 KVL_EXTRA_LIBS := $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -lnl-genl-3 -lnl-3)
+endif
 endif
 KVL_SO := $(B)/lib/libkvlease.so.1
 KVL_A := $(B)/lib/libkvlease.a
@@ -32,9 +40,12 @@ $(KVL_OBJ)/%.o: libkvlease/%.c $(KVL_HDRS)
 
 $(KVL_SO): $(KVL_OBJS) libkvlease/kvlease.map
 	@mkdir -p $(@D)
+ifneq ($(KVL_HAVE_LIBNL),1)
+	@echo "libkvlease: no libnl-genl-3 headers: built without the netlink admin transport"
+endif
 	$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,libkvlease.so.1 \
 		-Wl,--version-script=libkvlease/kvlease.map -Wl,-z,defs \
-		-o $@ $(KVL_OBJS) $(KVL_EXTRA_LIBS) -lm
+		-o $@ $(KVL_OBJS) $(KVL_EXTRA_LIBS) -ldl -lm
 	ln -sf libkvlease.so.1 $(B)/lib/libkvlease.so
 
 $(KVL_A): $(KVL_OBJS)

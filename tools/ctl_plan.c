@@ -11,6 +11,14 @@
  *
  * Per GPU with tensor parallelism tp, each GPU holds kv_heads / tp heads
  * (one head, replicated, when tp > kv_heads) and weights / tp bytes.
+ *
+ * kvpoold's default capacity on the cuda backend, from the memory free
+ * when it starts (here gpu_mem - weights per GPU - overhead, what the
+ * engines hold) less its reserve:
+ *   kvpoold_capacity  = floor((free - reserve) / block_bytes)
+ *                       (at most KVPOOL_MAX_CAPACITY)
+ * the same arithmetic as daemon/backend_cuda.c (--reserve-bytes, 1 GiB by
+ * default there and here).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <linux/kvpool.h>
 
 #include "kvpoolctl.h"
 
@@ -53,7 +63,7 @@ struct plan {
 	enum plan_dtype dtype;
 	uint64_t ctx;
 	uint64_t block_bytes_opt, block_tokens_opt;
-	uint64_t gpu_mem, weights, overhead;
+	uint64_t gpu_mem, weights, overhead, reserve;
 	uint32_t tp;
 	double util;
 	/* results */
@@ -67,6 +77,7 @@ struct plan {
 	uint64_t util_claim;		/* util x gpu_mem, claimed at start-up */
 	int64_t util_kv;		/* util x gpu_mem - weights - overhead */
 	uint64_t util_requests, util_tokens;
+	uint64_t kvpoold_capacity;	/* blocks, 0: no room */
 };
 
 /* Bytes of one row (one token, one head, K or V) of head_dim values. */
@@ -145,6 +156,12 @@ static int plan_compute(struct plan *p)
 				  p->blocks_fit / p->blocks_per_request : 0;
 		p->tokens_fit = p->blocks_fit * p->tokens_per_block;
 	}
+	if (p->kv_room > 0 && (uint64_t)p->kv_room > p->reserve) {
+		p->kvpoold_capacity = ((uint64_t)p->kv_room - p->reserve) /
+				      p->block_bytes;
+		if (p->kvpoold_capacity > KVPOOL_MAX_CAPACITY)
+			p->kvpoold_capacity = KVPOOL_MAX_CAPACITY;
+	}
 	p->util_claim = (uint64_t)floor(p->util * (double)p->gpu_mem);
 	p->util_kv = (int64_t)p->util_claim - (int64_t)p->weights_gpu -
 		     (int64_t)p->overhead;
@@ -186,6 +203,8 @@ static void plan_json(const struct plan *p)
 	jw_u64(&w, "overhead_bytes", p->overhead);
 	jw_u64(&w, "kv_bytes_per_gpu", p->kv_room > 0 ? (uint64_t)p->kv_room : 0);
 	jw_u64(&w, "blocks_fit", p->blocks_fit);
+	jw_u64(&w, "reserve_bytes", p->reserve);
+	jw_u64(&w, "kvpoold_capacity", p->kvpoold_capacity);
 	jw_u64(&w, "tokens_fit", p->tokens_fit);
 	jw_u64(&w, "requests_fit", p->requests_fit);
 	jw_dbl(&w, "util", p->util);
@@ -239,6 +258,9 @@ static void plan_text(const struct plan *p)
 		       ctl_commas(p->requests_fit, d, sizeof(d)));
 	else
 		printf("kvpool       nothing left for KV: the weights do not fit in one GPU's memory (try --tp)\n");
+	printf("kvpoold      default capacity on this GPU: %s blocks (free memory at start less the %s reserve)\n",
+	       ctl_commas(p->kvpoold_capacity, a, sizeof(a)),
+	       ctl_human(p->reserve, b, sizeof(b)));
 	printf("util %.2f    claims %s per GPU at start-up, idle or not; ",
 	       p->util, ctl_human(p->util_claim, a, sizeof(a)));
 	if (p->util_kv > 0)
@@ -260,13 +282,14 @@ static void plan_usage(FILE *f)
 	      "                      [--ctx TOKENS] [--dtype bf16|fp8|int8|int4]\n"
 	      "                      [--block-tokens N | --block-bytes BYTES]\n"
 	      "                      [--gpu-mem BYTES] [--tp N] [--weights-bytes BYTES]\n"
-	      "                      [--overhead BYTES] [--util FRACTION] [--json]\n"
+	      "                      [--overhead BYTES] [--util FRACTION]\n"
+	      "                      [--reserve-bytes BYTES] [--json]\n"
 	      "       kvpoolctl plan --list-models [--json]\n"
 	      "Sizes take suffixes k M G T (x1000) or Ki Mi Gi Ti (x1024), e.g. 80GiB.\n"
 	      "Defaults: --ctx the model's maximum context (8192 for explicit\n"
 	      "layouts), --dtype bf16, --block-tokens 16, --gpu-mem 80GiB, --tp 1,\n"
 	      "--weights-bytes 2 x parameters of the preset (0 for explicit layouts),\n"
-	      "--overhead 0, --util 0.9.\n"
+	      "--overhead 0, --util 0.9, --reserve-bytes 1GiB (kvpoold's default).\n"
 	      "Models:", f);
 	for (i = 0; i < N_PRESETS; i++)
 		fprintf(f, " %s", presets[i].name);
@@ -314,6 +337,7 @@ enum {
 	OPT_MODEL = 256, OPT_LAYERS, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_CTX,
 	OPT_DTYPE, OPT_BLOCK_BYTES, OPT_BLOCK_TOKENS, OPT_GPU_MEM, OPT_TP,
 	OPT_WEIGHTS, OPT_UTIL, OPT_OVERHEAD, OPT_LIST, OPT_JSON, OPT_HELP,
+	OPT_RESERVE,
 };
 
 static const struct option plan_opts[] = {
@@ -330,6 +354,7 @@ static const struct option plan_opts[] = {
 	{ "weights-bytes", required_argument, NULL, OPT_WEIGHTS },
 	{ "util",          required_argument, NULL, OPT_UTIL },
 	{ "overhead",      required_argument, NULL, OPT_OVERHEAD },
+	{ "reserve-bytes", required_argument, NULL, OPT_RESERVE },
 	{ "list-models",   no_argument,       NULL, OPT_LIST },
 	{ "json",          no_argument,       NULL, OPT_JSON },
 	{ "help",          no_argument,       NULL, OPT_HELP },
@@ -370,6 +395,7 @@ int cmd_plan(int argc, char **argv)
 	p.gpu_mem = 80ULL << 30;
 	p.tp = 1;
 	p.util = 0.9;
+	p.reserve = 1ULL << 30;
 
 	optind = 1;
 	opterr = 0;
@@ -442,6 +468,10 @@ int cmd_plan(int argc, char **argv)
 		case OPT_OVERHEAD:
 			ret = parse_size_opt("--overhead", v, &p.overhead, 0,
 					     1ULL << 50);
+			break;
+		case OPT_RESERVE:
+			ret = parse_size_opt("--reserve-bytes", v, &p.reserve, 0,
+					     1ULL << 52);
 			break;
 		case OPT_UTIL:
 			ret = ctl_parse_fraction(v, &p.util);

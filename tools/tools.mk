@@ -9,7 +9,7 @@
 #   make demo              builds what the demo needs and runs kvpool-bench
 
 TOOLS_OBJ := $(B)/obj/tools
-TOOLS_NL_CFLAGS := $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
+TOOLS_NL_CFLAGS := -DKVL_HAVE_LIBNL $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
 TOOLS_NL_LIBS := $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -lnl-genl-3 -lnl-3)
 TOOLS_CFLAGS := $(CPPFLAGS_BASE) -Itools -Ilibkvlease -Ikernels \
 		$(TOOLS_NL_CFLAGS) $(CFLAGS_BASE)

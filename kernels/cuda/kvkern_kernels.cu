@@ -5,14 +5,25 @@
  * quantisation and scale rule, FP32 accumulation.  Built into
  * kvpool_kernels.fatbin and launched through the driver API by
  * kernels/kvkern_cuda.c; every entry point takes one parameter block
- * (kernels/kvkern_cuda_abi.h) by value.
+ * (kernels/kvkern_cuda_abi.h) by value.  The same source also compiles
+ * for the host with -DKVK_CUEMU (tests/cudafake/cuemu.h), where every
+ * warp-level primitive below is emulated from its PTX definition.
  *
- * Attention: one CTA per (kv head, sequence x query block, split).  Each
- * group of LPT = head_dim / 8 lanes owns one position at a time, each lane
- * 8 elements of it: the K row is loaded once and dotted with all R query
- * rows of the kv head's group (GQA read once), the V row is loaded once
- * and accumulated into all R outputs.  Lane groups, then warps, merge
- * their (max, sum, output) states; splits are merged by kvk_merge.
+ * Attention (Documentation/gpu.rst has the design and its arithmetic):
+ * one thread block per (sequence, kv head, block of 8 query rows, split
+ * of the positions), four warps.  Each warp streams its own tiles of 16
+ * positions (K and V rows of the kv head) into shared memory with a
+ * multi-stage cp.async pipeline of 16-byte copies, several tiles in
+ * flight, and computes on tensor cores with the query rows as the N = 8
+ * dimension of mma.sync.m16n8k16:
+ *   S^T (16 positions x 8 rows) = K (16 x D) . Q^T (D x 8)
+ *   O^T (D x 8 rows)           += V^T (D x 16) . P^T (16 x 8)
+ * Q and P are split into hi + lo halves (BF16 for the BF16 cache, FP16
+ * for FP8/INT8/INT4, whose values are exact in FP16), each product is
+ * hi * x + lo * x, accumulated in FP32.  Block scales are applied in
+ * FP32 (K: to the scores; V: folded into P with a power-of-two tile
+ * exponent, so nothing overflows FP16).  The softmax max and the rescale
+ * happen once per tile.  Warps, then splits, merge (max, sum, output).
  */
 #include <stdint.h>
 #include <math.h>
@@ -24,14 +35,203 @@
 #define KVK_INT8 3
 #define KVK_INT4 4
 
-/* ---- element formats (bit-identical to kernels/kvkern.c) ---- */
+#ifdef KVK_CUEMU
+#include "cuemu.h"
+#define KVK_DEV static inline
+#define KVK_SMEM_BASE ((uint8_t *)cuemu_dyn_smem())
+#else
+#define KVK_DEV __device__ __forceinline__
+#define KVK_SMEM_BASE kvk_dyn_smem
+extern __shared__ __align__(16) uint8_t kvk_dyn_smem[];
+#endif
 
-__device__ __forceinline__ float bf16_to_f32(uint16_t h)
+/* ---- warp-level primitives (PTX) ---- */
+
+#ifndef KVK_CUEMU
+KVK_DEV uint32_t smem_u32(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, L2 only; src_size 0 fills zeros */
+KVK_DEV void cp_async16(void *dst, const void *src, uint32_t src_size)
+{
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+		     :: "r"(smem_u32(dst)), "l"(src), "r"(src_size) : "memory");
+}
+
+KVK_DEV void cp_async8(void *dst, const void *src, uint32_t src_size)
+{
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n"
+		     :: "r"(smem_u32(dst)), "l"(src), "r"(src_size) : "memory");
+}
+
+KVK_DEV void cp_async4(void *dst, const void *src, uint32_t src_size)
+{
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+		     :: "r"(smem_u32(dst)), "l"(src), "r"(src_size) : "memory");
+}
+
+KVK_DEV void cp_async_commit(void)
+{
+	asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int N>
+KVK_DEV void cp_async_wait(void)
+{
+	asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
+KVK_DEV void ldsm_x4(const void *p, uint32_t r[4])
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
+		     "{%0, %1, %2, %3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(smem_u32(p)) : "memory");
+}
+
+KVK_DEV void ldsm_x4_t(const void *p, uint32_t r[4])
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
+		     "{%0, %1, %2, %3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(smem_u32(p)) : "memory");
+}
+
+/* d = a . b + d, m16n8k16, f32 accumulators */
+KVK_DEV void mma_bf16(float d[4], const uint32_t a[4], uint32_t b0,
+		      uint32_t b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+		     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+		     "{%0, %1, %2, %3};\n"
+		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),
+		       "r"(b0), "r"(b1));
+}
+
+KVK_DEV void mma_f16(float d[4], const uint32_t a[4], uint32_t b0,
+		     uint32_t b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+		     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+		     "{%0, %1, %2, %3};\n"
+		     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]),
+		       "r"(b0), "r"(b1));
+}
+
+/* transpose an 8x8 matrix of 16-bit values held in mma C-fragment order */
+KVK_DEV uint32_t movm_t(uint32_t x)
+{
+	uint32_t y;
+
+	asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n"
+		     : "=r"(y) : "r"(x));
+	return y;
+}
+
+KVK_DEV float ex2(float x)
+{
+	float y;
+
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+}
+
+KVK_DEV uint16_t f2h_bits(float x)
+{
+	uint16_t h;
+
+	asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(h) : "f"(x));
+	return h;
+}
+
+KVK_DEV float h2f_bits(uint16_t h)
+{
+	float x;
+
+	asm("cvt.f32.f16 %0, %1;\n" : "=f"(x) : "h"(h));
+	return x;
+}
+
+KVK_DEV uint16_t f2bf_bits(float x)
+{
+	uint16_t h;
+
+	asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(x));
+	return h;
+}
+
+KVK_DEV uint32_t hsub2(uint32_t a, uint32_t b)
+{
+	uint32_t d;
+
+	asm("sub.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+	return d;
+}
+
+KVK_DEV uint32_t hmul2(uint32_t a, uint32_t b)
+{
+	uint32_t d;
+
+	asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+	return d;
+}
+
+#if __CUDA_ARCH__ >= 890
+#define KVK_HW_E4M3 1
+/* two E4M3 bytes (low byte -> low half) to two FP16 */
+KVK_DEV uint32_t e4m3x2_hw(uint32_t x)
+{
+	uint32_t d;
+	uint16_t s = (uint16_t)x;
+
+	asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(d) : "h"(s));
+	return d;
+}
+#endif
+
+KVK_DEV uint32_t warp_max_u32(uint32_t v)
+{
+	return __reduce_max_sync(0xffffffffu, v);
+}
+#endif /* !KVK_CUEMU */
+
+KVK_DEV float bf2f_bits(uint16_t h)
 {
 	return __uint_as_float((uint32_t)h << 16);
 }
 
-__device__ __forceinline__ uint16_t f32_to_bf16(float f)
+/* 2^e for e in [-126, 127], exact */
+KVK_DEV float pow2i(int e)
+{
+	return __uint_as_float((uint32_t)(e + 127) << 23);
+}
+
+/* tile exponent of a power-of-two scale maximum (as float bits): 2^-E
+ * brings the scale to at most 2^13, clamped to a normal 2^E */
+KVK_DEV int tile_exp(uint32_t maxbits)
+{
+	int e = maxbits ? (int)((maxbits >> 23) & 0xff) - 127 - 13 : 0;
+
+	return e < -126 ? -126 : e > 127 ? 127 : e;
+}
+
+KVK_DEV uint32_t pack2(uint16_t lo, uint16_t hi)
+{
+	return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+
+/* ---- element formats (bit-identical to kernels/kvkern.c) ---- */
+
+KVK_DEV float bf16_to_f32(uint16_t h)
+{
+	return __uint_as_float((uint32_t)h << 16);
+}
+
+KVK_DEV uint16_t f32_to_bf16(float f)
 {
 	uint32_t u = __float_as_uint(f);
 
@@ -41,7 +241,7 @@ __device__ __forceinline__ uint16_t f32_to_bf16(float f)
 	return (uint16_t)(u >> 16);
 }
 
-__device__ __forceinline__ float fp8_to_f32(uint32_t b)
+KVK_DEV float fp8_to_f32(uint32_t b)
 {
 	uint32_t e = (b >> 3) & 15, m = b & 7, sign = (b & 0x80) << 24;
 
@@ -52,7 +252,7 @@ __device__ __forceinline__ float fp8_to_f32(uint32_t b)
 	return __uint_as_float(sign | ((e + 120) << 23) | (m << 20));
 }
 
-__device__ __forceinline__ uint8_t f32_to_fp8(float f)
+KVK_DEV uint8_t f32_to_fp8(float f)
 {
 	uint32_t u = __float_as_uint(f);
 	uint8_t sign = (u >> 24) & 0x80;
@@ -72,7 +272,7 @@ __device__ __forceinline__ uint8_t f32_to_fp8(float f)
 	return sign | (uint8_t)u;
 }
 
-__device__ __forceinline__ float f16_to_f32(uint16_t h)
+KVK_DEV float f16_to_f32(uint16_t h)
 {
 	uint32_t e = (h >> 10) & 31, m = h & 1023;
 	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
@@ -85,7 +285,7 @@ __device__ __forceinline__ float f16_to_f32(uint16_t h)
 	return __uint_as_float(sign | ((e + 112) << 23) | (m << 13));
 }
 
-__device__ __forceinline__ uint16_t f32_to_f16(float f)
+KVK_DEV uint16_t f32_to_f16(float f)
 {
 	uint32_t u = __float_as_uint(f);
 	uint16_t sign = (u >> 16) & 0x8000;
@@ -101,7 +301,7 @@ __device__ __forceinline__ uint16_t f32_to_f16(float f)
 	return sign | (uint16_t)((u - 0x38000000u) >> 13);
 }
 
-__device__ __forceinline__ float pow2_scale(float amax, float qmax)
+KVK_DEV float pow2_scale(float amax, float qmax)
 {
 	float need;
 	int e;
@@ -118,7 +318,7 @@ __device__ __forceinline__ float pow2_scale(float amax, float qmax)
 	return ldexpf(1.0f, e);
 }
 
-__device__ __forceinline__ uint8_t q_fp8(float x, float s)
+KVK_DEV uint8_t q_fp8(float x, float s)
 {
 	if (isnan(x))
 		return f32_to_fp8(x);
@@ -127,7 +327,7 @@ __device__ __forceinline__ uint8_t q_fp8(float x, float s)
 	return f32_to_fp8(x / s);
 }
 
-__device__ __forceinline__ int q_int(float x, float s, float qmax)
+KVK_DEV int q_int(float x, float s, float qmax)
 {
 	float q;
 
@@ -142,25 +342,23 @@ __device__ __forceinline__ int q_int(float x, float s, float qmax)
 	return (int)q;
 }
 
-__device__ __forceinline__ float valid_scale(float s)
+KVK_DEV float valid_scale(float s)
 {
 	return (isfinite(s) && s > 0.0f) ? s : 0.0f;
 }
 
 /* ---- layout ---- */
 
-__device__ __forceinline__ uint64_t row_off(const kvk_cu_layout &l,
-					    uint32_t kv, uint32_t head,
-					    uint32_t tok)
+KVK_DEV uint64_t row_off(const kvk_cu_layout &l, uint32_t kv, uint32_t head,
+			 uint32_t tok)
 {
 	uint64_t plane = ((uint64_t)l.layer * 2 + kv) * l.kv_heads + head;
 
 	return plane * l.plane_bytes + (uint64_t)tok * l.row_bytes;
 }
 
-__device__ __forceinline__ uint64_t scale_off(const kvk_cu_layout &l,
-					      uint32_t kv, uint32_t head,
-					      uint32_t tok)
+KVK_DEV uint64_t scale_off(const kvk_cu_layout &l, uint32_t kv, uint32_t head,
+			   uint32_t tok)
 {
 	uint64_t plane = ((uint64_t)l.layer * 2 + kv) * l.kv_heads + head;
 
@@ -172,9 +370,8 @@ __device__ __forceinline__ uint64_t scale_off(const kvk_cu_layout &l,
 
 /* element d of a row, dequantised (with the block scale s, or the INT4
  * group scales at gs) */
-__device__ __forceinline__ float load_elem(uint32_t dtype, const uint8_t *row,
-					   uint32_t d, float s,
-					   const uint8_t *gs)
+KVK_DEV float load_elem(uint32_t dtype, const uint8_t *row, uint32_t d,
+			float s, const uint8_t *gs)
 {
 	switch (dtype) {
 	case KVK_BF16:
@@ -195,9 +392,8 @@ __device__ __forceinline__ float load_elem(uint32_t dtype, const uint8_t *row,
 
 /* ---- write ---- */
 
-__device__ __forceinline__ float in_elem(const kvk_cu_write &p, uint32_t kv,
-					 uint32_t tok, uint32_t head,
-					 uint32_t d)
+KVK_DEV float in_elem(const kvk_cu_write &p, uint32_t kv, uint32_t tok,
+		      uint32_t head, uint32_t d)
 {
 	uint64_t i = ((uint64_t)tok * p.l.kv_heads + head) * p.l.head_dim + d;
 
@@ -206,11 +402,14 @@ __device__ __forceinline__ float in_elem(const kvk_cu_write &p, uint32_t kv,
 	return ((const float *)(kv ? p.v : p.k))[i];
 }
 
-extern "C" __global__ void kvk_write(const kvk_cu_write p)
+extern "C" __global__ void __launch_bounds__(KVK_CU_THREADS)
+kvk_write(const kvk_cu_write p)
 {
 	const kvk_cu_layout &l = p.l;
-	const uint32_t g = blockIdx.x, kv = blockIdx.y / l.kv_heads;
-	const uint32_t head = blockIdx.y % l.kv_heads, D = l.head_dim;
+	const uint32_t H2 = 2 * l.kv_heads;
+	const uint32_t g = blockIdx.x / H2, y = blockIdx.x % H2;
+	const uint32_t kv = y / l.kv_heads, head = y % l.kv_heads;
+	const uint32_t D = l.head_dim;
 	const uint32_t *tok_idx = (const uint32_t *)p.tok_idx;
 	const uint32_t *slots = (const uint32_t *)p.slots;
 	const uint32_t i0 = ((const uint32_t *)p.grp_start)[g];
@@ -241,18 +440,18 @@ extern "C" __global__ void kvk_write(const kvk_cu_write p)
 				uint16_t *sp = (uint16_t *)(blk +
 					scale_off(l, kv, head, slot));
 				float amax = 0.0f, x[32], gsf;
-				uint16_t h;
+				uint16_t hs;
 
 				for (d = 0; d < 32; d++) {
 					x[d] = in_elem(p, kv, t, head, gr * 32 + d);
 					if (isfinite(x[d]) && fabsf(x[d]) > amax)
 						amax = fabsf(x[d]);
 				}
-				h = f32_to_f16(amax / 7.0f);
-				if ((h & 0x7fff) >= 0x7c00)
-					h = 0x7bff;
-				gsf = f16_to_f32(h);
-				sp[gr] = h;
+				hs = f32_to_f16(amax / 7.0f);
+				if ((hs & 0x7fff) >= 0x7c00)
+					hs = 0x7bff;
+				gsf = f16_to_f32(hs);
+				sp[gr] = hs;
 				for (d = 0; d < 32; d += 2) {
 					int lo = q_int(x[d], gsf, 7.0f);
 					int hi = q_int(x[d + 1], gsf, 7.0f);
@@ -349,11 +548,14 @@ extern "C" __global__ void kvk_write(const kvk_cu_write p)
 
 /* ---- read ---- */
 
-extern "C" __global__ void kvk_read(const kvk_cu_read p)
+extern "C" __global__ void __launch_bounds__(KVK_CU_THREADS)
+kvk_read(const kvk_cu_read p)
 {
 	const kvk_cu_layout &l = p.l;
-	const uint32_t t = blockIdx.x, kv = blockIdx.y / l.kv_heads;
-	const uint32_t head = blockIdx.y % l.kv_heads, D = l.head_dim;
+	const uint32_t H2 = 2 * l.kv_heads;
+	const uint32_t t = blockIdx.x / H2, y = blockIdx.x % H2;
+	const uint32_t kv = y / l.kv_heads, head = y % l.kv_heads;
+	const uint32_t D = l.head_dim;
 	const uint32_t slot = ((const uint32_t *)p.slots)[t];
 	const uint8_t *blk = (const uint8_t *)p.pool +
 		(uint64_t)((const uint32_t *)p.blocks)[t] * l.block_bytes;
@@ -363,316 +565,996 @@ extern "C" __global__ void kvk_read(const kvk_cu_read p)
 		  *(const float *)gs : 1.0f;
 	float *dst = (float *)(kv ? p.v : p.k);
 
+	if (!dst)
+		return;
 	for (uint32_t d = threadIdx.x; d < D; d += blockDim.x)
 		dst[((uint64_t)t * l.kv_heads + head) * D + d] =
 			load_elem(l.dtype, row, d, s, gs);
 }
 
-/* ---- attention ---- */
+/* ---- attention: element conversions to MMA operands ---- */
 
-/* 8 consecutive elements of a row, dequantised without the block scale
- * (INT4: with its group scale) */
-template <int DT>
-__device__ __forceinline__ void load8(const uint8_t *row, uint32_t e0,
-				      const uint8_t *gs, float *x)
+/* Two FP8 E4M3 bytes (x bits 0-7, 8-15) -> two FP16 (exact), NaN kept,
+ * with integer operations: byte b -> f16 bits (b & 0x80) << 8 |
+ * (b & 0x7f) << 7, times 2^8 (subnormals included). */
+KVK_DEV uint32_t e4m3x2_sw(uint32_t x)
 {
-	if (DT == KVK_BF16) {
-		uint4 u = *(const uint4 *)(row + 2 * e0);
-		uint32_t w[4] = { u.x, u.y, u.z, u.w };
+	uint32_t w = __byte_perm(x, 0, 0x1404);	/* [0, b0, 0, b1] */
+	uint32_t f = (w & 0x80008000u) | ((w & 0x7f007f00u) >> 1);
+	uint32_t nan = __vcmpeq2(w & 0x7f007f00u, 0x7f007f00u);
 
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			x[2 * i] = __uint_as_float(w[i] << 16);
-			x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-		}
-	} else if (DT == KVK_FP8) {
-		uint2 u = *(const uint2 *)(row + e0);
-		uint32_t w[2] = { u.x, u.y };
-
-#pragma unroll
-		for (int i = 0; i < 8; i++)
-			x[i] = fp8_to_f32((w[i / 4] >> (8 * (i % 4))) & 0xff);
-	} else if (DT == KVK_INT8) {
-		uint2 u = *(const uint2 *)(row + e0);
-		uint32_t w[2] = { u.x, u.y };
-
-#pragma unroll
-		for (int i = 0; i < 8; i++)
-			x[i] = (float)(int8_t)((w[i / 4] >> (8 * (i % 4))) & 0xff);
-	} else {
-		uint32_t w = *(const uint32_t *)(row + e0 / 2);
-		float s = f16_to_f32(((const uint16_t *)gs)[e0 / 32]);
-
-#pragma unroll
-		for (int i = 0; i < 8; i++) {
-			int q = (w >> (4 * i)) & 15;
-
-			x[i] = (float)(q & 8 ? q - 16 : q) * s;
-		}
-	}
+	f = hmul2(f, 0x5c005c00u);		/* 256.0 in both halves */
+	return f | (nan & 0x7fff7fffu);
 }
 
-struct rstate {
-	float m, l;
+/* the hardware conversion where the architecture has it (sm_89+) */
+KVK_DEV uint32_t e4m3x2_to_f16x2(uint32_t x)
+{
+#if defined(KVK_CUEMU)
+	return cuemu_sm() >= 89 ? e4m3x2_hw(x) : e4m3x2_sw(x);
+#elif defined(KVK_HW_E4M3)
+	return e4m3x2_hw(x);
+#else
+	return e4m3x2_sw(x);
+#endif
+}
+
+/* Two INT8 bytes -> two FP16 (exact): 0x6400 | (b ^ 0x80) is 1152 + b. */
+KVK_DEV uint32_t s8x2_to_f16x2(uint32_t x)
+{
+	uint32_t w = __byte_perm(x, 0x64646464u, 0x4140) ^ 0x00800080u;
+
+	return hsub2(w, 0x64806480u);		/* 1152.0 in both halves */
+}
+
+/* Two INT4 nibbles at bits 0-3 and 16-19 -> two FP16: 0x6400 | (n ^ 8)
+ * is 1032 + n. */
+KVK_DEV uint32_t s4x2_to_f16x2(uint32_t w)
+{
+	w = ((w & 0x000f000fu) ^ 0x00080008u) | 0x64006400u;
+	return hsub2(w, 0x64086408u);		/* 1032.0 in both halves */
+}
+
+template <int DT>
+KVK_DEV uint32_t cvt8x2(uint32_t x)
+{
+	return DT == KVK_FP8 ? e4m3x2_to_f16x2(x) : s8x2_to_f16x2(x);
+}
+
+/* hi + lo split in the MMA input type (BF16 for the BF16 cache) */
+template <bool BF>
+KVK_DEV uint16_t to_mma(float x)
+{
+	return BF ? f2bf_bits(x) : f2h_bits(x);
+}
+
+template <bool BF>
+KVK_DEV float from_mma(uint16_t h)
+{
+	return BF ? bf2f_bits(h) : h2f_bits(h);
+}
+
+template <bool BF>
+KVK_DEV void mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+	if (BF)
+		mma_bf16(d, a, b0, b1);
+	else
+		mma_f16(d, a, b0, b1);
+}
+
+/*
+ * Query k-index mapping.  For the BF16 cache (ldmatrix), k-step ks,
+ * logical column 2c + e (+ 8) is dimension 16 ks + 2c + e (+ 8).  For the
+ * FP16 path a lane reads W contiguous bytes (8-bit) or 4 bytes = 8
+ * dimensions (INT4) of a K row per super-chunk j of 4 W dimensions:
+ * k-step ks = j * (W / 4) + s, column 2c + e is dimension
+ * j * 4 W + c W + 4 s + e, column 2c + 8 + e is that + 2.  INT4's
+ * super-chunk is one scale group of 32.
+ */
+template <int DT, int D>
+struct kvk_attn_cfg {
+	static constexpr bool BF = DT == KVK_BF16;
+	static constexpr int RB = DT == KVK_BF16 ? 2 * D :
+				  DT == KVK_INT4 ? D / 2 : D;
+	static constexpr int RS = RB + 16;
+	static constexpr int SB = (DT == KVK_FP8 || DT == KVK_INT8) ? 4 :
+				  DT == KVK_INT4 ? (D / 16 < 4 ? 4 : D / 16) : 0;
+	static constexpr int TB = 2 * KVK_CU_TILE * (RS + SB);
+	static constexpr int S = (12288 + TB - 1) / TB + 1 < 2 ? 2 :
+				 (12288 + TB - 1) / TB + 1 > 8 ? 8 :
+				 (12288 + TB - 1) / TB + 1;
+	static constexpr int W = DT == KVK_INT4 ? 8 : (D >= 64 ? 16 : 8);
+	static constexpr int NKS = D / 16;
+	static constexpr int NMT = D / 16;
 };
 
-template <int DT, int D, int RM>
-__device__ __forceinline__ void attn(const kvk_cu_attn &p)
+template <int DT, int D>
+KVK_DEV uint32_t q_dim(uint32_t ks, uint32_t c, uint32_t e, uint32_t hi8)
 {
-	constexpr int LPT = D / 8;		/* lanes per position */
-	constexpr int TPW = 32 / LPT;		/* positions per warp step */
-	constexpr int NW = KVK_CU_THREADS / 32;
+	typedef kvk_attn_cfg<DT, D> C;
+
+	if (DT == KVK_BF16)
+		return 16 * ks + 2 * c + e + 8 * hi8;
+	{
+		const uint32_t per = C::W / 4;
+		const uint32_t j = ks / per, s = ks % per;
+
+		return j * 4 * C::W + c * C::W + 4 * s + e + 2 * hi8;
+	}
+}
+
+/*
+ * Output dimension of the O^T accumulator element (m-tile i, row g or
+ * g + 8): BF16 identity (ldmatrix.trans); 8-bit: lane group g owns D/8
+ * contiguous dimensions, m-tile i row g is g D/8 + 2i, row g + 8 the
+ * next; INT4: group G = i / 2, h = i % 2, row g is 32 G + 4 g + 2 h,
+ * row g + 8 the next (so that one m-tile stays in one scale group).
+ */
+template <int DT, int D>
+KVK_DEV uint32_t o_dim(uint32_t i, uint32_t g, uint32_t hi8)
+{
+	if (DT == KVK_BF16)
+		return 16 * i + g + 8 * hi8;
+	if (DT == KVK_INT4)
+		return 32 * (i / 2) + 4 * g + 2 * (i % 2) + hi8;
+	return g * (D / 8) + 2 * i + hi8;
+}
+
+template <int DT, int D>
+struct kvk_attn_smem {
+	uint8_t *tiles;		/* [warps][stages][tile] */
+	uint4 *qf;		/* [NKS][32] */
+	uint32_t *tab;		/* [KVK_CU_TAB] */
+	uint64_t *raddr;	/* [warps][16] */
+	uint32_t *rslot;	/* [warps][16] */
+	int *rexp;		/* [ROWS] */
+	int *rlim;		/* [ROWS] */
+	float *fin;		/* [2][ROWS]: merged m, l */
+	float *rfac;		/* [ROWS]: 2^rexp */
+};
+
+template <int DT, int D>
+KVK_DEV kvk_attn_smem<DT, D> attn_smem(void)
+{
+	typedef kvk_attn_cfg<DT, D> C;
+	kvk_attn_smem<DT, D> s;
+	uint8_t *b = KVK_SMEM_BASE;
+	uint32_t o = kvk_cu_attn_tiles_bytes(DT, D, C::RB);
+
+	s.tiles = b;
+	s.qf = (uint4 *)(b + o);
+	o += C::NKS * 32 * 16;
+	s.tab = (uint32_t *)(b + o);
+	o += KVK_CU_TAB * 4;
+	s.raddr = (uint64_t *)(b + o);
+	o += KVK_CU_WARPS * KVK_CU_TILE * 8;
+	s.rslot = (uint32_t *)(b + o);
+	o += KVK_CU_WARPS * KVK_CU_TILE * 4;
+	s.rexp = (int *)(b + o);
+	o += KVK_CU_ROWS * 4;
+	s.rlim = (int *)(b + o);
+	o += KVK_CU_ROWS * 4;
+	s.fin = (float *)(b + o);
+	o += 2 * KVK_CU_ROWS * 4;
+	s.rfac = (float *)(b + o);
+	return s;
+}
+
+struct kvk_attn_ctx {
+	uint32_t seq, h, rb, split;
+	uint32_t t0;		/* first position of this split */
+	uint32_t tmain;		/* end of the positions every row attends */
+	uint32_t tend;		/* end of the positions any row attends */
+	uint32_t first;		/* block-table index of t0 */
+	uint64_t koff, voff;	/* K and V planes of the head in a block */
+	uint64_t kmeta, vmeta;	/* FP8/INT8: scale offsets; INT4: plane
+				 * index times T (scale rows) */
+	int lim_min, lim_max;
+};
+
+/* Issue the copies of tile k of this warp (16 positions from p0) into
+ * stage buffer tb.  Positions past the end are zero-filled. */
+template <int DT, int D>
+KVK_DEV void attn_issue(const kvk_cu_attn &p, const kvk_attn_ctx &x,
+			const kvk_attn_smem<DT, D> &sm, uint8_t *tb,
+			uint32_t p0, uint32_t warp, uint32_t lane)
+{
+	typedef kvk_attn_cfg<DT, D> C;
 	const kvk_cu_layout &l = p.l;
-	const uint32_t h = blockIdx.x, seq = blockIdx.y / p.nqb;
-	const uint32_t qblk = blockIdx.y % p.nqb, split = blockIdx.z;
-	const uint32_t n_q1 = p.n_q ? p.n_q : 1, G = p.group;
-	const uint32_t q0 = qblk * p.qb;
-	const uint32_t nq = min(p.qb, n_q1 - q0);
-	const uint32_t R = nq * G, T = l.tokens_per_block;
-	const uint32_t ctx = ((const uint32_t *)p.ctx)[seq];
-	const uint32_t end = p.n_q ? ctx - p.n_q + q0 + nq : ctx;
-	const uint32_t t0 = split * p.chunk;
-	const uint32_t t1 = min(end, t0 + p.chunk);
-	const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const uint32_t sub = lane / LPT, part = lane % LPT, e0 = part * 8;
-	const uint32_t *table = (const uint32_t *)p.tables +
-				(uint64_t)seq * p.mbps;
-	const uint64_t koff = row_off(l, 0, h, 0), voff = row_off(l, 1, h, 0);
-	float qv[RM][8], acc[RM][8];
-	rstate st[RM];
-	__shared__ float sm_acc[RM][D];
-	__shared__ float sm_m[RM], sm_l[RM];
-	int lim[RM];
+	uint64_t *ra = sm.raddr + warp * KVK_CU_TILE;
+	uint32_t *rs = sm.rslot + warp * KVK_CU_TILE;
 
-#pragma unroll
-	for (int r = 0; r < RM; r++) {
-		st[r].m = -INFINITY;
-		st[r].l = 0.0f;
-		lim[r] = -1;
-#pragma unroll
-		for (int i = 0; i < 8; i++) {
-			acc[r][i] = 0.0f;
-			qv[r][i] = 0.0f;
+	__syncwarp();
+	if (lane < KVK_CU_TILE) {
+		uint32_t t = p0 + lane;
+		uint64_t base = 0;
+		uint32_t slot = 0;
+
+		if (t < x.tmain) {
+			uint32_t bi = t / l.tokens_per_block;
+
+			slot = t - bi * l.tokens_per_block;
+			base = p.pool + (uint64_t)sm.tab[bi - x.first] *
+				       l.block_bytes;
 		}
-		if (r < (int)R) {
-			uint32_t qi = q0 + r / G, hq = h * G + r % G;
-			const float *q = (const float *)p.q +
-				(((uint64_t)seq * n_q1 + qi) * p.q_heads + hq) * D;
+		ra[lane] = base;
+		rs[lane] = slot;
+	}
+	__syncwarp();
+	{
+		constexpr int N16 = C::RB / 16;
 
-#pragma unroll
-			for (int i = 0; i < 8; i++)
-				qv[r][i] = q[e0 + i] * p.scale;
-			lim[r] = p.n_q ? (int)(ctx - p.n_q + qi) : (int)ctx - 1;
+		for (int idx = lane; idx < 2 * KVK_CU_TILE * N16; idx += 32) {
+			const int kv = idx / (KVK_CU_TILE * N16);
+			const int rem = idx - kv * KVK_CU_TILE * N16;
+			const int row = rem / N16, col = rem % N16;
+			const uint64_t base = ra[row];
+			const uint8_t *src = base ? (const uint8_t *)(base +
+				(kv ? x.voff : x.koff) +
+				(uint64_t)rs[row] * C::RB + col * 16) :
+				(const uint8_t *)p.pool;
+
+			cp_async16(tb + (kv * KVK_CU_TILE + row) * C::RS + col * 16,
+				   src, base ? 16 : 0);
 		}
 	}
+	if (DT == KVK_FP8 || DT == KVK_INT8) {
+		const int kv = lane / KVK_CU_TILE, row = lane % KVK_CU_TILE;
+		const uint64_t base = ra[row];
+		const uint8_t *src = base ? (const uint8_t *)(base +
+					(kv ? x.vmeta : x.kmeta)) :
+					(const uint8_t *)p.pool;
 
-	for (uint32_t base = t0 + warp * TPW; base < t1; base += NW * TPW) {
-		const uint32_t t = base + sub;
-		const bool valid = t < t1;
-		float kx[8], vx[8], sk = 1.0f, sv = 1.0f;
+		cp_async4(tb + 2 * KVK_CU_TILE * C::RS + lane * 4, src,
+			  base ? 4 : 0);
+	}
+	if (DT == KVK_INT4) {
+		const int kv = lane / KVK_CU_TILE, row = lane % KVK_CU_TILE;
+		const uint64_t base = ra[row];
+		uint8_t *dst = tb + 2 * KVK_CU_TILE * C::RS + lane * C::SB;
+		uint64_t off = l.meta_offset + ((kv ? x.vmeta : x.kmeta) +
+			       rs[row]) * (D / 16);
+		const uint8_t *src;
 
-		if (valid) {
-			const uint8_t *blk = (const uint8_t *)p.pool +
-				(uint64_t)table[t / T] * l.block_bytes;
-			const uint32_t slot = t % T;
-			const uint8_t *kgs = nullptr, *vgs = nullptr;
+		if (D / 16 < 4)
+			off &= ~(uint64_t)3;
+		src = base ? (const uint8_t *)(base + off) :
+			     (const uint8_t *)p.pool;
+		if (C::SB == 16)
+			cp_async16(dst, src, base ? 16 : 0);
+		else if (C::SB == 8)
+			cp_async8(dst, src, base ? 8 : 0);
+		else
+			cp_async4(dst, src, base ? 4 : 0);
+	}
+}
 
-			if (DT == KVK_FP8 || DT == KVK_INT8) {
-				sk = *(const float *)(blk + scale_off(l, 0, h, 0));
-				sv = *(const float *)(blk + scale_off(l, 1, h, 0));
+/* INT4 group scale (FP16 bits) of tile row r, group G */
+template <int D>
+KVK_DEV float int4_scale(const uint8_t *sc, const kvk_cu_layout &l,
+			 uint64_t plane_t, uint32_t pos, uint32_t G)
+{
+	const uint16_t *s = (const uint16_t *)sc;
+
+	if (D / 16 < 4) {
+		/* D = 32: one scale per row, in the half of the copied
+		 * 4-byte word given by the parity of its index */
+		uint32_t slot = pos % l.tokens_per_block;
+
+		return f16_to_f32(s[(plane_t + slot) & 1]);
+	}
+	return f16_to_f32(s[G]);
+}
+
+/* A fragment of K rows (m = 16 positions) for k-step ks */
+template <int DT, int D>
+KVK_DEV void k_frag(const uint8_t *kt, uint32_t ks, uint32_t lane,
+		    uint32_t a[4])
+{
+	typedef kvk_attn_cfg<DT, D> C;
+	const uint32_t g = lane >> 2, c = lane & 3;
+
+	if (DT == KVK_BF16) {
+		const uint32_t t = (lane & 7) + ((lane >> 3) & 1) * 8;
+		const uint32_t d = 16 * ks + (lane >> 4) * 8;
+
+		ldsm_x4(kt + t * C::RS + d * 2, a);
+		return;
+	}
+	if (DT == KVK_INT4) {
+		/* group ks / 2: 4 bytes at 16 G + 4 c; k-step half s */
+		const uint32_t G = ks / 2, s = ks % 2;
+		const uint32_t w0 = *(const uint32_t *)(kt + g * C::RS + 16 * G + 4 * c);
+		const uint32_t w1 = *(const uint32_t *)(kt + (g + 8) * C::RS +
+							16 * G + 4 * c);
+		const uint32_t b00 = (w0 >> (16 * s)) & 0xff;
+		const uint32_t b01 = (w0 >> (16 * s + 8)) & 0xff;
+		const uint32_t b10 = (w1 >> (16 * s)) & 0xff;
+		const uint32_t b11 = (w1 >> (16 * s + 8)) & 0xff;
+
+		/* byte -> (lo nibble, hi nibble) at bits 0-3, 16-19 */
+		a[0] = s4x2_to_f16x2(b00 | (b00 << 12));
+		a[1] = s4x2_to_f16x2(b10 | (b10 << 12));
+		a[2] = s4x2_to_f16x2(b01 | (b01 << 12));
+		a[3] = s4x2_to_f16x2(b11 | (b11 << 12));
+		return;
+	}
+	{
+		const uint32_t per = C::W / 4;
+		const uint32_t j = ks / per, s = ks % per;
+		const uint32_t off = j * 4 * C::W + c * C::W + 4 * s;
+		const uint32_t w0 = *(const uint32_t *)(kt + g * C::RS + off);
+		const uint32_t w1 = *(const uint32_t *)(kt + (g + 8) * C::RS + off);
+
+		a[0] = cvt8x2<DT>(w0);
+		a[1] = cvt8x2<DT>(w1);
+		a[2] = cvt8x2<DT>(w0 >> 16);
+		a[3] = cvt8x2<DT>(w1 >> 16);
+	}
+}
+
+/*
+ * One tile of 16 positions: scores, softmax update, values.
+ * st: stage buffer; rows 2c and 2c+1 of this lane: m[], l[]; o: O^T
+ * accumulators [NMT][4].
+ */
+template <int DT, int D>
+KVK_DEV void attn_tile(const kvk_cu_attn &p, const kvk_attn_ctx &x,
+		       const kvk_attn_smem<DT, D> &sm, const uint8_t *tb,
+		       uint32_t p0, uint32_t lane, float m[2], float lsum[2],
+		       float o[][4])
+{
+	typedef kvk_attn_cfg<DT, D> C;
+	const bool BF = C::BF;
+	const uint32_t g = lane >> 2, c = lane & 3;
+	const uint8_t *kt = tb, *vt = tb + KVK_CU_TILE * C::RS;
+	const uint8_t *sc = tb + 2 * KVK_CU_TILE * C::RS;
+	const uint32_t posA = p0 + g, posB = p0 + g + 8;
+	float s[4];
+
+	/* ---- scores S^T = K . Q^T ---- */
+	if (DT == KVK_INT4) {
+		float tot[4] = { 0, 0, 0, 0 };
+
+#pragma unroll
+		for (int G = 0; G < D / 32; G++) {
+			float ah[4] = { 0, 0, 0, 0 }, al[4] = { 0, 0, 0, 0 };
+			float skA, skB;
+
+#pragma unroll
+			for (int s2 = 0; s2 < 2; s2++) {
+				uint32_t a[4];
+				const uint4 q = sm.qf[(2 * G + s2) * 32 + lane];
+
+				k_frag<DT, D>(kt, 2 * G + s2, lane, a);
+				mma<false>(ah, a, q.x, q.y);
+				mma<false>(al, a, q.z, q.w);
 			}
-			if (DT == KVK_INT4) {
-				kgs = blk + scale_off(l, 0, h, slot);
-				vgs = blk + scale_off(l, 1, h, slot);
+			skA = int4_scale<D>(sc + g * C::SB, p.l, x.kmeta, posA, G);
+			skB = int4_scale<D>(sc + (g + 8) * C::SB, p.l, x.kmeta,
+					    posB, G);
+			tot[0] += (ah[0] + al[0]) * skA;
+			tot[1] += (ah[1] + al[1]) * skA;
+			tot[2] += (ah[2] + al[2]) * skB;
+			tot[3] += (ah[3] + al[3]) * skB;
+		}
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			s[i] = tot[i];
+	} else {
+		float ah0[4] = { 0, 0, 0, 0 }, ah1[4] = { 0, 0, 0, 0 };
+		float al0[4] = { 0, 0, 0, 0 }, al1[4] = { 0, 0, 0, 0 };
+
+#pragma unroll
+		for (int ks = 0; ks < C::NKS; ks++) {
+			uint32_t a[4];
+			const uint4 q = sm.qf[ks * 32 + lane];
+
+			k_frag<DT, D>(kt, ks, lane, a);
+			if (ks & 1) {
+				mma<BF>(ah1, a, q.x, q.y);
+				mma<BF>(al1, a, q.z, q.w);
+			} else {
+				mma<BF>(ah0, a, q.x, q.y);
+				mma<BF>(al0, a, q.z, q.w);
 			}
-			load8<DT>(blk + koff + (uint64_t)slot * l.row_bytes, e0,
-				  kgs, kx);
-			load8<DT>(blk + voff + (uint64_t)slot * l.row_bytes, e0,
-				  vgs, vx);
+		}
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			s[i] = (ah0[i] + ah1[i]) + (al0[i] + al1[i]);
+		if (DT == KVK_FP8 || DT == KVK_INT8) {
+			const float skA = ((const float *)sc)[g];
+			const float skB = ((const float *)sc)[g + 8];
+
+			s[0] *= skA;
+			s[1] *= skA;
+			s[2] *= skB;
+			s[3] *= skB;
+		}
+	}
+	/* query rows 2c, 2c+1: undo the power-of-two prescale */
+	{
+		const float e0 = sm.rfac[2 * c], e1 = sm.rfac[2 * c + 1];
+
+		s[0] *= e0;
+		s[1] *= e1;
+		s[2] *= e0;
+		s[3] *= e1;
+	}
+	if (posA >= x.tmain) {
+		s[0] = -INFINITY;
+		s[1] = -INFINITY;
+	}
+	if (posB >= x.tmain) {
+		s[2] = -INFINITY;
+		s[3] = -INFINITY;
+	}
+
+	/* ---- softmax: one max and one rescale per tile ---- */
+	float alpha[2], pr[4];
+
+#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		float mt = fmaxf(s[r], s[r + 2]), mn;
+
+		mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 4));
+		mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 8));
+		mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 16));
+		mn = fmaxf(m[r], mt);
+		if (mn == -INFINITY) {
+			alpha[r] = 1.0f;
+			pr[r] = pr[r + 2] = 0.0f;
+		} else {
+			alpha[r] = ex2(m[r] - mn);
+			pr[r] = ex2(s[r] - mn);
+			pr[r + 2] = ex2(s[r + 2] - mn);
+		}
+		m[r] = mn;
+		lsum[r] = lsum[r] * alpha[r] + pr[r] + pr[r + 2];
+	}
+
+	/* ---- values O^T += V^T . P^T ---- */
+	if (DT == KVK_INT4) {
+		const uint32_t rA0 = 2 * c, rA1 = 2 * c + 1;
+		const uint32_t rB0 = 2 * c + 8, rB1 = 2 * c + 9;
+
+#pragma unroll
+		for (int G = 0; G < D / 32; G++) {
+			const uint8_t *vs = sc + KVK_CU_TILE * C::SB;
+			const float svA = int4_scale<D>(vs + g * C::SB, p.l,
+							x.vmeta, posA, G);
+			const float svB = int4_scale<D>(vs + (g + 8) * C::SB,
+							p.l, x.vmeta, posB, G);
+			const int E = tile_exp(warp_max_u32(__float_as_uint(
+						fmaxf(svA, svB))));
+			const float down = pow2i(-E), up = pow2i(E);
+			float pb[4];
+			uint32_t bh[2], bl[2];
+
+			pb[0] = pr[0] * svA * down;
+			pb[1] = pr[1] * svA * down;
+			pb[2] = pr[2] * svB * down;
+			pb[3] = pr[3] * svB * down;
+#pragma unroll
+			for (int hb = 0; hb < 2; hb++) {
+				uint16_t h0 = to_mma<false>(pb[2 * hb]);
+				uint16_t h1 = to_mma<false>(pb[2 * hb + 1]);
+				uint16_t l0 = to_mma<false>(pb[2 * hb] -
+							    from_mma<false>(h0));
+				uint16_t l1 = to_mma<false>(pb[2 * hb + 1] -
+							    from_mma<false>(h1));
+
+				bh[hb] = movm_t(pack2(h0, h1));
+				bl[hb] = movm_t(pack2(l0, l1));
+			}
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++) {
+				const int i = 2 * G + hh;
+				const uint32_t off = 16 * G + 2 * g;
+				const uint32_t y0 = *(const uint16_t *)(vt + rA0 * C::RS + off);
+				const uint32_t y1 = *(const uint16_t *)(vt + rA1 * C::RS + off);
+				const uint32_t y2 = *(const uint16_t *)(vt + rB0 * C::RS + off);
+				const uint32_t y3 = *(const uint16_t *)(vt + rB1 * C::RS + off);
+				const uint32_t sel = hh | ((4 + hh) << 8);
+				const uint32_t wA = __byte_perm(y0, y1, sel);
+				const uint32_t wB = __byte_perm(y2, y3, sel);
+				uint32_t a[4];
+				float acc[4] = { 0, 0, 0, 0 };
+
+				a[0] = s4x2_to_f16x2(wA);
+				a[1] = s4x2_to_f16x2(wA >> 4);
+				a[2] = s4x2_to_f16x2(wB);
+				a[3] = s4x2_to_f16x2(wB >> 4);
+				mma<false>(acc, a, bh[0], bh[1]);
+				mma<false>(acc, a, bl[0], bl[1]);
+				o[i][0] = o[i][0] * alpha[0] + acc[0] * up;
+				o[i][1] = o[i][1] * alpha[1] + acc[1] * up;
+				o[i][2] = o[i][2] * alpha[0] + acc[2] * up;
+				o[i][3] = o[i][3] * alpha[1] + acc[3] * up;
+			}
+		}
+		return;
+	}
+	{
+		float up = 1.0f;
+		float pb[4];
+		uint32_t bh[2], bl[2];
+
+		if (DT == KVK_FP8 || DT == KVK_INT8) {
+			const float *vs = (const float *)(sc + KVK_CU_TILE * 4);
+			const float svA = vs[g], svB = vs[g + 8];
+			const int E = tile_exp(warp_max_u32(__float_as_uint(
+						fmaxf(svA, svB))));
+			const float down = pow2i(-E);
+
+			up = pow2i(E);
+			pb[0] = pr[0] * svA * down;
+			pb[1] = pr[1] * svA * down;
+			pb[2] = pr[2] * svB * down;
+			pb[3] = pr[3] * svB * down;
 		} else {
 #pragma unroll
-			for (int i = 0; i < 8; i++)
-				kx[i] = vx[i] = 0.0f;
+			for (int i = 0; i < 4; i++)
+				pb[i] = pr[i];
 		}
 #pragma unroll
-		for (int i = 0; i < 8; i++)
-			vx[i] *= sv;
-#pragma unroll
-		for (int r = 0; r < RM; r++) {
-			float s = 0.0f;
+		for (int hb = 0; hb < 2; hb++) {
+			uint16_t h0 = to_mma<BF>(pb[2 * hb]);
+			uint16_t h1 = to_mma<BF>(pb[2 * hb + 1]);
+			uint16_t l0 = to_mma<BF>(pb[2 * hb] - from_mma<BF>(h0));
+			uint16_t l1 = to_mma<BF>(pb[2 * hb + 1] - from_mma<BF>(h1));
 
-			if (r >= (int)R)
-				break;
-#pragma unroll
-			for (int i = 0; i < 8; i++)
-				s += qv[r][i] * kx[i];
-#pragma unroll
-			for (int off = LPT / 2; off > 0; off >>= 1)
-				s += __shfl_xor_sync(0xffffffffu, s, off);
-			s *= sk;
-			if (valid && (int)t <= lim[r]) {
-				float mn = fmaxf(st[r].m, s), c, pr;
-
-				if (s != s)
-					mn = s;
-				c = st[r].m == -INFINITY ? 0.0f :
-				    __expf(st[r].m - mn);
-				pr = __expf(s - mn);
-				st[r].m = mn;
-				st[r].l = st[r].l * c + pr;
-#pragma unroll
-				for (int i = 0; i < 8; i++)
-					acc[r][i] = acc[r][i] * c + pr * vx[i];
-			}
+			bh[hb] = movm_t(pack2(h0, h1));
+			bl[hb] = movm_t(pack2(l0, l1));
 		}
-	}
+		if (DT == KVK_BF16) {
+			const uint32_t t = (lane & 7) + ((lane >> 4) << 3);
+			const uint32_t dh = ((lane >> 3) & 1) * 8;
 
-	/* merge the lane groups of this warp (same part, different sub) */
 #pragma unroll
-	for (int off = LPT; off < 32; off <<= 1) {
-#pragma unroll
-		for (int r = 0; r < RM; r++) {
-			float om = __shfl_xor_sync(0xffffffffu, st[r].m, off);
-			float ol = __shfl_xor_sync(0xffffffffu, st[r].l, off);
-			float M = fmaxf(st[r].m, om), a, b;
+			for (int i = 0; i < C::NMT; i++) {
+				uint32_t a[4];
+				float acc[4] = { 0, 0, 0, 0 };
 
-			if (M == -INFINITY) {
-#pragma unroll
-				for (int i = 0; i < 8; i++)
-					acc[r][i] += __shfl_xor_sync(0xffffffffu,
-								     acc[r][i], off);
-				continue;
+				ldsm_x4_t(vt + t * C::RS + (16 * i + dh) * 2, a);
+				mma<true>(acc, a, bh[0], bh[1]);
+				mma<true>(acc, a, bl[0], bl[1]);
+				o[i][0] = o[i][0] * alpha[0] + acc[0];
+				o[i][1] = o[i][1] * alpha[1] + acc[1];
+				o[i][2] = o[i][2] * alpha[0] + acc[2];
+				o[i][3] = o[i][3] * alpha[1] + acc[3];
 			}
-			a = st[r].m == -INFINITY ? 0.0f : __expf(st[r].m - M);
-			b = om == -INFINITY ? 0.0f : __expf(om - M);
-#pragma unroll
-			for (int i = 0; i < 8; i++) {
-				float oa = __shfl_xor_sync(0xffffffffu,
-							   acc[r][i], off);
+		} else {
+			/* rows (positions) 2c, 2c+1, 2c+8, 2c+9; lane group g
+			 * owns dimensions [g D/8, (g+1) D/8) */
+			constexpr int NW = D / 32;	/* 32-bit words per row */
+			uint32_t r0[NW], r1[NW], r2[NW], r3[NW];
+			const uint32_t off = g * (D / 8);
 
-				acc[r][i] = acc[r][i] * a + oa * b;
+#pragma unroll
+			for (int w = 0; w < NW; w++) {
+				r0[w] = *(const uint32_t *)(vt + (2 * c) * C::RS + off + 4 * w);
+				r1[w] = *(const uint32_t *)(vt + (2 * c + 1) * C::RS + off + 4 * w);
+				r2[w] = *(const uint32_t *)(vt + (2 * c + 8) * C::RS + off + 4 * w);
+				r3[w] = *(const uint32_t *)(vt + (2 * c + 9) * C::RS + off + 4 * w);
 			}
-			st[r].l = st[r].l * a + ol * b;
-			st[r].m = M;
-		}
-	}
+#pragma unroll
+			for (int i = 0; i < C::NMT; i++) {
+				const int w = (2 * i) / 4, b = (2 * i) % 4;
+				const uint32_t sel = b | ((4 + b) << 4) |
+						     ((b + 1) << 8) |
+						     ((5 + b) << 12);
+				const uint32_t xA = __byte_perm(r0[w], r1[w], sel);
+				const uint32_t xB = __byte_perm(r2[w], r3[w], sel);
+				uint32_t a[4];
+				float acc[4] = { 0, 0, 0, 0 };
 
-	/* merge the warps through shared memory, one warp at a time */
-	for (uint32_t w = 0; w < NW; w++) {
-		if (warp == w && sub == 0) {
-#pragma unroll
-			for (int r = 0; r < RM; r++) {
-				if (r >= (int)R)
-					break;
-				if (w == 0) {
-					if (part == 0) {
-						sm_m[r] = st[r].m;
-						sm_l[r] = st[r].l;
-					}
-#pragma unroll
-					for (int i = 0; i < 8; i++)
-						sm_acc[r][e0 + i] = acc[r][i];
-				} else {
-					float om = sm_m[r], ol = sm_l[r];
-					float M = fmaxf(st[r].m, om), a, b;
-
-					a = st[r].m == -INFINITY ? 0.0f :
-					    __expf(st[r].m - M);
-					b = om == -INFINITY ? 0.0f :
-					    __expf(om - M);
-					if (M == -INFINITY)
-						a = b = 1.0f;
-					__syncwarp(0xffffffffu >> (32 - LPT));
-#pragma unroll
-					for (int i = 0; i < 8; i++)
-						sm_acc[r][e0 + i] =
-							acc[r][i] * a +
-							sm_acc[r][e0 + i] * b;
-					__syncwarp(0xffffffffu >> (32 - LPT));
-					if (part == 0) {
-						sm_m[r] = M;
-						sm_l[r] = st[r].l * a + ol * b;
-					}
-				}
+				a[0] = cvt8x2<DT>(xA);
+				a[1] = cvt8x2<DT>(xA >> 16);
+				a[2] = cvt8x2<DT>(xB);
+				a[3] = cvt8x2<DT>(xB >> 16);
+				mma<false>(acc, a, bh[0], bh[1]);
+				mma<false>(acc, a, bl[0], bl[1]);
+				o[i][0] = o[i][0] * alpha[0] + acc[0] * up;
+				o[i][1] = o[i][1] * alpha[1] + acc[1] * up;
+				o[i][2] = o[i][2] * alpha[0] + acc[2] * up;
+				o[i][3] = o[i][3] * alpha[1] + acc[3] * up;
 			}
-		}
-		__syncthreads();
-	}
-
-	{
-		const uint64_t pidx = (((uint64_t)seq * p.nqb + qblk) *
-				       l.kv_heads + h) * p.nsplit + split;
-		float *out = (float *)p.parts +
-			     pidx * (uint64_t)p.qb * G * (D + 2);
-
-		for (uint32_t x = threadIdx.x; x < R * (D + 2);
-		     x += blockDim.x) {
-			uint32_t r = x / (D + 2), c = x % (D + 2);
-
-			out[x] = c == 0 ? sm_m[r] : c == 1 ? sm_l[r] :
-				 sm_acc[r][c - 2];
 		}
 	}
 }
 
-#define ATTN(DTN, DT, D, RM) \
-	extern "C" __global__ void __launch_bounds__(KVK_CU_THREADS) \
-	kvk_attn_##DTN##_d##D##_r##RM(const kvk_cu_attn p) \
-	{ \
-		attn<DT, D, RM>(p); \
+/*
+ * Positions a row block attends beyond what every row of it attends
+ * (multi-token attention: later query tokens see a few more positions):
+ * exact FP32 updates, one position at a time, of the merged row state
+ * (mfin, lfin, o in fo) by the warp that owns the row.
+ */
+template <int DT, int D>
+KVK_DEV void attn_ragged(const kvk_cu_attn &p, const kvk_attn_ctx &x,
+			 const kvk_attn_smem<DT, D> &sm, float *fo, uint32_t r,
+			 uint32_t lane)
+{
+	const kvk_cu_layout &l = p.l;
+	const uint32_t G = p.group, nq1 = p.n_q ? p.n_q : 1;
+	const uint32_t xr = x.rb * KVK_CU_ROWS + r;
+	const uint32_t qi = xr / G, hq = x.h * G + xr % G;
+	const float *q = (const float *)p.q +
+		(((uint64_t)x.seq * nq1 + qi) * p.q_heads + hq) * D;
+	const uint32_t *table = (const uint32_t *)p.tables +
+				(uint64_t)x.seq * p.mbps;
+	const int lim = sm.rlim[r];
+	uint32_t t = x.tmain > x.t0 ? x.tmain : x.t0;
+	float M = sm.fin[r], L = sm.fin[KVK_CU_ROWS + r];
+
+	for (; (int)t <= lim && t < x.tend; t++) {
+		const uint8_t *blk = (const uint8_t *)p.pool +
+			(uint64_t)table[t / l.tokens_per_block] * l.block_bytes;
+		const uint32_t slot = t % l.tokens_per_block;
+		const uint8_t *kr = blk + row_off(l, 0, x.h, slot);
+		const uint8_t *vr = blk + row_off(l, 1, x.h, slot);
+		const uint8_t *kg = blk + scale_off(l, 0, x.h, slot);
+		const uint8_t *vg = blk + scale_off(l, 1, x.h, slot);
+		float sk = 1.0f, sv = 1.0f, sc = 0.0f, mn, cf, pw;
+
+		if (DT == KVK_FP8 || DT == KVK_INT8) {
+			sk = *(const float *)kg;
+			sv = *(const float *)vg;
+		}
+		for (uint32_t d = lane; d < D; d += 32)
+			sc += q[d] * p.scale * load_elem(DT, kr, d, sk, kg);
+		for (int off = 16; off > 0; off >>= 1)
+			sc += __shfl_xor_sync(0xffffffffu, sc, off);
+		mn = fmaxf(M, sc);
+		if (sc != sc)
+			mn = sc;
+		cf = M == -INFINITY ? 0.0f : ex2(M - mn);
+		pw = ex2(sc - mn);
+		for (uint32_t d = lane; d < D; d += 32)
+			fo[d] = fo[d] * cf + pw * load_elem(DT, vr, d, sv, vg);
+		L = L * cf + pw;
+		M = mn;
 	}
-#define ATTN_D(DTN, DT, D) ATTN(DTN, DT, D, 4) ATTN(DTN, DT, D, 16)
-#define ATTN_DT(DTN, DT) ATTN_D(DTN, DT, 64) ATTN_D(DTN, DT, 128) \
-	ATTN_D(DTN, DT, 256)
+	__syncwarp();
+	if (lane == 0) {
+		sm.fin[r] = M;
+		sm.fin[KVK_CU_ROWS + r] = L;
+	}
+}
+
+template <int DT, int D>
+KVK_DEV void attn(const kvk_cu_attn &p)
+{
+	typedef kvk_attn_cfg<DT, D> C;
+	const kvk_cu_layout &l = p.l;
+	const kvk_attn_smem<DT, D> sm = attn_smem<DT, D>();
+	const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const uint32_t G = p.group, nq1 = p.n_q ? p.n_q : 1;
+	const uint32_t nrows = nq1 * G;
+	kvk_attn_ctx x;
+	uint32_t ctx;
+
+	x.rb = blockIdx.x % p.row_blocks;
+	x.h = (blockIdx.x / p.row_blocks) % l.kv_heads;
+	x.seq = blockIdx.x / p.row_blocks / l.kv_heads;
+	x.split = blockIdx.y;
+	ctx = ((const uint32_t *)p.ctx)[x.seq];
+	x.lim_min = 0x7fffffff;
+	x.lim_max = -1;
+	for (uint32_t r = 0; r < KVK_CU_ROWS; r++) {
+		uint32_t xr = x.rb * KVK_CU_ROWS + r;
+		int lim;
+
+		if (xr >= nrows)
+			continue;
+		lim = p.n_q ? (int)(ctx - p.n_q + xr / G) : (int)ctx - 1;
+		x.lim_min = lim < x.lim_min ? lim : x.lim_min;
+		x.lim_max = lim > x.lim_max ? lim : x.lim_max;
+	}
+	x.t0 = x.split * p.chunk;
+	x.tend = x.t0 + p.chunk;
+	if ((int)x.tend > x.lim_max + 1)
+		x.tend = (uint32_t)(x.lim_max + 1);
+	if (x.tend < x.t0)
+		x.tend = x.t0;
+	x.tmain = x.tend;
+	if ((int)x.tmain > x.lim_min + 1)
+		x.tmain = x.lim_min + 1 > (int)x.t0 ? (uint32_t)(x.lim_min + 1) :
+			  x.t0;
+	x.first = x.t0 / l.tokens_per_block;
+	x.koff = row_off(l, 0, x.h, 0);
+	x.voff = row_off(l, 1, x.h, 0);
+	if (DT == KVK_INT4) {
+		x.kmeta = ((uint64_t)l.layer * 2 * l.kv_heads + x.h) *
+			  l.tokens_per_block;
+		x.vmeta = (((uint64_t)l.layer * 2 + 1) * l.kv_heads + x.h) *
+			  l.tokens_per_block;
+	} else {
+		x.kmeta = scale_off(l, 0, x.h, 0);
+		x.vmeta = scale_off(l, 1, x.h, 0);
+	}
+
+	/* block-table slice of this split */
+	if (x.tmain > x.t0) {
+		const uint32_t n = (x.tmain - 1) / l.tokens_per_block - x.first + 1;
+		const uint32_t *table = (const uint32_t *)p.tables +
+					(uint64_t)x.seq * p.mbps + x.first;
+
+		for (uint32_t i = tid; i < n; i += KVK_CU_THREADS)
+			sm.tab[i] = table[i];
+	}
+	/* per-row exponent of the FP16 prescale, and limits */
+	for (uint32_t r = warp; r < KVK_CU_ROWS; r += KVK_CU_WARPS) {
+		const uint32_t xr = x.rb * KVK_CU_ROWS + r;
+		float mx = 0.0f;
+
+		if (xr < nrows) {
+			const uint32_t qi = xr / G, hq = x.h * G + xr % G;
+			const float *q = (const float *)p.q +
+				(((uint64_t)x.seq * nq1 + qi) * p.q_heads + hq) * D;
+
+			for (uint32_t d = lane; d < D; d += 32) {
+				float v = fabsf(q[d] * p.scale);
+
+				if (v <= 3.0e38f && v > mx)
+					mx = v;
+			}
+		}
+		for (int off = 16; off > 0; off >>= 1)
+			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+		if (lane == 0) {
+			int e = 0;
+
+			if (!C::BF && mx > 0.0f) {
+				/* mx = f 2^E, f in [0.5, 1): q' = q 2^-(E-15)
+				 * has its largest element in [2^14, 2^15) */
+				const int be = (__float_as_uint(mx) >> 23) & 0xff;
+
+				e = (be ? be - 126 : -126) - 15;
+				e = e < -126 ? -126 : e;
+			}
+			sm.rexp[r] = e;
+			sm.rfac[r] = pow2i(e);
+			sm.rlim[r] = xr < nrows ? (p.n_q ? (int)(ctx - p.n_q +
+				     xr / G) : (int)ctx - 1) : -1;
+		}
+	}
+	__syncthreads();
+	/* query fragments (B operand), hi and lo, prescaled */
+	for (uint32_t idx = tid; idx < C::NKS * 32; idx += KVK_CU_THREADS) {
+		const uint32_t ks = idx / 32, ln = idx % 32;
+		const uint32_t r = ln >> 2, cc = ln & 3;
+		const uint32_t xr = x.rb * KVK_CU_ROWS + r;
+		uint16_t hi[4], lo[4];
+
+		for (int k = 0; k < 4; k++) {
+			float v = 0.0f;
+
+			if (xr < nrows) {
+				const uint32_t qi = xr / G, hq = x.h * G + xr % G;
+				const float *q = (const float *)p.q +
+					(((uint64_t)x.seq * nq1 + qi) *
+					 p.q_heads + hq) * D;
+				const uint32_t d = q_dim<DT, D>(ks, cc, k & 1, k >> 1);
+
+				v = ldexpf(q[d] * p.scale, -sm.rexp[r]);
+			}
+			hi[k] = to_mma<C::BF>(v);
+			lo[k] = to_mma<C::BF>(v - from_mma<C::BF>(hi[k]));
+		}
+		sm.qf[idx] = make_uint4(pack2(hi[0], hi[1]), pack2(hi[2], hi[3]),
+					pack2(lo[0], lo[1]), pack2(lo[2], lo[3]));
+	}
+	__syncthreads();
+
+	/* ---- main loop: this warp's tiles, S-stage cp.async pipeline ---- */
+	float m[2] = { -INFINITY, -INFINITY }, lsum[2] = { 0.0f, 0.0f };
+	float o[C::NMT][4];
+
+#pragma unroll
+	for (int i = 0; i < C::NMT; i++)
+		o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+	{
+		const uint32_t ntiles = x.tmain > x.t0 ?
+			(x.tmain - x.t0 + KVK_CU_TILE - 1) / KVK_CU_TILE : 0;
+		const uint32_t mine = ntiles > warp ?
+			(ntiles - warp + KVK_CU_WARPS - 1) / KVK_CU_WARPS : 0;
+		uint8_t *wt = sm.tiles + warp * C::S * C::TB;
+
+#pragma unroll
+		for (int s = 0; s < C::S - 1; s++) {
+			if ((uint32_t)s < mine)
+				attn_issue<DT, D>(p, x, sm, wt + s * C::TB,
+					x.t0 + (warp + s * KVK_CU_WARPS) * KVK_CU_TILE,
+					warp, lane);
+			cp_async_commit();
+		}
+		for (uint32_t i = 0; i < mine; i++) {
+			const uint32_t j = i + C::S - 1;
+
+			cp_async_wait<C::S - 2>();
+			__syncwarp();
+			if (j < mine)
+				attn_issue<DT, D>(p, x, sm, wt + (j % C::S) * C::TB,
+					x.t0 + (warp + j * KVK_CU_WARPS) * KVK_CU_TILE,
+					warp, lane);
+			cp_async_commit();
+			attn_tile<DT, D>(p, x, sm, wt + (i % C::S) * C::TB,
+				x.t0 + (warp + i * KVK_CU_WARPS) * KVK_CU_TILE,
+				lane, m, lsum, o);
+		}
+		cp_async_wait<0>();
+	}
+
+	/* ---- merge the warps ---- */
+#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 4);
+		lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 8);
+		lsum[r] += __shfl_xor_sync(0xffffffffu, lsum[r], 16);
+	}
+	__syncthreads();	/* every warp is done with its tiles */
+	{
+		float *mw = (float *)sm.tiles;	/* [warps][ROWS][D + 2] */
+		const uint32_t g = lane >> 2, c = lane & 3;
+		float *w0 = mw + (warp * KVK_CU_ROWS + 2 * c) * (D + 2);
+		float *w1 = w0 + (D + 2);
+
+		if (g == 0) {
+			w0[0] = m[0];
+			w0[1] = lsum[0];
+			w1[0] = m[1];
+			w1[1] = lsum[1];
+		}
+#pragma unroll
+		for (int i = 0; i < C::NMT; i++) {
+			const uint32_t dA = o_dim<DT, D>(i, g, 0);
+			const uint32_t dB = o_dim<DT, D>(i, g, 1);
+
+			w0[2 + dA] = o[i][0];
+			w1[2 + dA] = o[i][1];
+			w0[2 + dB] = o[i][2];
+			w1[2 + dB] = o[i][3];
+		}
+		__syncthreads();
+		if (tid < KVK_CU_ROWS) {
+			float M = -INFINITY, L = 0.0f;
+
+			for (int w = 0; w < KVK_CU_WARPS; w++)
+				M = fmaxf(M, mw[(w * KVK_CU_ROWS + tid) * (D + 2)]);
+			if (M != -INFINITY)
+				for (int w = 0; w < KVK_CU_WARPS; w++) {
+					const float *e = mw + (w * KVK_CU_ROWS + tid) *
+							 (D + 2);
+
+					if (e[0] != -INFINITY)
+						L += e[1] * ex2(e[0] - M);
+				}
+			sm.fin[tid] = M;
+			sm.fin[KVK_CU_ROWS + tid] = L;
+		}
+		__syncthreads();
+		for (uint32_t idx = tid; idx < KVK_CU_ROWS * D;
+		     idx += KVK_CU_THREADS) {
+			const uint32_t r = idx / D, d = idx % D;
+			const float M = sm.fin[r];
+			float acc = 0.0f;
+
+			if (M != -INFINITY)
+				for (int w = 0; w < KVK_CU_WARPS; w++) {
+					const float *e = mw + (w * KVK_CU_ROWS + r) *
+							 (D + 2);
+
+					if (e[0] != -INFINITY)
+						acc += e[2 + d] * ex2(e[0] - M);
+				}
+			mw[r * (D + 2) + 2 + d] = acc;
+		}
+		__syncthreads();
+		/* the last positions some rows see and others do not */
+		if (x.lim_max > x.lim_min && x.tend > x.tmain) {
+			for (uint32_t r = warp; r < KVK_CU_ROWS; r += KVK_CU_WARPS)
+				if (sm.rlim[r] >= (int)x.tmain)
+					attn_ragged<DT, D>(p, x, sm,
+							   mw + r * (D + 2) + 2,
+							   r, lane);
+			__syncthreads();
+		}
+		if (p.nsplit == 1) {
+			for (uint32_t idx = tid; idx < KVK_CU_ROWS * D;
+			     idx += KVK_CU_THREADS) {
+				const uint32_t r = idx / D, d = idx % D;
+				const uint32_t xr = x.rb * KVK_CU_ROWS + r;
+				const float L = sm.fin[KVK_CU_ROWS + r];
+				float *out;
+
+				if (xr >= nrows)
+					continue;
+				out = (float *)p.out + (((uint64_t)x.seq * nq1 +
+					xr / G) * p.q_heads + x.h * G + xr % G) * D;
+				out[d] = L != 0.0f ? mw[r * (D + 2) + 2 + d] / L :
+					 0.0f;
+			}
+		} else {
+			float *pt = (float *)p.parts + ((uint64_t)blockIdx.x *
+				    p.nsplit + x.split) * KVK_CU_ROWS * (D + 2);
+
+			for (uint32_t idx = tid; idx < KVK_CU_ROWS * (D + 2);
+			     idx += KVK_CU_THREADS) {
+				const uint32_t r = idx / (D + 2), e = idx % (D + 2);
+
+				pt[idx] = e < 2 ? sm.fin[e * KVK_CU_ROWS + r] :
+					  mw[idx];
+			}
+		}
+	}
+}
+
+#define ATTN(DTN, DT, D) \
+	extern "C" __global__ void __launch_bounds__(KVK_CU_THREADS, 2) \
+	kvk_attn_##DTN##_d##D(const kvk_cu_attn p) \
+	{ \
+		attn<DT, D>(p); \
+	}
+#define ATTN_DT(DTN, DT) ATTN(DTN, DT, 32) ATTN(DTN, DT, 64) \
+	ATTN(DTN, DT, 128) ATTN(DTN, DT, 256)
 
 ATTN_DT(bf16, KVK_BF16)
 ATTN_DT(fp8, KVK_FP8)
 ATTN_DT(int8, KVK_INT8)
 ATTN_DT(int4, KVK_INT4)
 
-/* Merge the splits of one (sequence, query block, kv head). */
-extern "C" __global__ void kvk_merge(const kvk_cu_merge p)
+/* Merge the splits of one (sequence, kv head, row block). */
+extern "C" __global__ void __launch_bounds__(KVK_CU_THREADS)
+kvk_merge(const kvk_cu_merge p)
 {
-	const uint32_t gi = blockIdx.x, h = gi % p.kv_heads;
-	const uint32_t sq = gi / p.kv_heads, seq = sq / p.nqb, qblk = sq % p.nqb;
-	const uint32_t D = p.head_dim, G = p.group, n_q1 = p.n_q ? p.n_q : 1;
-	const uint32_t q0 = qblk * p.qb, nq = min(p.qb, n_q1 - q0), R = nq * G;
-	const uint64_t rows = (uint64_t)p.qb * G * (D + 2);
-	const float *parts = (const float *)p.parts + (uint64_t)gi * p.nsplit *
-			     rows;
+	const uint32_t bx = blockIdx.x, rb = bx % p.row_blocks;
+	const uint32_t h = (bx / p.row_blocks) % p.kv_heads;
+	const uint32_t seq = bx / p.row_blocks / p.kv_heads;
+	const uint32_t D = p.head_dim, G = p.group, nq1 = p.n_q ? p.n_q : 1;
+	const uint64_t rs = D + 2, ss = KVK_CU_ROWS * rs;
+	const float *parts = (const float *)p.parts + (uint64_t)bx * p.nsplit * ss;
 
-	for (uint32_t x = threadIdx.x; x < R * D; x += blockDim.x) {
-		uint32_t r = x / D, d = x % D, s;
-		float M = -INFINITY, L = 0.0f, o = 0.0f;
-		float *out = (float *)p.out + (((uint64_t)seq * n_q1 + q0 + r / G) *
-					       p.q_heads + h * G + r % G) * D;
+	for (uint32_t idx = threadIdx.x; idx < KVK_CU_ROWS * D;
+	     idx += blockDim.x) {
+		const uint32_t r = idx / D, d = idx % D;
+		const uint32_t xr = rb * KVK_CU_ROWS + r;
+		float M = -INFINITY, L = 0.0f, acc = 0.0f;
+		float *out;
+		uint32_t s;
 
+		if (xr >= nq1 * G)
+			continue;
+		out = (float *)p.out + (((uint64_t)seq * nq1 + xr / G) *
+					p.q_heads + h * G + xr % G) * D;
 		for (s = 0; s < p.nsplit; s++) {
-			float m = parts[s * rows + r * (D + 2)];
+			float mm = parts[s * ss + r * rs];
 
-			if (m > M || m != m)
-				M = m;
+			if (mm > M || mm != mm)
+				M = mm;
 		}
 		if (M == -INFINITY) {
 			out[d] = 0.0f;
 			continue;
 		}
 		for (s = 0; s < p.nsplit; s++) {
-			const float *pp = parts + s * rows + r * (D + 2);
+			const float *e = parts + s * ss + r * rs;
 			float w;
 
-			if (pp[0] == -INFINITY)
+			if (e[0] == -INFINITY)
 				continue;
-			w = __expf(pp[0] - M);
-			L += pp[1] * w;
-			o += pp[2 + d] * w;
+			w = ex2(e[0] - M);
+			L += e[1] * w;
+			acc += e[2 + d] * w;
 		}
-		out[d] = o / L;
+		out[d] = L != 0.0f ? acc / L : 0.0f;
 	}
 }
 
 /* Read bandwidth probe. */
-extern "C" __global__ void kvk_read_bw(const kvk_cu_bw p)
+extern "C" __global__ void __launch_bounds__(KVK_CU_BW_THREADS)
+kvk_read_bw(const kvk_cu_bw p)
 {
 	const uint4 *src = (const uint4 *)p.src;
 	uint64_t n = p.bytes / 16, i;
@@ -686,6 +1568,95 @@ extern "C" __global__ void kvk_read_bw(const kvk_cu_bw p)
 	}
 	if (x == 0x12345678u)
 		((uint32_t *)p.sink)[blockIdx.x] = x;
+}
+
+/*
+ * Self-test of the primitives, one warp.  in: A[16][16] and B[16][8]
+ * (16-bit values), M[8][8] (16-bit), then 256 bytes 0..255 twice.
+ * Words per lane (out[lane][w]):
+ *   0-3   D = A.B as BF16 mma (fragments loaded by the PTX formulas)
+ *   4-7   the same as FP16 mma
+ *   8-11  ldmatrix.x4 of A stored row-major (K-tile addressing)
+ *   12-15 ldmatrix.x4.trans of A^T stored row-major (V-tile addressing)
+ *   16    movmatrix.trans of M in C-fragment order
+ *   17-20 FP8 E4M3 -> FP16 of bytes 8 lane + 0..7 (pairs)
+ *   21-24 INT8 -> FP16 of bytes 8 lane + 0..7 (pairs)
+ *   25-28 INT4 -> FP16 of nibble pairs (byte 8 lane + k: lo, hi)
+ *   29-30 cp.async: 16 bytes copied, 16 bytes zero-filled (xor of words)
+ *   31    cp.async 4-byte zero fill (0 expected)
+ */
+extern "C" __global__ void __launch_bounds__(32)
+kvk_selftest(const kvk_cu_selftest p)
+{
+	__shared__ __align__(16) uint16_t sa[16 * 24];
+	__shared__ __align__(16) uint16_t st[16 * 24];
+	__shared__ __align__(16) uint32_t sc[16];
+	const uint16_t *in = (const uint16_t *)p.in;
+	const uint16_t *A = in, *B = in + 256, *M = in + 384;
+	const uint8_t *bytes = (const uint8_t *)(in + 448);
+	uint32_t *out = (uint32_t *)p.out + threadIdx.x * KVK_CU_SELFTEST_WORDS;
+	const uint32_t lane = threadIdx.x, g = lane >> 2, c = lane & 3;
+	uint32_t a[4], b0, b1, r[4];
+	float d[4];
+
+	a[0] = pack2(A[g * 16 + 2 * c], A[g * 16 + 2 * c + 1]);
+	a[1] = pack2(A[(g + 8) * 16 + 2 * c], A[(g + 8) * 16 + 2 * c + 1]);
+	a[2] = pack2(A[g * 16 + 2 * c + 8], A[g * 16 + 2 * c + 9]);
+	a[3] = pack2(A[(g + 8) * 16 + 2 * c + 8], A[(g + 8) * 16 + 2 * c + 9]);
+	b0 = pack2(B[(2 * c) * 8 + g], B[(2 * c + 1) * 8 + g]);
+	b1 = pack2(B[(2 * c + 8) * 8 + g], B[(2 * c + 9) * 8 + g]);
+	d[0] = d[1] = d[2] = d[3] = 0.0f;
+	mma_bf16(d, a, b0, b1);
+	for (int i = 0; i < 4; i++)
+		out[i] = __float_as_uint(d[i]);
+	d[0] = d[1] = d[2] = d[3] = 0.0f;
+	mma_f16(d, a, b0, b1);
+	for (int i = 0; i < 4; i++)
+		out[4 + i] = __float_as_uint(d[i]);
+	/* A row-major into sa (row stride 24), A^T row-major into st */
+	for (uint32_t i = lane; i < 256; i += 32) {
+		sa[(i / 16) * 24 + i % 16] = A[i];
+		st[(i % 16) * 24 + i / 16] = A[i];
+	}
+	__syncwarp();
+	{
+		const uint32_t t = (lane & 7) + ((lane >> 3) & 1) * 8;
+		const uint32_t dd = (lane >> 4) * 8;
+
+		ldsm_x4(sa + t * 24 + dd, r);
+		for (int i = 0; i < 4; i++)
+			out[8 + i] = r[i];
+	}
+	{
+		const uint32_t t = (lane & 7) + ((lane >> 4) << 3);
+		const uint32_t dh = ((lane >> 3) & 1) * 8;
+
+		ldsm_x4_t(st + t * 24 + dh, r);
+		for (int i = 0; i < 4; i++)
+			out[12 + i] = r[i];
+	}
+	out[16] = movm_t(pack2(M[g * 8 + 2 * c], M[g * 8 + 2 * c + 1]));
+	for (int k = 0; k < 4; k++) {
+		const uint32_t x0 = bytes[8 * lane + 2 * k];
+		const uint32_t x1 = bytes[8 * lane + 2 * k + 1];
+
+		out[17 + k] = e4m3x2_to_f16x2(x0 | (x1 << 8));
+		out[21 + k] = s8x2_to_f16x2(x0 | (x1 << 8));
+		out[25 + k] = s4x2_to_f16x2(x0 | (x0 << 12));
+	}
+	sc[lane % 16] = 0xffffffffu;
+	__syncwarp();
+	if (lane == 0) {
+		cp_async16(sc, bytes, 16);
+		cp_async16(sc + 4, bytes, 0);
+		cp_async4(sc + 8, bytes, 0);
+	}
+	cp_async_commit();
+	cp_async_wait<0>();
+	__syncwarp();
+	out[29] = sc[0] ^ sc[1] ^ sc[2] ^ sc[3];
+	out[30] = sc[4] | sc[5] | sc[6] | sc[7];
+	out[31] = sc[8];
 }
 
 /* The edit ops (splice, compact, score). */

@@ -22,6 +22,9 @@
  *        compact-unsorted, splice-reserved, rope-bad), then check that
  *        this connection and another client still work and that the
  *        other client's block is unchanged
+ *   e2e-util devbuf-bad SOCK             device buffers (cuda backend):
+ *        every refusal of DEVBUF_ADD/DEL and of an unknown buffer, then
+ *        check that the daemon still serves
  * Exit 0 pass, 1 fail, 2 usage.
  */
 #include <errno.h>
@@ -40,6 +43,7 @@
 
 #include "kvlease.h"
 #include "kvpool_proto.h"
+#include "cuda_drv.h"
 
 #define FAIL(...) do { fprintf(stderr, "FAIL: " __VA_ARGS__); \
 	fputc('\n', stderr); return 1; } while (0)
@@ -738,6 +742,122 @@ static int cmd_bad(const char *what)
 	return 0;
 }
 
+/* an exportable allocation of bytes on device 0, exported: its fd */
+static int export_alloc(struct cuda_drv *drv, size_t bytes,
+			CUmemGenericAllocationHandle *h)
+{
+	CUmemAllocationProp prop;
+	int fd = -1;
+
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	if (drv->cuMemCreate(h, bytes, &prop, 0) ||
+	    drv->cuMemExportToShareableHandle(&fd, *h,
+			CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0))
+		return -1;
+	return fd;
+}
+
+static int devbuf_add(int fd, uint64_t bytes, int sendfd, uint32_t flags)
+{
+	struct kvp_devbuf q;
+
+	memset(&q, 0, sizeof(q));
+	q.bytes = bytes;
+	q.flags = flags;
+	return raw_op(fd, KVP_OP_DEVBUF_ADD, &q, sizeof(q), sendfd);
+}
+
+static int cmd_devbuf_bad(void)
+{
+	struct cuda_drv drv;
+	CUmemGenericAllocationHandle h;
+	struct kvp_devbuf_del del;
+	struct kvp_attn_dev ad;
+	uint8_t *region;
+	int fd, x, nul, r, i;
+
+	if (cuda_drv_open(&drv) || drv.cuInit(0)) {
+		printf("no CUDA driver\n");
+		return 77;
+	}
+	x = export_alloc(&drv, 2 << 20, &h);
+	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (x < 0 || nul < 0)
+		FAIL("export");
+	/* before HELLO */
+	fd = raw_connect();
+	if ((r = devbuf_add(fd, 2 << 20, x, 0)) != -ENOTCONN)
+		FAIL("before HELLO: %d", r);
+	close(fd);
+	if (raw_session(&fd, &region))
+		FAIL("session");
+	if ((r = devbuf_add(fd, 2 << 20, -1, 0)) != -EBADF)
+		FAIL("no descriptor: %d", r);
+	if ((r = devbuf_add(fd, 2 << 20, nul, 0)) != -EBADF)
+		FAIL("/dev/null: %d", r);
+	if ((r = devbuf_add(fd, 1 << 20, x, 0)) != -EINVAL)
+		FAIL("size not a multiple of the granularity: %d", r);
+	if ((r = devbuf_add(fd, 4 << 20, x, 0)) != -EINVAL)
+		FAIL("size beyond the allocation: %d", r);
+	if ((r = devbuf_add(fd, 0, x, 0)) != -EINVAL)
+		FAIL("size 0: %d", r);
+	if ((r = devbuf_add(fd, 2 << 20, x, 1)) != -EINVAL)
+		FAIL("flags: %d", r);
+	if ((r = raw_op(fd, KVP_OP_DEVBUF_ADD, &del, sizeof(del), x)) !=
+	    -EBADMSG)
+		FAIL("truncated: %d", r);
+	memset(&ad, 0, sizeof(ad));
+	ad.batch = 1;
+	ad.q_heads = 1;
+	ad.max_blocks_per_seq = 1;
+	ad.buf_id = 3;
+	if ((r = raw_op(fd, KVP_OP_ATTN_DEV, &ad, sizeof(ad), -1)) != -EINVAL)
+		FAIL("attention without a layout: %d", r);
+	{
+		struct kvp_layout lq = { .layers = 1, .kv_heads = 1,
+					 .head_dim = 64, .dtype = 1 };
+
+		if ((r = raw_op(fd, KVP_OP_LAYOUT, &lq, sizeof(lq), -1)) < 0)
+			FAIL("layout: %d", r);
+	}
+	if ((r = raw_op(fd, KVP_OP_ATTN_DEV, &ad, sizeof(ad), -1)) != -ENOENT)
+		FAIL("attention on an unknown buffer: %d", r);
+	for (i = 0; i < KVP_MAX_DEVBUFS; i++) {
+		const struct kvp_devbuf_reply *rep =
+			(const void *)(rbuf + sizeof(struct kvp_reply));
+
+		if ((r = devbuf_add(fd, 2 << 20, x, 0)) != 0 ||
+		    rep->buf_id != (uint32_t)i || rep->bytes != 2 << 20)
+			FAIL("buffer %d: %d", i, r);
+	}
+	if ((r = devbuf_add(fd, 2 << 20, x, 0)) != -ENOSPC)
+		FAIL("%d buffers: %d", KVP_MAX_DEVBUFS + 1, r);
+	memset(&del, 0, sizeof(del));
+	del.buf_id = KVP_MAX_DEVBUFS;
+	if ((r = raw_op(fd, KVP_OP_DEVBUF_DEL, &del, sizeof(del), -1)) !=
+	    -ENOENT)
+		FAIL("delete unknown: %d", r);
+	del.buf_id = 3;
+	if ((r = raw_op(fd, KVP_OP_DEVBUF_DEL, &del, sizeof(del), -1)) != 0)
+		FAIL("delete: %d", r);
+	if ((r = raw_op(fd, KVP_OP_DEVBUF_DEL, &del, sizeof(del), -1)) !=
+	    -ENOENT)
+		FAIL("delete twice: %d", r);
+	if (good_client())
+		return 1;
+	/* the daemon holds 15 imports of this connection until it closes */
+	close(fd);
+	close(x);
+	close(nul);
+	drv.cuMemRelease(h);
+	cuda_drv_close(&drv);
+	printf("device-buffer refusals: OK\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3)
@@ -765,6 +885,8 @@ int main(int argc, char **argv)
 		return cmd_seqs();
 	if (!strcmp(argv[1], "bad") && argc == 4)
 		return cmd_bad(argv[3]);
+	if (!strcmp(argv[1], "devbuf-bad"))
+		return cmd_devbuf_bad();
 	fprintf(stderr, "usage: see the comment at the top of e2e-util.c\n");
 	return 2;
 }

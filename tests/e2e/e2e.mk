@@ -1,23 +1,26 @@
 # SPDX-License-Identifier: MIT
 #
 # tests/e2e/: kvpoold + libkvlease end to end (CPU backend, in-process
-# ledger here; the same programs run in the VM with the module through
+# ledger here, and the cuda backend against the driver test double; the
+# same programs run in the VM with the module through
 # tests/vm/guest.d/e2e-module.sh).
 #   $(B)/tests/e2e/e2e-tenant   a tenant: sequences, K/V, attention vs ref
 #   $(B)/tests/e2e/e2e-util     status/hold/quota/bad-request helpers
 #   $(B)/tests/e2e/e2e-tiers    lower tiers and swaps: round trips, quotas,
 #                               bad input, I/O errors, kill helpers
 #   $(B)/tests/e2e/e2e-prefix   the prefix cache, one concern per command
+#   $(B)/tests/e2e/e2e-devbuf   a GPU tenant: device buffers (zero-copy)
 
 E2E_OUT := $(B)/tests/e2e
 E2E_CFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease -Ikernels
 E2E_PROGS := $(E2E_OUT)/e2e-tenant $(E2E_OUT)/e2e-util $(E2E_OUT)/e2e-tiers \
-	     $(E2E_OUT)/e2e-prefix $(E2E_OUT)/e2e-edits
+	     $(E2E_OUT)/e2e-prefix $(E2E_OUT)/e2e-edits $(E2E_OUT)/e2e-devbuf
 
 # Linked with the static libkvlease so that the VM can run them from /bin
 # (the example program and kvpool-bench use the shared one).
 $(E2E_OUT)/%: tests/e2e/%.c libkvlease/kvlease.h include/kvpool_proto.h \
-		libkvlease/kvl_internal.h $(KVL_A) $(B)/lib/libkvkern.a
+		libkvlease/kvl_internal.h $(KVL_A) $(B)/lib/libkvkern.a \
+		kernels/cuda_drv.h
 	@mkdir -p $(@D)
 	$(CC) $(E2E_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVL_A) \
 		$(B)/lib/libkvkern.a $(E2E_XLIBS) -lpthread -ldl -lm
@@ -33,11 +36,12 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-bad-not-held test-bad-outside-region test-bad-truncated \
 	     test-bad-oversized test-bad-unknown-op test-lazy-backing \
 	     test-example test-grow-fail test-reclaim test-privdrop \
-	     test-sequences test-prefix-share test-prefix-cow \
-	     test-prefix-collide test-prefix-tenants test-prefix-quota \
-	     test-prefix-reclaim test-prefix-bad test-swap-roundtrip \
-	     test-tier-quota test-swap-bad test-kill-swap test-edits \
-	     test-compress test-bad-edits test-edit-tokens test-edit-tiers
+	     test-sequences test-cuda-fake test-devbuf test-cuda-capacity \
+	     test-prefix-share test-prefix-cow test-prefix-collide \
+	     test-prefix-tenants test-prefix-quota test-prefix-reclaim \
+	     test-prefix-bad test-swap-roundtrip test-tier-quota test-swap-bad \
+	     test-kill-swap test-swap-cuda-fake test-edits test-compress \
+	     test-bad-edits test-edit-tokens test-edit-tiers
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
 
 # The same end-to-end run inside the VM, ledger in /dev/kvpool.

@@ -1,24 +1,44 @@
 # SPDX-License-Identifier: MIT
 #
-# tests/gpu/: GPU-only tests.  test-kvk-gpu is in CHECK_PROGS and exits 77
-# without libcuda, a device or the fatbin.  tests/gpu/run.sh is the whole
-# GPU check (build, tests, benchmark) for a machine with a GPU.
+# tests/gpu/: the kernels and the daemon on a GPU.
+#   test-kvk-gpu      every op on the GPU against the CPU (exit 77 without
+#                     libcuda or a device); in make check it also runs
+#                     against the driver test double: every launch checked
+#                     (test-kvk-gpu-fake.sh, sm_80 and sm_90 models) and,
+#                     on a smaller grid, with the kernels run by the host
+#                     emulation and compared (test-kvk-gpu-emu.sh)
+#   test-kvk-gpu-edit the edit ops (splice, compact, score) on the GPU
+#                     against the CPU (exit 77 without a GPU)
+#   bench-kvk-gpu     decode KV GB/s against the read bandwidth, grow and
+#                     shrink latency of a chunk
+# tests/gpu/run.sh is the whole GPU check (build, tests, benchmark) for a
+# machine with a GPU.
 
 KVKG_DIR := $(B)/tests/gpu
-KVKG_CFLAGS := $(CPPFLAGS_BASE) -Ikernels -Itests/kernels -I$(KVK_CUDA_INC)
+KVKG_CFLAGS := $(CPPFLAGS_BASE) -Ikernels -Itests/kernels -Idaemon
 
-ifeq ($(KVK_HAVE_CUDA_H),1)
-$(KVKG_DIR)/test-kvk-gpu-edit: tests/gpu/kvk_gpu_edit_cases.h
-$(KVKG_DIR)/%: tests/gpu/%.c $(KVK_LIB) $(KVKT_HDRS)
+$(KVKG_DIR)/test-kvk-gpu: tests/gpu/test-kvk-gpu.c $(KVK_LIB) $(KVKT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVKG_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVK_LIB) $(KVK_LIBS)
+
+$(KVKG_DIR)/bench-kvk-gpu: tests/gpu/bench-kvk-gpu.c $(KVK_LIB) $(KVKT_HDRS) \
+		$(KVD_CHUNKS_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(KVKG_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVD_CHUNKS_OBJ) \
+		$(KVK_LIB) $(KVK_LIBS)
+
+$(KVKG_DIR)/test-kvk-gpu-edit: tests/gpu/test-kvk-gpu-edit.c \
+		tests/gpu/kvk_gpu_edit_cases.h $(KVK_LIB) $(KVKT_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(KVKG_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVK_LIB) $(KVK_LIBS)
 
 KVKG_PROGS := $(KVKG_DIR)/test-kvk-gpu $(KVKG_DIR)/bench-kvk-gpu \
 	      $(KVKG_DIR)/test-kvk-gpu-edit
 ALL += $(KVKG_PROGS)
-CHECK_PROGS += $(KVKG_DIR)/test-kvk-gpu $(KVKG_DIR)/test-kvk-gpu-edit
+CHECK_PROGS += $(KVKG_DIR)/test-kvk-gpu $(KVKG_DIR)/test-kvk-gpu-edit \
+	       tests/gpu/test-kvk-gpu-fake.sh \
+	       tests/gpu/test-kvk-gpu-emu.sh
 
 .PHONY: check-gpu
 check-gpu: $(KVKG_PROGS)
 	tests/gpu/run.sh
-endif

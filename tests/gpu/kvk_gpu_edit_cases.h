@@ -2,8 +2,8 @@
 /*
  * kvk_gpu_edit_cases.h - the edit ops through the CUDA glue against the
  * CPU ops, shared by tests/gpu/test-kvk-gpu-edit (a real GPU) and
- * tests/kernels/test-kvk-cuemu-edit (the same kernels compiled for the
- * host under a CUDA emulation, with a driver double):
+ * tests/gpu/test-kvk-gpu-emu.sh (--quick: the same kernels compiled for
+ * the host under the driver test double's emulation):
  *   splice and compact: starting from the same pool bytes, the "device"
  *       pool after the op equals the CPU's byte for byte (same plan, same
  *       rotation arithmetic, same block-scale rule), for every dtype, both
@@ -359,8 +359,7 @@ static void edit_cases(void)
 	for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
 		int f0 = kt_failures;
 
-		if (edit_cases_full)	/* the write kernel is not emulated */
-			check_merge_write(dt);
+		check_merge_write(dt);
 		for (style = KVK_ROPE_NEOX; style <= KVK_ROPE_GPTJ; style++) {
 			if (edit_cases_full || (style + dt) % 2)
 				run(dt, style, 0, tpbs[n++ % N(tpbs)], 64);

@@ -7,16 +7,13 @@
 KVKT_DIR := $(B)/tests/kernels
 KVKT_ASAN := $(B)/asan/kernels
 KVKT_HDRS := $(wildcard tests/kernels/*.h) $(KVK_HDRS)
-KVKT_CFLAGS := $(CPPFLAGS_BASE) -Ikernels -Itests/kernels -I$(KVK_CUDA_INC)
+KVKT_CFLAGS := $(CPPFLAGS_BASE) -Ikernels -Itests/kernels
 
 KVKT_PROGS := $(KVKT_DIR)/test-kvk-layout $(KVKT_DIR)/test-kvk-quant \
 	      $(KVKT_DIR)/test-kvk-decode $(KVKT_DIR)/test-kvk-prefill \
 	      $(KVKT_DIR)/test-kvk-needle $(KVKT_DIR)/test-kvk-nan \
 	      $(KVKT_DIR)/test-kvk-rope $(KVKT_DIR)/test-kvk-splice \
-	      $(KVKT_DIR)/test-kvk-compact
-ifeq ($(KVK_HAVE_CUDA_H),1)
-KVKT_PROGS += $(KVKT_DIR)/test-kvk-cuda-stub $(KVKT_DIR)/test-kvk-cuemu-edit
-endif
+	      $(KVKT_DIR)/test-kvk-compact $(KVKT_DIR)/test-kvk-cuda-stub
 KVKT_ASAN_PROGS := $(KVKT_ASAN)/test-kvk-layout $(KVKT_ASAN)/test-kvk-quant \
 		   $(KVKT_ASAN)/test-kvk-decode $(KVKT_ASAN)/test-kvk-prefill \
 		   $(KVKT_ASAN)/test-kvk-nan $(KVKT_ASAN)/test-kvk-splice \
@@ -29,21 +26,6 @@ $(KVKT_DIR)/test-kvk-decode: tests/kernels/test-kvk-attn.c $(KVK_LIB) $(KVKT_HDR
 $(KVKT_DIR)/test-kvk-prefill: tests/kernels/test-kvk-attn.c $(KVK_LIB) $(KVKT_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) -DKT_PREFILL $< -o $@ $(KVK_LIB) $(KVK_LIBS)
-
-# the CUDA edit kernels compiled for the host (tests/kernels/cuemu.h) under
-# the real launch glue and a driver double
-$(KVKT_DIR)/cuemu_edit.o: tests/kernels/cuemu_edit.cpp tests/kernels/cuemu.h \
-		kernels/cuda/kvkern_edit.cu kernels/kvkern_cuda_edit_abi.h
-	@mkdir -p $(@D)
-	$(CXX) -std=c++17 -O2 -g -ffp-contract=off -Wall -Wextra -Werror \
-		-Wno-unused-parameter -Wno-unknown-pragmas -Ikernels -c $< -o $@
-
-$(KVKT_DIR)/test-kvk-cuemu-edit: tests/kernels/test-kvk-cuemu-edit.c \
-		$(KVKT_DIR)/cuemu_edit.o tests/gpu/kvk_gpu_edit_cases.h \
-		$(KVK_LIB) $(KVKT_HDRS)
-	@mkdir -p $(@D)
-	$(CC) $(KVKT_CFLAGS) -Itests/gpu $(CFLAGS_BASE) $< \
-		$(KVKT_DIR)/cuemu_edit.o -o $@ $(KVK_LIB) -lstdc++ $(KVK_LIBS)
 
 # the angle reference is binary128 (libquadmath, part of GCC)
 $(KVKT_DIR)/test-kvk-rope: tests/kernels/test-kvk-rope.c $(KVK_LIB) $(KVKT_HDRS)
@@ -80,6 +62,34 @@ $(KVKT_ASAN)/%: tests/kernels/%.c $(KVKT_ASAN_OBJS) $(KVKT_HDRS)
 	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) -DKT_SMALL $< -o $@ $(KVKT_ASAN_OBJS) $(KVK_LIBS)
 
 CHECK_PROGS += $(KVKT_PROGS) $(KVKT_ASAN_PROGS)
+
+# include/kvpool_cuda.h against the toolkit's <cuda.h> (when installed)
+$(KVKT_DIR)/cuda-abi-dump: tests/kernels/cuda-abi-dump.c \
+		tests/kernels/cuda-abi-names.h include/kvpool_cuda.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Itests/kernels $(CFLAGS_BASE) $< -o $@
+ALL += $(KVKT_DIR)/cuda-abi-dump
+ifeq ($(KVK_HAVE_CUDA_H),1)
+$(KVKT_DIR)/cuda-abi-dump-cuda: tests/kernels/cuda-abi-dump.c \
+		tests/kernels/cuda-abi-names.h
+	@mkdir -p $(@D)
+	$(CC) -DKVT_CUDA_H -I$(KVK_CUDA_INC) -Itests/kernels $(CFLAGS_BASE) \
+		$< -o $@
+ALL += $(KVKT_DIR)/cuda-abi-dump-cuda
+endif
+CHECK_PROGS += tests/kernels/test-cuda-abi.sh
+
+# no attention kernel spills registers (ptxas' report of the fatbin)
+ifeq ($(HAVE_NVCC),1)
+CHECK_PROGS += tests/kernels/test-ptxas-spills.sh
+endif
+
+# the driver test double catches broken preconditions
+$(KVKT_DIR)/test-cudafake: tests/kernels/test-cudafake.c $(KVK_LIB) $(KVKT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVK_LIB) $(KVK_LIBS)
+ALL += $(KVKT_DIR)/test-cudafake
+CHECK_PROGS += $(KVKT_DIR)/test-cudafake
 
 .PHONY: check-kernels
 check-kernels: $(KVKT_PROGS) $(KVKT_ASAN_PROGS)

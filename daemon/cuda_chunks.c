@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cuda_chunks.c - the cuda backend's chunks (see cuda_chunks.h).
+ *
+ * Driver rules followed (CUDA driver API, virtual memory management):
+ * cuMemCreate sizes and cuMemMap addresses, sizes and offsets are
+ * multiples of the granularity; cuMemMap maps into an existing
+ * reservation, offset 0, never over a mapping; a mapping is not
+ * accessible until cuMemSetAccess; cuMemUnmap takes a whole mapping;
+ * memory is freed when it is unmapped and its handle released;
+ * cuMemAddressFree takes the whole reservation once nothing is mapped.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_chunks.h"
+
+static void prop_init(CUdevice dev, CUmemAllocationProp *prop)
+{
+	memset(prop, 0, sizeof(*prop));
+	prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop->location.id = dev;
+}
+
+static int cu(struct cuda_drv *drv, CUresult r, const char *what)
+{
+	if (r == CUDA_SUCCESS)
+		return 0;
+	if (r != CUDA_ERROR_OUT_OF_MEMORY)
+		fprintf(stderr, "cuda chunks: %s: %s\n", what,
+			cuda_drv_strerror(drv, r));
+	return cuda_drv_errno(r);
+}
+
+int kvd_chunks_granularity(struct cuda_drv *drv, CUdevice dev, uint64_t *gran)
+{
+	CUmemAllocationProp prop;
+	size_t min = 0, rec = 0;
+	int r;
+
+	prop_init(dev, &prop);
+	r = cu(drv, drv->cuMemGetAllocationGranularity(&min, &prop,
+		CU_MEM_ALLOC_GRANULARITY_MINIMUM), "granularity");
+	r = r ? r : cu(drv, drv->cuMemGetAllocationGranularity(&rec, &prop,
+		CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), "granularity");
+	if (r)
+		return r;
+	if (!min)
+		return -EIO;
+	/* sizes must be multiples of the minimum; the recommended one is
+	 * used when it is itself such a multiple */
+	*gran = rec && rec % min == 0 ? rec : min;
+	return 0;
+}
+
+int kvd_chunks_init(struct kvd_chunks *k, struct cuda_drv *drv, CUdevice dev,
+		    uint64_t chunk_bytes, uint32_t nchunks, uint32_t spare_max)
+{
+	int r;
+
+	memset(k, 0, sizeof(*k));
+	k->drv = drv;
+	k->dev = dev;
+	r = kvd_chunks_granularity(drv, dev, &k->gran);
+	if (r)
+		return r;
+	if (!chunk_bytes || chunk_bytes % k->gran || !nchunks)
+		return -EINVAL;
+	k->chunk_bytes = chunk_bytes;
+	k->nchunks = nchunks;
+	k->spare_max = spare_max;
+	k->handles = calloc(nchunks, sizeof(*k->handles));
+	k->state = calloc(nchunks, 1);
+	k->spare = calloc(spare_max ? spare_max : 1, sizeof(*k->spare));
+	if (!k->handles || !k->state || !k->spare) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = cu(drv, drv->cuStreamCreate(&k->st, CU_STREAM_NON_BLOCKING),
+	       "cuStreamCreate");
+	if (r)
+		goto fail;
+	r = cu(drv, drv->cuMemAddressReserve(&k->base,
+		(size_t)chunk_bytes * nchunks, k->gran, 0, 0),
+	       "cuMemAddressReserve");
+	if (r)
+		goto fail;
+	return 0;
+fail:
+	kvd_chunks_fini(k);
+	return r;
+}
+
+static int zero(struct kvd_chunks *k, CUdeviceptr at)
+{
+	int r = cu(k->drv, k->drv->cuMemsetD8Async(at, 0, k->chunk_bytes, k->st),
+		   "cuMemsetD8Async");
+
+	return r ? r : cu(k->drv, k->drv->cuStreamSynchronize(k->st),
+			  "cuStreamSynchronize");
+}
+
+static int create(struct kvd_chunks *k, CUmemGenericAllocationHandle *h)
+{
+	CUmemAllocationProp prop;
+
+	prop_init(k->dev, &prop);
+	k->creates++;
+	return cu(k->drv, k->drv->cuMemCreate(h, k->chunk_bytes, &prop, 0),
+		  "cuMemCreate");
+}
+
+int kvd_chunks_map(struct kvd_chunks *k, uint32_t c)
+{
+	CUdeviceptr at = kvd_chunks_addr(k, c);
+	CUmemGenericAllocationHandle h = 0;
+	CUmemAccessDesc acc;
+	int r;
+
+	if (c >= k->nchunks)
+		return -EINVAL;
+	if (k->state[c] == KVD_CHUNK_MAPPED)
+		return 0;
+	if (k->state[c] == KVD_CHUNK_STUCK) {
+		/* still mapped after a failed unmap: zero it, keep it */
+		r = zero(k, at);
+		if (!r)
+			k->state[c] = KVD_CHUNK_MAPPED;
+		return r;
+	}
+	if (k->nspare) {
+		h = k->spare[--k->nspare];
+		k->spare_hits++;
+	} else {
+		r = create(k, &h);
+		if (r)
+			return r;
+	}
+	r = cu(k->drv, k->drv->cuMemMap(at, k->chunk_bytes, 0, h, 0), "cuMemMap");
+	if (r) {
+		k->drv->cuMemRelease(h);
+		return r;
+	}
+	memset(&acc, 0, sizeof(acc));
+	acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	acc.location.id = k->dev;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	r = cu(k->drv, k->drv->cuMemSetAccess(at, k->chunk_bytes, &acc, 1),
+	       "cuMemSetAccess");
+	/* fresh memory reads as zeros, like the cpu backend's */
+	r = r ? r : zero(k, at);
+	if (r) {
+		if (k->drv->cuMemUnmap(at, k->chunk_bytes) == CUDA_SUCCESS) {
+			k->drv->cuMemRelease(h);
+		} else {
+			k->handles[c] = h;
+			k->state[c] = KVD_CHUNK_STUCK;
+		}
+		return r;
+	}
+	k->handles[c] = h;
+	k->state[c] = KVD_CHUNK_MAPPED;
+	return 0;
+}
+
+int kvd_chunks_unmap(struct kvd_chunks *k, uint32_t c)
+{
+	CUdeviceptr at = kvd_chunks_addr(k, c);
+	int r;
+
+	if (c >= k->nchunks)
+		return -EINVAL;
+	if (k->state[c] == KVD_CHUNK_EMPTY)
+		return 0;
+	r = cu(k->drv, k->drv->cuMemUnmap(at, k->chunk_bytes), "cuMemUnmap");
+	if (r) {
+		/* the memory stays mapped; zeroed before any reuse */
+		k->state[c] = KVD_CHUNK_STUCK;
+		return r;
+	}
+	if (k->nspare < k->spare_max)
+		k->spare[k->nspare++] = k->handles[c];
+	else
+		k->drv->cuMemRelease(k->handles[c]);
+	k->handles[c] = 0;
+	k->state[c] = KVD_CHUNK_EMPTY;
+	return 0;
+}
+
+int kvd_chunks_fill(struct kvd_chunks *k, uint32_t want)
+{
+	if (want > k->spare_max)
+		want = k->spare_max;
+	while (k->nspare < want) {
+		CUmemGenericAllocationHandle h;
+		int r = create(k, &h);
+
+		if (r)
+			return r;
+		k->spare[k->nspare++] = h;
+	}
+	return 0;
+}
+
+void kvd_chunks_trim(struct kvd_chunks *k, uint32_t keep)
+{
+	while (k->nspare > keep)
+		k->drv->cuMemRelease(k->spare[--k->nspare]);
+}
+
+void kvd_chunks_fini(struct kvd_chunks *k)
+{
+	uint32_t c;
+
+	if (!k->drv)
+		return;
+	for (c = 0; k->state && c < k->nchunks; c++) {
+		if (k->state[c] == KVD_CHUNK_EMPTY)
+			continue;
+		if (k->drv->cuMemUnmap(kvd_chunks_addr(k, c), k->chunk_bytes) ==
+		    CUDA_SUCCESS)
+			k->state[c] = KVD_CHUNK_EMPTY;
+		k->drv->cuMemRelease(k->handles[c]);
+	}
+	if (k->spare)
+		kvd_chunks_trim(k, 0);
+	if (k->base)
+		k->drv->cuMemAddressFree(k->base,
+					 (size_t)k->chunk_bytes * k->nchunks);
+	if (k->st)
+		k->drv->cuStreamDestroy(k->st);
+	free(k->handles);
+	free(k->state);
+	free(k->spare);
+	memset(k, 0, sizeof(*k));
+}

@@ -1,0 +1,24 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# test-kvk-gpu --quick and test-kvk-gpu-edit --quick against the driver
+# test double with the kernels run
+# by the host emulation of the CUDA execution model (KVPOOL_FAKE_CUDA_EXEC):
+# the kernels' results are compared with the CPU reference, on the sm_90
+# model with the FP8 conversion of sm_89+ and on sm_80 (software FP8).
+# The emulation follows the PTX ISA's definitions of the warp-level
+# instructions; it proves the kernels' indexing, pipeline and numerics,
+# not their speed or the hardware (tests/gpu/run.sh does).
+# Exit 77 when the double was not built (no nvcc).
+B=${B:-build}
+fake=$B/tests/cudafake/libcuda.so.1
+[ -f "$fake" ] || { echo "no $fake (needs nvcc)"; exit 77; }
+for arch in 90 80; do
+	echo "== sm_$arch"
+	KVPOOL_LIBCUDA=$fake KVPOOL_FAKE_CUDA_EXEC=1 KVPOOL_FAKE_CUDA_ARCH=$arch \
+	KVPOOL_FAKE_CUDA_MEM=$((4 << 30)) \
+		"$B/tests/gpu/test-kvk-gpu" --quick || exit 1
+	KVPOOL_LIBCUDA=$fake KVPOOL_FAKE_CUDA_EXEC=1 KVPOOL_FAKE_CUDA_ARCH=$arch \
+	KVPOOL_FAKE_CUDA_MEM=$((4 << 30)) \
+		"$B/tests/gpu/test-kvk-gpu-edit" --quick || exit 1
+done
