@@ -20,9 +20,15 @@
 
 #define BITS_PER_WORD	64
 #define NO_SLOT		U32_MAX
+/*
+ * owner_of[] of a block granted by kvpool_lease_grant_pending() and not yet
+ * committed: charged to its lease, but neither releasable nor checkable.
+ */
+#define OWNER_PENDING	(1U << 31)
+#define OWNER_SLOT(v)	((v) & ~OWNER_PENDING)
 
 static void lease_close_finish(struct kvpool_lease *lease);
-static int lease_free_all(struct kvpool_lease *lease);
+static int lease_free_all(struct kvpool_lease *lease, bool pending);
 
 /* ------------------------------------------------------------------ */
 /* Free-block bitmap                                                    */
@@ -122,10 +128,11 @@ static bool bm_range_free(const struct kvpool_pool *pool, u32 from, u32 to)
 }
 
 /*
- * Take the `count` lowest free blocks for slot `slot`; the caller has
+ * Take the `count` lowest free blocks and mark them `mark` in owner_of[]
+ * (slot + 1, with OWNER_PENDING for a pending grant); the caller has
  * checked that at least `count` free blocks lie below pool->backed.
  */
-static void bm_take(struct kvpool_pool *pool, u32 slot, u32 count, u32 *out)
+static void bm_take(struct kvpool_pool *pool, u32 mark, u32 count, u32 *out)
 {
 	u64 *l0 = pool->levels[0];
 	u32 k = 0;
@@ -139,7 +146,7 @@ static void bm_take(struct kvpool_pool *pool, u32 slot, u32 count, u32 *out)
 			u32 blk = wi * BITS_PER_WORD + __ffs64(w);
 
 			w &= w - 1;
-			pool->owner_of[blk] = slot + 1;
+			pool->owner_of[blk] = mark;
 			out[k++] = blk;
 		}
 		l0[wi] = w;
@@ -477,7 +484,7 @@ int kvpool_snapshot(struct kvpool_pool *pool,
 		strscpy(li->tenant, l->tenant->name, sizeof(li->tenant));
 	}
 	for (i = 0, b = 0; b < pool->backed && i < pool->used; b++) {
-		u32 s = pool->owner_of[b];
+		u32 s = OWNER_SLOT(pool->owner_of[b]);
 
 		if (!s)
 			continue;
@@ -895,8 +902,13 @@ int kvpool_lease_attach(struct kvpool_lease *lease, const char *tenant,
 	return 0;
 }
 
-/* Free blocks[0..n) of @lease (already validated). */
-static void blocks_free(struct kvpool_lease *lease, const u32 *blocks, u32 n)
+/*
+ * Free blocks[0..n) of @lease (already validated).  @credit: the blocks
+ * count against the lease's reclaim target (a release, not the undo of a
+ * grant that never reached its caller).
+ */
+static void blocks_free(struct kvpool_lease *lease, const u32 *blocks, u32 n,
+			bool credit)
 {
 	struct kvpool_pool *pool = lease->pool;
 	u32 i, top_chunk, top = 0;
@@ -909,7 +921,7 @@ static void blocks_free(struct kvpool_lease *lease, const u32 *blocks, u32 n)
 	pool->used -= n;
 	lease->held -= n;
 	tenant_uncharge(lease->tenant, n);
-	if (lease->reclaim_target)
+	if (credit && lease->reclaim_target)
 		set_reclaim(lease, lease->reclaim_target > n ?
 			    lease->reclaim_target - n : 0);
 
@@ -947,7 +959,7 @@ int kvpool_lease_release(struct kvpool_lease *lease, const u32 *blocks,
 			pool->owner_of[blocks[i]] = me;
 		return -EINVAL;
 	}
-	blocks_free(lease, blocks, count);
+	blocks_free(lease, blocks, count, true);
 	return count;
 }
 
@@ -955,27 +967,30 @@ int kvpool_lease_release_all(struct kvpool_lease *lease)
 {
 	if (lease->pins)
 		return -EBUSY;
-	return lease_free_all(lease);
+	return lease_free_all(lease, false);
 }
 
-static int lease_free_all(struct kvpool_lease *lease)
+/* Free every block of @lease; pending ones too if @pending (a close). */
+static int lease_free_all(struct kvpool_lease *lease, bool pending)
 {
 	struct kvpool_pool *pool = lease->pool;
 	u32 me = lease->slot + 1, b, n = 0, k = 0, batch[64];
 	u32 total = lease->held;
 
 	for (b = 0; b < pool->backed && n + k < total; b++) {
-		if (pool->owner_of[b] != me)
+		u32 o = pool->owner_of[b];
+
+		if (o != me && !(pending && o == (me | OWNER_PENDING)))
 			continue;
 		batch[k++] = b;
 		if (k == ARRAY_SIZE(batch)) {
-			blocks_free(lease, batch, k);
+			blocks_free(lease, batch, k, true);
 			n += k;
 			k = 0;
 		}
 	}
 	if (k)
-		blocks_free(lease, batch, k);
+		blocks_free(lease, batch, k, true);
 	return n + k;
 }
 
@@ -994,7 +1009,7 @@ static void lease_close_finish(struct kvpool_lease *lease)
 {
 	struct kvpool_pool *pool = lease->pool;
 	struct kvpool_tenant *t = lease->tenant;
-	u32 returned = lease_free_all(lease);
+	u32 returned = lease_free_all(lease, true);
 	struct kvpool_event *ev = &lease->closed_ev;
 
 	list_del(&lease->pool_node);
@@ -1053,8 +1068,8 @@ static void post_grow(struct kvpool_pool *pool, u32 want)
 	emit(pool, KVPOOL_EVENT_GROW, 0, 0, target, NULL, &pool->grow_ev);
 }
 
-int kvpool_lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
-		       u32 *blocks, struct kvpool_wait *w)
+static int lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
+		       u32 *blocks, struct kvpool_wait *w, bool pending)
 {
 	struct kvpool_pool *pool = lease->pool;
 	struct kvpool_tenant *t = lease->tenant;
@@ -1123,11 +1138,76 @@ int kvpool_lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
 	}
 
 	/* Rule 3: lowest free index first. */
-	bm_take(pool, lease->slot, count, blocks);
+	bm_take(pool, (lease->slot + 1) | (pending ? OWNER_PENDING : 0), count,
+		blocks);
 	pool->used += count;
 	lease->held += count;
+	w->peak_before = t->peak;
 	tenant_charge(t, count);
+	w->peak_after = t->peak;
 	return count;
+}
+
+int kvpool_lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
+		       u32 *blocks, struct kvpool_wait *w)
+{
+	return lease_grant(lease, count, flags, blocks, w, false);
+}
+
+int kvpool_lease_grant_pending(struct kvpool_lease *lease, u32 count,
+			       u32 flags, u32 *blocks, struct kvpool_wait *w)
+{
+	return lease_grant(lease, count, flags, blocks, w, true);
+}
+
+/*
+ * Are blocks[0..n) distinct pending grants of @lease?  Marks them U32_MAX
+ * while checking (to catch a repeated index) and puts back @restore
+ * (pending, or committed) on each.
+ */
+static bool blocks_pending(struct kvpool_lease *lease, const u32 *blocks,
+			   u32 n, u32 restore)
+{
+	struct kvpool_pool *pool = lease->pool;
+	u32 mark = (lease->slot + 1) | OWNER_PENDING, i;
+	bool ok = true;
+
+	for (i = 0; i < n; i++) {
+		if (blocks[i] >= pool->capacity ||
+		    pool->owner_of[blocks[i]] != mark) {
+			ok = false;
+			restore = mark;
+			break;
+		}
+		pool->owner_of[blocks[i]] = U32_MAX;
+	}
+	while (i-- > 0)
+		pool->owner_of[blocks[i]] = restore;
+	return ok;
+}
+
+int kvpool_lease_grant_commit(struct kvpool_lease *lease, const u32 *blocks,
+			      u32 n)
+{
+	if (!blocks_pending(lease, blocks, n, lease->slot + 1))
+		return -EINVAL;
+	return 0;
+}
+
+int kvpool_lease_grant_cancel(struct kvpool_lease *lease, const u32 *blocks,
+			      u32 n, const struct kvpool_wait *w)
+{
+	struct kvpool_tenant *t = lease->tenant;
+
+	if (!blocks_pending(lease, blocks, n,
+			    (lease->slot + 1) | OWNER_PENDING))
+		return -EINVAL;
+	/* No pin matters: the owner could never check or use these blocks. */
+	blocks_free(lease, blocks, n, false);
+	/* The peak this grant set, unless a later grant went higher. */
+	if (t->peak == w->peak_after)
+		t->peak = max(w->peak_before, t->cur);
+	return 0;
 }
 
 void kvpool_lease_wait_end(struct kvpool_lease *lease, struct kvpool_wait *w,
@@ -1182,7 +1262,7 @@ int kvpool_pool_check(struct kvpool_pool *pool, const char **why)
 
 	for (b = 0; b < pool->capacity; b++) {
 		bool is_free = pool->levels[0][b / 64] & (1ULL << (b % 64));
-		u32 s = pool->owner_of[b];
+		u32 s = OWNER_SLOT(pool->owner_of[b]);
 
 		CHECK(is_free == !s, "free bit disagrees with owner array");
 		if (is_free) {
@@ -1216,7 +1296,7 @@ int kvpool_pool_check(struct kvpool_pool *pool, const char **why)
 		nleases++;
 		CHECK(pool->slots[l->slot] == l, "lease slot mismatch");
 		for (b = 0; b < pool->backed; b++)
-			held += pool->owner_of[b] == l->slot + 1;
+			held += OWNER_SLOT(pool->owner_of[b]) == l->slot + 1;
 		CHECK(held == l->held, "lease held count wrong");
 		sum_held += l->held;
 	}

@@ -791,6 +791,73 @@ static void pin_rules(void **state)
 	assert_int_equal(f->pool->nleases, 0);
 }
 
+/* Two-phase grant: pending blocks are nobody's to touch; cancel undoes. */
+static void pending_grant(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_lease *a = open_lease(f, &f->alice);
+	struct kvpool_tenant *t = a->tenant;
+	struct kvpool_wait w = { 0 }, w2 = { 0 };
+	struct kvpool_snapshot out;
+	struct kvpool_lease_info li[2];
+	struct kvpool_block_owner bo[8];
+	u32 x[1], p[4], q[3], bad = 9, dup[2];
+
+	assert_int_equal(grant(a, 1, 0, x), 1);
+	assert_int_equal(kvpool_lease_grant_pending(a, 4, 0, p, &w), 4);
+	/* Charged (rule 1 holds), listed, but not releasable or pinnable. */
+	assert_int_equal(a->held, 5);
+	assert_int_equal(t->cur, 5);
+	assert_int_equal(f->pool->used, 5);
+	assert_int_equal(t->peak, 5);
+	check(f);
+	assert_int_equal(kvpool_snapshot(f->pool, li, 2, bo, 8, &out), 0);
+	assert_int_equal(out.blocks, 5);
+	assert_int_equal(bo[1].lease_id, a->id);
+	assert_int_equal(kvpool_lease_release(a, p, 1), -EINVAL);
+	assert_int_equal(kvpool_lease_check(f->pool, a->id, p, 1, &bad), -EPERM);
+	assert_int_equal(kvpool_lease_pin(f->pool, a->id, &p[1], 1, &bad), -EPERM);
+	/* Release-all leaves pending blocks alone. */
+	assert_int_equal(kvpool_lease_release_all(a), 1);
+	assert_int_equal(a->held, 4);
+	assert_int_equal(grant(a, 1, 0, x), 1);
+
+	/* Cancel, while the owner pins the lease: exactly as before. */
+	a->reclaim_target = 3;	/* as if posted */
+	assert_int_equal(kvpool_lease_pin(f->pool, a->id, x, 1, &bad), 0);
+	dup[0] = dup[1] = p[0];
+	assert_int_equal(kvpool_lease_grant_cancel(a, dup, 2, &w), -EINVAL);
+	assert_int_equal(kvpool_lease_grant_cancel(a, x, 1, &w), -EINVAL);
+	assert_int_equal(kvpool_lease_grant_cancel(a, p, 4, &w), 0);
+	assert_int_equal(a->held, 1);
+	assert_int_equal(t->cur, 1);
+	assert_int_equal(f->pool->used, 1);
+	assert_int_equal(a->reclaim_target, 3);
+	assert_int_equal(t->peak, 1);	/* 5 counted blocks never handed over */
+	assert_int_equal(kvpool_lease_grant_cancel(a, p, 4, &w), -EINVAL);
+	assert_int_equal(kvpool_lease_grant_commit(a, p, 4), -EINVAL);
+	check(f);
+	assert_int_equal(kvpool_lease_unpin(f->pool, a->id), 0);
+
+	/* A later grant's peak stays; commit makes ordinary blocks. */
+	assert_int_equal(kvpool_lease_grant_pending(a, 2, 0, q, &w2), 2);
+	assert_int_equal(grant(a, 2, 0, p), 2);
+	assert_int_equal(t->peak, 5);
+	assert_int_equal(kvpool_lease_grant_commit(a, q, 2), 0);
+	assert_int_equal(kvpool_lease_grant_commit(a, q, 2), -EINVAL);
+	assert_int_equal(kvpool_lease_check(f->pool, a->id, q, 2, &bad), 0);
+	assert_int_equal(kvpool_lease_release(a, q, 2), 2);
+	assert_int_equal(t->peak, 5);
+	check(f);
+
+	/* A close frees pending blocks too. */
+	assert_int_equal(kvpool_lease_grant_pending(a, 3, 0, q, &w), 3);
+	kvpool_lease_close(a);
+	assert_int_equal(f->pool->used, 0);
+	assert_int_equal(t->cur, 0);
+	check(f);
+}
+
 static void status_fill(void **state)
 {
 	struct fix *f = *state;
@@ -880,6 +947,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(lease_check_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(snapshot_without_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(pin_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(pending_grant, setup, teardown),
 		cmocka_unit_test_setup_teardown(status_fill, setup, teardown),
 		cmocka_unit_test_setup_teardown(invariant_check_catches_corruption, setup, teardown),
 	};

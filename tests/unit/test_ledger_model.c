@@ -197,8 +197,26 @@ static void op_grant(struct model *m)
 		flags |= KVPOOL_LEASE_NONBLOCK;
 	if (!rn(8))
 		flags |= KVPOOL_LEASE_ORPHAN_FAIL;
+	/* A two-phase grant that is cancelled changes nothing. */
+	if (!rn(8)) {
+		u32 used = m->used, held = ml->held;
+
+		got = kvpool_lease_grant_pending(ml->l, count, flags, out, &w);
+		if (got > 0 &&
+		    kvpool_lease_grant_cancel(ml->l, out, (u32)got, &w))
+			FAIL("cancel of a pending grant refused");
+		if (ml->l->held != held || m->pool->used != used)
+			FAIL("cancelled grant changed held/used");
+		memset(&w, 0, sizeof(w));
+	}
 	want = ref_grant(m, li, count, flags);
-	got = kvpool_lease_grant(ml->l, count, flags, out, &w);
+	if (rn(4)) {
+		got = kvpool_lease_grant(ml->l, count, flags, out, &w);
+	} else {
+		got = kvpool_lease_grant_pending(ml->l, count, flags, out, &w);
+		if (got > 0 && kvpool_lease_grant_commit(ml->l, out, (u32)got))
+			FAIL("commit of a pending grant refused");
+	}
 	if (verbose)
 		printf("step %d: grant lease %d count %u flags %u -> %d (want %d)\n",
 		       cur_step, li, count, flags, got, want);

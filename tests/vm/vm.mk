@@ -17,6 +17,7 @@
 # Test programs: name:N runs build/tests/vm/<name> with the module's
 # check_invariants=N (walk the whole ledger at every Nth unlock).
 VM_TESTS := kvpool-test-ioctl:1 kvpool-test-lease:1 kvpool-test-sysfs:1 \
+	    kvpool-test-copyout:1 \
 	    kvpool-test-wait:1 kvpool-test-crash:1 kvpool-test-reclaim:1 \
 	    kvpool-test-netlink:1 kvpool-test-stress:97
 # A 32-bit (compat_ioctl) test when the compiler can build i386 programs
