@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/klog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -174,6 +175,22 @@ static inline bool kvt_wait_sleeping(pid_t pid)
 		kvt_msleep(10);
 	}
 	return false;
+}
+
+/* Occurrences of @needle in the kernel log (needs CAP_SYSLOG), or -errno. */
+static inline int kvt_klog_count(const char *needle)
+{
+	static char buf[1 << 20];
+	int n = klogctl(3 /* SYSLOG_ACTION_READ_ALL */, buf, sizeof(buf) - 1);
+	int count = 0;
+	char *p;
+
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	for (p = buf; (p = strstr(p, needle)); p += strlen(needle))
+		count++;
+	return count;
 }
 
 /* ---------------------------------------------------------------- */

@@ -9,29 +9,12 @@
  * (sysfs) before and after, and the kernel log must gain no WARNING.
  */
 #include <pthread.h>
-#include <sys/klog.h>
 #include <sys/mman.h>
 
 #include "kvt.h"
 
 #define POOL	"pc"
 #define CAP	64
-
-/* Occurrences of @needle in the kernel log (needs CAP_SYSLOG), or -errno. */
-static int klog_count(const char *needle)
-{
-	static char buf[1 << 20];
-	int n = klogctl(3 /* SYSLOG_ACTION_READ_ALL */, buf, sizeof(buf) - 1);
-	int count = 0;
-	char *p;
-
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	for (p = buf; (p = strstr(p, needle)); p += strlen(needle))
-		count++;
-	return count;
-}
 
 struct snap {
 	long long held, used, current, peak;
@@ -325,7 +308,7 @@ int main(void)
 	int owner, warn0;
 
 	kvt_init("copyout");
-	warn0 = klog_count("WARNING:");
+	warn0 = kvt_klog_count("WARNING:");
 	if (warn0 < 0) {
 		printf("# cannot read the kernel log: %s\n", strerror(-warn0));
 		return 77;
@@ -336,8 +319,8 @@ int main(void)
 	test_readonly_struct();
 	test_race();
 	CHECK(kvt_sysfs_num(POOL, NULL, "used") == 0, "used 0 at the end");
-	CHECK(klog_count("WARNING:") == warn0, "no WARNING in the kernel log (%d before, %d after)",
-	      warn0, klog_count("WARNING:"));
+	CHECK(kvt_klog_count("WARNING:") == warn0, "no WARNING in the kernel log (%d before, %d after)",
+	      warn0, kvt_klog_count("WARNING:"));
 	close(owner);
 	return kvt_done();
 }
