@@ -369,6 +369,13 @@ void kvd_owner_events(struct kvd *d)
 			d->shrink_at_ns = kvd_now_ns() +
 					  d->o.shrink_delay_ms * 1000000ULL;
 			break;
+		case KVPOOL_EVENT_CLOSED_MANY:
+			/* The daemon keeps no per-lease state to resync. */
+			kvd_log(KVD_INFO, "%u more leases closed, %u blocks back",
+				ev[i].arg, ev[i].blocks);
+			d->shrink_at_ns = kvd_now_ns() +
+					  d->o.shrink_delay_ms * 1000000ULL;
+			break;
 		default:
 			break;
 		}
@@ -674,9 +681,11 @@ int kvd_ip_tenant_op(struct kvd *d, int op, const struct kvp_tenant *t)
 			r = -ENOENT;
 			break;
 		}
+		/* Both limits are checked before either is applied. */
 		if (t->max != KVP_KEEP)
-			r = kvpool_tenant_set_max(tn, t->max);
-		if (!r && t->min != KVP_KEEP)
+			r = kvpool_tenant_set_limits(tn, t->max,
+					t->min != KVP_KEEP ? t->min : tn->min);
+		else if (t->min != KVP_KEEP)
 			r = kvpool_tenant_set_min(tn, t->min);
 		if (!r && t->uid != KVP_KEEP)
 			tn->allow_uid = t->uid;

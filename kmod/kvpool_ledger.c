@@ -333,6 +333,8 @@ static void closed_flush(struct kvpool_pool *pool)
 		list_del(&l->pool_node);
 		kfree(l);
 	}
+	pool->nclosed = 0;
+	memset(&pool->closed_many_ev, 0, sizeof(pool->closed_many_ev));
 	memset(&pool->grow_ev, 0, sizeof(pool->grow_ev));
 	memset(&pool->idle_ev, 0, sizeof(pool->idle_ev));
 	memset(&pool->reclaim_ev, 0, sizeof(pool->reclaim_ev));
@@ -560,14 +562,16 @@ int kvpool_lease_unpin(struct kvpool_pool *pool, u64 lease_id)
 
 bool kvpool_owner_has_events(struct kvpool_pool *pool)
 {
-	return !list_empty(&pool->closed) || pool->grow_ev.seq ||
+	return !list_empty(&pool->closed) || pool->closed_many_ev.seq ||
+	       pool->grow_ev.seq ||
 	       pool->idle_ev.seq || pool->reclaim_ev.seq;
 }
 
 int kvpool_owner_read_event(struct kvpool_pool *pool, struct kvpool_event *ev)
 {
-	struct kvpool_event *slots[3] = {
+	struct kvpool_event *slots[4] = {
 		&pool->grow_ev, &pool->idle_ev, &pool->reclaim_ev,
+		&pool->closed_many_ev,
 	};
 	struct kvpool_event *best = NULL;
 	struct kvpool_lease *closed = NULL;
@@ -586,6 +590,7 @@ int kvpool_owner_read_event(struct kvpool_pool *pool, struct kvpool_event *ev)
 	*ev = *best;
 	if (closed && best == &closed->closed_ev) {
 		list_del(&closed->pool_node);
+		pool->nclosed--;
 		kfree(closed);
 	} else {
 		memset(best, 0, sizeof(*best));
@@ -608,6 +613,16 @@ struct kvpool_tenant *kvpool_tenant_find(struct kvpool_pool *pool,
 	return NULL;
 }
 
+/* Limits a tenant may have: each within the capacity, min not above max. */
+static bool limits_valid(const struct kvpool_pool *pool, u32 max, u32 min)
+{
+	if (min > pool->capacity)
+		return false;
+	if (max == KVPOOL_UNLIMITED)
+		return true;
+	return max <= pool->capacity && min <= max;
+}
+
 static int tenant_new(struct kvpool_pool *pool, const char *name, u32 max,
 		      u32 min, u32 allow_uid, u32 allow_gid, bool automatic,
 		      struct kvpool_tenant **out)
@@ -617,8 +632,7 @@ static int tenant_new(struct kvpool_pool *pool, const char *name, u32 max,
 
 	if (kvpool_name_valid(name))
 		return -EINVAL;
-	if (min > pool->capacity ||
-	    (max != KVPOOL_UNLIMITED && max > pool->capacity))
+	if (!limits_valid(pool, max, min))
 		return -EINVAL;
 	if (kvpool_tenant_find(pool, name))
 		return -EEXIST;
@@ -699,27 +713,50 @@ static u32 post_to_tenant(struct kvpool_tenant *t, u32 need)
 	return asked;
 }
 
+/*
+ * Apply limits already validated.  A new max withdraws the reclaim targets
+ * of the tenant's leases and posts the excess over it again: raising max
+ * to current or above clears them (and POLLPRI).  A waiter below its min
+ * that still needs blocks posts its targets again when it retries (the
+ * waiters are woken).
+ */
+static void tenant_apply(struct kvpool_tenant *t, u32 max, u32 min,
+			 bool new_max)
+{
+	struct kvpool_pool *pool = t->pool;
+	struct kvpool_lease *l;
+
+	pool->unmet_min -= tenant_unmet(t);
+	t->min = min;
+	pool->unmet_min += tenant_unmet(t);
+	if (new_max) {
+		t->max = max;
+		list_for_each_entry(l, &t->leases, tenant_node)
+			set_reclaim(l, 0);
+		if (max != KVPOOL_UNLIMITED && t->cur > max)
+			post_to_tenant(t, t->cur - max);
+	}
+	wake_waiters(pool);
+}
+
+int kvpool_tenant_set_limits(struct kvpool_tenant *t, u32 max, u32 min)
+{
+	if (!limits_valid(t->pool, max, min))
+		return -EINVAL;
+	tenant_apply(t, max, min, true);
+	return 0;
+}
+
 int kvpool_tenant_set_max(struct kvpool_tenant *t, u32 max)
 {
-	if (max != KVPOOL_UNLIMITED && max > t->pool->capacity)
-		return -EINVAL;
-	t->max = max;
-	if (max != KVPOOL_UNLIMITED && t->cur > max)
-		post_to_tenant(t, t->cur - max);
-	wake_waiters(t->pool);
-	return 0;
+	return kvpool_tenant_set_limits(t, max, t->min);
 }
 
 int kvpool_tenant_set_min(struct kvpool_tenant *t, u32 min)
 {
-	struct kvpool_pool *pool = t->pool;
-
-	if (min > pool->capacity)
+	if (!limits_valid(t->pool, t->max, min))
 		return -EINVAL;
-	pool->unmet_min -= tenant_unmet(t);
-	t->min = min;
-	pool->unmet_min += tenant_unmet(t);
-	wake_waiters(pool);
+	tenant_apply(t, t->max, min, false);
 	return 0;
 }
 
@@ -1005,6 +1042,29 @@ void kvpool_lease_close(struct kvpool_lease *lease)
 	lease_close_finish(lease);
 }
 
+/*
+ * The owner's queue of CLIENT_CLOSED records is full: merge @ev into the
+ * one pending CLOSED_MANY record (a count of files and of blocks), so the
+ * owner's memory stays bounded and it still learns that it must read a
+ * snapshot.
+ */
+static void closed_merge(struct kvpool_pool *pool,
+			 const struct kvpool_event *ev)
+{
+	struct kvpool_event *m = &pool->closed_many_ev;
+
+	if (!m->seq) {
+		memset(m, 0, sizeof(*m));
+		m->type = KVPOOL_EVENT_CLOSED_MANY;
+	}
+	m->seq = ev->seq;
+	if (m->arg != U32_MAX)
+		m->arg++;
+	m->blocks = m->blocks > U32_MAX - ev->blocks ? U32_MAX :
+		    m->blocks + ev->blocks;
+	wake_owner(pool);
+}
+
 static void lease_close_finish(struct kvpool_lease *lease)
 {
 	struct kvpool_pool *pool = lease->pool;
@@ -1024,10 +1084,13 @@ static void lease_close_finish(struct kvpool_lease *lease)
 	lease_unbind(lease);
 	if (pool->ops && pool->ops->observe)
 		pool->ops->observe(pool, ev);
-	if (pool->owner) {
+	if (pool->owner && pool->nclosed < KVPOOL_CLOSED_QUEUE_MAX) {
 		list_add_tail(&lease->pool_node, &pool->closed);
+		pool->nclosed++;
 		wake_owner(pool);
 	} else {
+		if (pool->owner)
+			closed_merge(pool, ev);
 		kfree(lease);
 	}
 	wake_waiters(pool);

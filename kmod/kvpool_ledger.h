@@ -165,11 +165,13 @@ struct kvpool_pool {
 	struct list_head tenants;
 	struct list_head leases;
 	struct list_head closed;	/* closed leases not yet read by the owner */
+	u32 nclosed;			/* on it, at most KVPOOL_CLOSED_QUEUE_MAX */
 
 	/* Coalesced owner events (0 seq: none pending). */
 	struct kvpool_event grow_ev;
 	struct kvpool_event idle_ev;
 	struct kvpool_event reclaim_ev;
+	struct kvpool_event closed_many_ev;	/* closes beyond the queue */
 
 	const struct kvpool_ledger_ops *ops;
 	void *host;
@@ -215,6 +217,13 @@ int kvpool_tenant_create(struct kvpool_pool *pool, const char *name,
 int kvpool_tenant_delete(struct kvpool_pool *pool, const char *name);
 struct kvpool_tenant *kvpool_tenant_find(struct kvpool_pool *pool,
 					 const char *name);
+/*
+ * Limits: max (KVPOOL_UNLIMITED or 0..capacity) and min (0..capacity, not
+ * above a finite max); -EINVAL changes nothing.  set_limits checks both
+ * values together before applying either.  A new max withdraws the
+ * tenant's reclaim targets and posts its excess over the new max again.
+ */
+int kvpool_tenant_set_limits(struct kvpool_tenant *t, u32 max, u32 min);
 int kvpool_tenant_set_max(struct kvpool_tenant *t, u32 max);
 int kvpool_tenant_set_min(struct kvpool_tenant *t, u32 min);
 void kvpool_tenant_reset_peak(struct kvpool_tenant *t);

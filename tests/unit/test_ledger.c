@@ -858,6 +858,103 @@ static void pending_grant(void **state)
 	check(f);
 }
 
+/* min above a finite max is refused everywhere; set_limits is atomic. */
+static void limits_min_max(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_tenant *t;
+
+	assert_int_equal(kvpool_tenant_create(f->pool, "mm", 8, 9, KVPOOL_ID_NONE,
+					      KVPOOL_ID_NONE, &t), -EINVAL);
+	assert_int_equal(kvpool_tenant_create(f->pool, "mm", 8, 8, KVPOOL_ID_NONE,
+					      KVPOOL_ID_NONE, &t), 0);
+	assert_int_equal(kvpool_tenant_set_min(t, 9), -EINVAL);
+	assert_int_equal(kvpool_tenant_set_max(t, 7), -EINVAL);
+	assert_int_equal(t->max, 8);
+	assert_int_equal(t->min, 8);
+	/* A valid max with an invalid min changes nothing, and back. */
+	assert_int_equal(kvpool_tenant_set_limits(t, 20, 65), -EINVAL);
+	assert_int_equal(kvpool_tenant_set_limits(t, 65, 2), -EINVAL);
+	assert_int_equal(kvpool_tenant_set_limits(t, 4, 5), -EINVAL);
+	assert_int_equal(t->max, 8);
+	assert_int_equal(t->min, 8);
+	assert_int_equal(f->pool->unmet_min, 8);
+	/* Lowering both together works in one call. */
+	assert_int_equal(kvpool_tenant_set_limits(t, 4, 2), 0);
+	assert_int_equal(t->max, 4);
+	assert_int_equal(t->min, 2);
+	assert_int_equal(f->pool->unmet_min, 2);
+	assert_int_equal(kvpool_tenant_set_limits(t, KVPOOL_UNLIMITED, 64), 0);
+	check(f);
+}
+
+/* A new max recomputes the tenant's reclaim targets. */
+static void reclaim_withdrawn_by_max(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_lease *a = open_lease(f, &f->alice);
+	struct kvpool_lease *b = open_lease(f, &f->alice);
+	struct kvpool_tenant *t = a->tenant;
+	u32 x[8];
+
+	assert_int_equal(grant(a, 6, 0, x), 6);
+	assert_int_equal(grant(b, 4, 0, x), 4);
+	assert_int_equal(kvpool_tenant_set_max(t, 2), 0);
+	assert_int_equal(a->reclaim_target + b->reclaim_target, 8);
+	/* Raised, still below current: the smaller excess is asked. */
+	assert_int_equal(kvpool_tenant_set_max(t, 7), 0);
+	assert_int_equal(a->reclaim_target + b->reclaim_target, 3);
+	/* Raised to current or above: no target left. */
+	unsigned int rw = f->h.reclaim_wakes;
+	assert_int_equal(kvpool_tenant_set_max(t, 10), 0);
+	assert_int_equal(a->reclaim_target, 0);
+	assert_int_equal(b->reclaim_target, 0);
+	assert_true(f->h.reclaim_wakes > rw);
+	/* A min change alone leaves targets alone. */
+	assert_int_equal(kvpool_tenant_set_max(t, 9), 0);
+	assert_int_equal(a->reclaim_target + b->reclaim_target, 1);
+	assert_int_equal(kvpool_tenant_set_min(t, 1), 0);
+	assert_int_equal(a->reclaim_target + b->reclaim_target, 1);
+	kvpool_lease_close(a);
+	kvpool_lease_close(b);
+	check(f);
+}
+
+/* The owner's CLIENT_CLOSED queue is bounded; the rest is merged. */
+static void closed_queue_bound(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_event ev;
+	u32 i, n = KVPOOL_CLOSED_QUEUE_MAX + 10, x[2], closed = 0, many = 0;
+	u32 blocks = 0;
+
+	while (kvpool_owner_read_event(f->pool, &ev) == 1)
+		;
+	for (i = 0; i < n; i++) {
+		struct kvpool_lease *l = open_lease(f, &f->alice);
+
+		assert_int_equal(grant(l, 1 + i % 2, 0, x), (int)(1 + i % 2));
+		kvpool_lease_close(l);
+	}
+	assert_int_equal(f->pool->nclosed, KVPOOL_CLOSED_QUEUE_MAX);
+	while (kvpool_owner_read_event(f->pool, &ev) == 1) {
+		if (ev.type == KVPOOL_EVENT_CLIENT_CLOSED) {
+			closed++;
+			blocks += ev.blocks;
+		} else if (ev.type == KVPOOL_EVENT_CLOSED_MANY) {
+			many++;
+			assert_int_equal(ev.arg, 10);
+			assert_int_equal(ev.lease_id, 0);
+			blocks += ev.blocks;
+		}
+	}
+	assert_int_equal(closed, KVPOOL_CLOSED_QUEUE_MAX);
+	assert_int_equal(many, 1);
+	assert_int_equal(blocks, n / 2 * 3);
+	assert_int_equal(f->pool->nclosed, 0);
+	check(f);
+}
+
 static void status_fill(void **state)
 {
 	struct fix *f = *state;
@@ -948,6 +1045,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(snapshot_without_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(pin_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(pending_grant, setup, teardown),
+		cmocka_unit_test_setup_teardown(limits_min_max, setup, teardown),
+		cmocka_unit_test_setup_teardown(reclaim_withdrawn_by_max, setup, teardown),
+		cmocka_unit_test_setup_teardown(closed_queue_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(status_fill, setup, teardown),
 		cmocka_unit_test_setup_teardown(invariant_check_catches_corruption, setup, teardown),
 	};

@@ -422,7 +422,8 @@ static void op_tenant(struct model *m)
 	case 0: {	/* create */
 		u32 max = rand_limit(m, true), min_ = rand_limit(m, false);
 		bool bad = min_ > m->capacity ||
-			   (max != KVPOOL_UNLIMITED && max > m->capacity);
+			   (max != KVPOOL_UNLIMITED &&
+			    (max > m->capacity || min_ > max));
 		char name[KVPOOL_NAME_LEN];
 
 		snprintf(name, sizeof(name), "t%d", ti);
@@ -444,7 +445,7 @@ static void op_tenant(struct model *m)
 			return;
 		v = rand_limit(m, true);
 		ret = kvpool_tenant_set_max(kvpool_tenant_find(m->pool, t->name), v);
-		if (v != KVPOOL_UNLIMITED && v > m->capacity) {
+		if (v != KVPOOL_UNLIMITED && (v > m->capacity || v < t->min)) {
 			EXPECT_EQ(ret, -EINVAL, "set max");
 		} else {
 			EXPECT_EQ(ret, 0, "set max");
@@ -456,7 +457,8 @@ static void op_tenant(struct model *m)
 			return;
 		v = rand_limit(m, false);
 		ret = kvpool_tenant_set_min(kvpool_tenant_find(m->pool, t->name), v);
-		if (v > m->capacity) {
+		if (v > m->capacity ||
+		    (t->max != KVPOOL_UNLIMITED && v > t->max)) {
 			EXPECT_EQ(ret, -EINVAL, "set min");
 		} else {
 			EXPECT_EQ(ret, 0, "set min");

@@ -66,11 +66,21 @@
 #define KVPOOL_FEAT_LEASE_CHECK	(1ULL << 6)
 /* LEASE_CHECK with KVPOOL_LEASE_CHECK_PIN, and LEASE_UNPIN. */
 #define KVPOOL_FEAT_PIN		(1ULL << 7)
+/* The owner's queue of CLIENT_CLOSED records is bounded (CLOSED_MANY). */
+#define KVPOOL_FEAT_CLOSED_MANY	(1ULL << 8)
 
 #define KVPOOL_FEATURES_ALL	(KVPOOL_FEAT_PARTIAL | KVPOOL_FEAT_WAIT | \
 				 KVPOOL_FEAT_RECLAIM | KVPOOL_FEAT_RECOVERY | \
 				 KVPOOL_FEAT_MIN | KVPOOL_FEAT_NETLINK | \
-				 KVPOOL_FEAT_LEASE_CHECK | KVPOOL_FEAT_PIN)
+				 KVPOOL_FEAT_LEASE_CHECK | KVPOOL_FEAT_PIN | \
+				 KVPOOL_FEAT_CLOSED_MANY)
+
+/*
+ * Most CLIENT_CLOSED records kept for the owner per pool (about 200 bytes
+ * each); further closes before the owner reads are merged into one
+ * CLOSED_MANY record.
+ */
+#define KVPOOL_CLOSED_QUEUE_MAX	1024
 
 /**
  * struct kvpool_features - KVPOOL_IOC_FEATURES
@@ -456,6 +466,13 @@ enum kvpool_event_type {
 	KVPOOL_EVENT_BACKED = 7,
 	/* The owner left (orphaned) or attached (observers only), @arg state. */
 	KVPOOL_EVENT_OWNER = 8,
+	/*
+	 * Owner only: more client files closed than KVPOOL_CLOSED_QUEUE_MAX
+	 * records hold while the owner did not read; @arg files (saturating)
+	 * whose CLIENT_CLOSED records were merged into this one, @blocks
+	 * they returned in all.  Read SNAPSHOT to learn which leases remain.
+	 */
+	KVPOOL_EVENT_CLOSED_MANY = 9,
 };
 
 /**
