@@ -26,9 +26,9 @@ int kvd_ip_tenant_op(struct kvd *d, int op, const struct kvp_tenant *t);
 int kvd_ip_tenant_list(struct kvd *d, struct kvp_tenant_rec *out,
 		       uint32_t start, uint32_t cap, uint32_t *total);
 int kvd_ip_lease_list(struct kvd *d, struct kvp_client_rec *out,
-		      uint32_t start, uint32_t cap, uint32_t *total);
+		      uint32_t start, uint32_t cap, uint32_t *total, uid_t uid);
 int kvd_mod_lease_list(struct kvd *d, struct kvp_client_rec *out,
-		       uint32_t start, uint32_t cap, uint32_t *total);
+		       uint32_t start, uint32_t cap, uint32_t *total, uid_t uid);
 
 /* server.c: called with d->lock held; must not block. */
 void kvd_client_reclaim(void *client, uint32_t target);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <syslog.h>
@@ -77,6 +78,9 @@ static void usage(FILE *f)
 "      --backing-limit N     never back more than N blocks (grows beyond\n"
 "                            fail: waiting clients get -ENOMEM)\n"
 "      --tenant SPEC         NAME[:MAX[:MIN[:UID[:GID]]]], in-process only\n"
+"      --max-clients N       connections in all (default 256; admin peers\n"
+"                            may open 8 more)\n"
+"      --max-clients-per-uid N  connections of one non-admin uid (default 64)\n"
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
 "  -u, --user NAME           drop to this user after start (as root)\n"
 "  -g, --admin-group NAME    group allowed to change tenants\n"
@@ -105,7 +109,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
-	O_SYSLOG, O_BLIMIT,
+	O_SYSLOG, O_BLIMIT, O_MAXCL, O_MAXCLUID,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -128,6 +132,8 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "cuda-device", required_argument, NULL, O_CUDADEV },
 		{ "syslog", no_argument, NULL, O_SYSLOG },
 		{ "backing-limit", required_argument, NULL, O_BLIMIT },
+		{ "max-clients", required_argument, NULL, O_MAXCL },
+		{ "max-clients-per-uid", required_argument, NULL, O_MAXCLUID },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -180,6 +186,15 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (parse_u64(optarg, KVPOOL_MAX_CAPACITY, &v))
 				goto bad;
 			o->backing_limit = (uint32_t)v;
+			break;
+		case O_MAXCL:
+		case O_MAXCLUID:
+			if (parse_u64(optarg, KVD_MAX_CLIENTS, &v) || !v)
+				goto bad;
+			if (ch == O_MAXCL)
+				o->max_clients = (uint32_t)v;
+			else
+				o->max_clients_per_uid = (uint32_t)v;
 			break;
 		case O_TENANT:
 			if (o->ntenants >= 64)
@@ -341,6 +356,26 @@ static int drop_privileges(struct kvd *d)
 
 /* ---- main ------------------------------------------------------------------ */
 
+/*
+ * Descriptors: each connection holds two (its socket and an eventfd) and
+ * briefly the ones its HELLO passes.  Raise the soft limit towards what
+ * the connection limits need, and keep one spare descriptor so that at the
+ * limit a pending connection can still be accepted and refused.
+ */
+static void fd_limits(struct kvd *d)
+{
+	rlim_t want = 4 * (rlim_t)(d->o.max_clients + 8) + 64;
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < want &&
+	    rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			kvd_log(KVD_WARN, "setrlimit(RLIMIT_NOFILE): %m");
+	}
+	d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 static int setup(struct kvd *d)
 {
 	uint64_t align = 4096;
@@ -394,6 +429,7 @@ static int setup(struct kvd *d)
 			"in-process", strerror(-r));
 		return r;
 	}
+	fd_limits(d);
 	r = kvd_listen(d);
 	if (r) {
 		kvd_log(KVD_ERR, "socket %s: %s", d->o.socket_path,
@@ -414,13 +450,25 @@ static int run(struct kvd *d, int sfd)
 		};
 		int timeout = 1000;
 
+		/* Accepts paused at the descriptor limit: do not poll. */
+		if (d->accept_paused_until_ns) {
+			uint64_t now = kvd_now_ns();
+
+			if (now >= d->accept_paused_until_ns) {
+				d->accept_paused_until_ns = 0;
+			} else {
+				pf[0].fd = -1;
+				timeout = (int)((d->accept_paused_until_ns -
+						 now) / 1000000 + 1);
+			}
+		}
 		if (d->shrink_at_ns) {
 			uint64_t now = kvd_now_ns();
 			int64_t left = (int64_t)(d->shrink_at_ns - now);
 
-			timeout = left <= 0 ? 0 : (int)(left / 1000000 + 1);
-			if (timeout > 1000)
-				timeout = 1000;
+			left = left <= 0 ? 0 : left / 1000000 + 1;
+			if (left < timeout)
+				timeout = (int)left;
 		}
 		if (poll(pf, 3, timeout) < 0 && errno != EINTR)
 			return -errno;
@@ -461,8 +509,11 @@ int main(int argc, char **argv)
 	d->o.chunk_blocks = 64;
 	d->o.default_max = KVPOOL_UNLIMITED;
 	d->o.shrink_delay_ms = 5000;
+	d->o.max_clients = 256;
+	d->o.max_clients_per_uid = 64;
 	d->o.log_level = KVD_NOTICE;
 	d->listen_fd = -1;
+	d->reserve_fd = -1;
 	d->admin_gid = (gid_t)-1;
 	d->self_uid = geteuid();
 	if (parse(&d->o, argc, argv))

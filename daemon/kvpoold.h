@@ -80,6 +80,8 @@ struct kvd_opts {
 	uint32_t default_max;
 	uint32_t shrink_delay_ms;
 	uint32_t backing_limit;		/* most blocks backed (0: capacity) */
+	uint32_t max_clients;		/* connections in all */
+	uint32_t max_clients_per_uid;	/* connections of one non-admin uid */
 	int cuda_device;
 	int log_level;
 	bool foreground;
@@ -89,6 +91,9 @@ struct kvd_opts {
 };
 
 struct kvd_client;
+
+/* Largest --max-clients / --max-clients-per-uid. */
+#define KVD_MAX_CLIENTS		65536
 
 struct kvd {
 	struct kvd_opts o;
@@ -125,6 +130,10 @@ struct kvd {
 	pthread_mutex_t cpu_lock;
 
 	int listen_fd;
+	int reserve_fd;			/* spare descriptor for EMFILE */
+	uint64_t accept_paused_until_ns;	/* 0: accepting */
+	uint64_t refused;		/* connections refused so far */
+	uint64_t refused_logged_ns;
 	char sock_dir[108];		/* created by us (chown on --user) */
 	pthread_mutex_t clients_lock;
 	struct kvd_client *clients;
@@ -135,9 +144,22 @@ struct kvd {
 /* server.c */
 int kvd_listen(struct kvd *d);
 void kvd_accept(struct kvd *d);
+/*
+ * One connection, without its thread (kvd_accept() adds the thread; the
+ * fuzz harness drives a client directly): kvd_client_new() takes over the
+ * connected socket @fd (-EUSERS: refused by the connection limits);
+ * kvd_client_serve() receives and answers one record (0, or -errno when
+ * the connection must end); kvd_client_free() closes everything and
+ * returns the lease.
+ */
+int kvd_client_new(struct kvd *d, int fd, struct kvd_client **out);
+int kvd_client_serve(struct kvd_client *c);
+void kvd_client_free(struct kvd_client *c);
 void kvd_clients_stop(struct kvd *d);
+/* Leases of @uid only, unless @uid is (uid_t)-1 (an admin peer). */
 int kvd_fill_client_list(struct kvd *d, struct kvp_client_rec *out,
-			 uint32_t start, uint32_t cap, uint32_t *total);
+			 uint32_t start, uint32_t cap, uint32_t *total,
+			 uid_t uid);
 
 /* ledger.c: the ledger link (in-process core or /dev/kvpool owner). */
 int kvd_ledger_open(struct kvd *d);

@@ -586,7 +586,11 @@ int kvd_ip_grant(struct kvd *d, struct kvpool_lease *lease, uint32_t count,
 		 int sock)
 {
 	struct kvpool_wait w;
-	uint64_t deadline = timeout_ns ? kvd_now_ns() + timeout_ns : 0;
+	uint64_t now0 = kvd_now_ns();
+	/* Saturate: a huge timeout is no limit, never one in the past. */
+	uint64_t deadline = !timeout_ns ? 0 :
+			    timeout_ns > UINT64_MAX - now0 ? UINT64_MAX :
+			    now0 + timeout_ns;
 	int r;
 
 	memset(&w, 0, sizeof(w));
@@ -662,10 +666,12 @@ int kvd_ip_tenant_op(struct kvd *d, int op, const struct kvp_tenant *t)
 
 	if (d->mode != KVP_MODE_INPROC)
 		return -EOPNOTSUPP;	/* use generic netlink */
+	if (!memchr(t->pool, '\0', KVP_NAME_LEN) ||
+	    !memchr(t->name, '\0', KVP_NAME_LEN))
+		return -EINVAL;		/* a name is never cut */
 	if (t->pool[0] && strncmp(t->pool, d->pool_name, KVPOOL_NAME_LEN))
 		return -ENOENT;
 	memcpy(name, t->name, sizeof(name));
-	name[sizeof(name) - 1] = 0;
 	pthread_mutex_lock(&d->lock);
 	switch (op) {
 	case KVP_OP_TENANT_ADD:
@@ -734,13 +740,15 @@ int kvd_ip_tenant_list(struct kvd *d, struct kvp_tenant_rec *out,
 }
 
 int kvd_ip_lease_list(struct kvd *d, struct kvp_client_rec *out,
-		      uint32_t start, uint32_t cap, uint32_t *total)
+		      uint32_t start, uint32_t cap, uint32_t *total, uid_t uid)
 {
 	struct kvpool_lease *l;
 	uint32_t i = 0, n = 0;
 
 	pthread_mutex_lock(&d->lock);
 	list_for_each_entry(l, &d->pool->leases, pool_node) {
+		if (uid != (uid_t)-1 && l->uid != uid)
+			continue;
 		if (i >= start && n < cap) {
 			struct kvp_client_rec *o = &out[n++];
 
@@ -760,12 +768,12 @@ int kvd_ip_lease_list(struct kvd *d, struct kvp_client_rec *out,
 }
 
 int kvd_mod_lease_list(struct kvd *d, struct kvp_client_rec *out,
-		       uint32_t start, uint32_t cap, uint32_t *total)
+		       uint32_t start, uint32_t cap, uint32_t *total, uid_t uid)
 {
 	struct kvpool_snapshot s;
 	struct kvpool_lease_info *li;
 	struct kvpool_block_owner *bo;
-	uint32_t i, n = 0;
+	uint32_t i, j, k = 0, n = 0;
 	int r = snapshot(d, &s, &li, &bo);
 
 	if (r) {
@@ -773,6 +781,11 @@ int kvd_mod_lease_list(struct kvd *d, struct kvp_client_rec *out,
 		free(bo);
 		return r;
 	}
+	/* Keep the leases the caller may see, in order. */
+	for (j = 0; j < s.leases; j++)
+		if (uid == (uid_t)-1 || li[j].uid == uid)
+			li[k++] = li[j];
+	s.leases = k;
 	for (i = start; i < s.leases && n < cap; i++) {
 		struct kvp_client_rec *o = &out[n++];
 

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,12 @@
 
 #define MAX_FDS		2
 #define MAX_BATCH	4096
+/* Connections beyond --max-clients that admin peers may still open. */
+#define KVD_ADMIN_RESERVE	8
+/* How long accepts pause when even the reserve descriptor cannot help. */
+#define KVD_ACCEPT_PAUSE_NS	100000000ULL
+/* Stack of a connection thread (the CPU kernels run on it when busy). */
+#define KVD_CLIENT_STACK	(256 * 1024)
 #define MAX_NTOK	65536
 #define MAX_REGION	(1ULL << 36)
 
@@ -157,6 +164,12 @@ static int send_msg(struct kvd_client *c, const void *buf, size_t len)
 	return n == (ssize_t)len ? 0 : -errno;
 }
 
+/* A name field must hold its NUL within KVP_NAME_LEN bytes (never cut). */
+static bool name_ok(const char *name)
+{
+	return memchr(name, '\0', KVP_NAME_LEN) != NULL;
+}
+
 /* ---- ops ------------------------------------------------------------- */
 
 static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
@@ -168,7 +181,8 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 		   !!(h->flags & KVP_HELLO_REGION);
 
 	if (h->version != KVP_VERSION || (h->flags & ~KVP_HELLO_FLAGS) ||
-	    h->reserved[0] || h->reserved[1])
+	    h->reserved[0] || h->reserved[1] || !name_ok(h->pool) ||
+	    !name_ok(h->tenant))
 		return -EINVAL;
 	if (c->hello)
 		return -EALREADY;
@@ -218,7 +232,6 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 			goto out;
 		}
 		memcpy(tenant, h->tenant, sizeof(tenant));
-		tenant[sizeof(tenant) - 1] = 0;
 		r = kvd_ip_lease_open(d, &cred, c, tenant, &c->lease);
 		if (r)
 			goto out;
@@ -467,11 +480,12 @@ static int op_status(struct kvd_client *c, struct kvp_status_reply *rep)
 }
 
 int kvd_fill_client_list(struct kvd *d, struct kvp_client_rec *out,
-			 uint32_t start, uint32_t cap, uint32_t *total)
+			 uint32_t start, uint32_t cap, uint32_t *total,
+			 uid_t uid)
 {
 	if (d->mode == KVP_MODE_INPROC)
-		return kvd_ip_lease_list(d, out, start, cap, total);
-	return kvd_mod_lease_list(d, out, start, cap, total);
+		return kvd_ip_lease_list(d, out, start, cap, total, uid);
+	return kvd_mod_lease_list(d, out, start, cap, total, uid);
 }
 
 /* ---- dispatch ----------------------------------------------------------- */
@@ -504,6 +518,8 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 
 		if (!c->admin)
 			return -EACCES;
+		if (!name_ok(t->pool) || !name_ok(t->name))
+			return -EINVAL;
 		return kvd_ip_tenant_op(d, h->op, t);
 	}
 	case KVP_OP_TENANT_LIST:
@@ -514,7 +530,7 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 			      sizeof(*lr);
 		int n;
 
-		if (q->pad)
+		if (q->pad || !name_ok(q->pool))
 			return -EINVAL;
 		if (q->pool[0] && strncmp(q->pool, d->pool_name,
 					  KVPOOL_NAME_LEN))
@@ -523,10 +539,10 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 			n = kvd_ip_tenant_list(d, (void *)(lr + 1), q->start,
 				(uint32_t)(room / sizeof(struct kvp_tenant_rec)),
 				&lr->total);
-		else
+		else	/* like /proc with hidepid: others' leases are hidden */
 			n = kvd_fill_client_list(d, (void *)(lr + 1), q->start,
 				(uint32_t)(room / sizeof(struct kvp_client_rec)),
-				&lr->total);
+				&lr->total, c->admin ? (uid_t)-1 : c->cred.uid);
 		if (n < 0)
 			return n;
 		lr->count = (uint32_t)n;
@@ -565,9 +581,10 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 
 		if (!inproc)
 			return -EOPNOTSUPP;
+		if (!name_ok(a->pool) || !name_ok(a->tenant))
+			return -EINVAL;
 		memcpy(pool, a->pool, sizeof(pool));
 		memcpy(tenant, a->tenant, sizeof(tenant));
-		pool[sizeof(pool) - 1] = tenant[sizeof(tenant) - 1] = 0;
 		r = kvd_ip_attach(d, c->lease, pool, tenant, &cred);
 		ar->lease_id = c->lease_id;
 		*rlen = sizeof(*ar);
@@ -637,7 +654,45 @@ static int dispatch_op(struct kvd_client *c, const struct kvp_hdr *h,
 	return r;
 }
 
-static int serve_one(struct kvd_client *c)
+/*
+ * Take every descriptor passed with the record just received: keep up to
+ * MAX_FDS for the op, close the others.  Done before anything else, on
+ * every path, so no passed descriptor can stay open in the daemon.
+ */
+static void collect_fds(struct kvd_client *c, struct msghdr *mh)
+{
+	struct cmsghdr *cmh;
+
+	for (cmh = CMSG_FIRSTHDR(mh); cmh; cmh = CMSG_NXTHDR(mh, cmh)) {
+		size_t k, nf;
+		int fd;
+
+		if (cmh->cmsg_level != SOL_SOCKET ||
+		    cmh->cmsg_type != SCM_RIGHTS ||
+		    cmh->cmsg_len < CMSG_LEN(0))
+			continue;
+		nf = (cmh->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (k = 0; k < nf; k++) {
+			memcpy(&fd, CMSG_DATA(cmh) + k * sizeof(int),
+			       sizeof(int));
+			if (c->nfds < MAX_FDS)
+				c->fds[c->nfds++] = fd;
+			else
+				close(fd);
+		}
+	}
+}
+
+/* Has the peer closed its end? (a 0-byte read is EOF or an empty record) */
+static bool peer_gone(int sock)
+{
+	struct pollfd pf = { .fd = sock, .events = POLLRDHUP };
+
+	return poll(&pf, 1, 0) > 0 &&
+	       (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+int kvd_client_serve(struct kvd_client *c)
 {
 	struct kvp_hdr *h = (struct kvp_hdr *)c->in;
 	struct kvp_reply *rep = (struct kvp_reply *)c->out;
@@ -650,30 +705,18 @@ static int serve_one(struct kvd_client *c)
 		.msg_iov = &iov, .msg_iovlen = 1,
 		.msg_control = cm.buf, .msg_controllen = sizeof(cm.buf),
 	};
-	struct cmsghdr *cmh;
 	size_t rlen = 0;
 	ssize_t n;
 	int r;
 
-	n = recvmsg(c->sock, &mh, MSG_CMSG_CLOEXEC);
-	if (n <= 0)
-		return n == 0 ? -ECONNRESET : -errno;
-	for (cmh = CMSG_FIRSTHDR(&mh); cmh; cmh = CMSG_NXTHDR(&mh, cmh)) {
-		if (cmh->cmsg_level == SOL_SOCKET &&
-		    cmh->cmsg_type == SCM_RIGHTS) {
-			size_t k, nf = (cmh->cmsg_len - CMSG_LEN(0)) /
-				       sizeof(int);
-			int fd;
-
-			for (k = 0; k < nf; k++) {
-				memcpy(&fd, CMSG_DATA(cmh) + k * sizeof(int),
-				       sizeof(int));
-				if (c->nfds < MAX_FDS)
-					c->fds[c->nfds++] = fd;
-				else
-					close(fd);
-			}
-		}
+	n = recvmsg(c->sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	collect_fds(c, &mh);
+	if (n == 0 && !mh.msg_controllen && !(mh.msg_flags & MSG_CTRUNC) &&
+	    peer_gone(c->sock)) {
+		drop_fds(c);
+		return -ECONNRESET;
 	}
 
 	memset(rep, 0, sizeof(*rep));
@@ -684,7 +727,8 @@ static int serve_one(struct kvd_client *c)
 	}
 	if (mh.msg_flags & MSG_TRUNC) {
 		r = -EMSGSIZE;
-	} else if ((mh.msg_flags & MSG_CTRUNC) && n >= 0) {
+	} else if (mh.msg_flags & MSG_CTRUNC) {
+		/* More descriptors than MAX_FDS: the kernel closed the rest. */
 		r = -EBADF;
 	} else if ((size_t)n < sizeof(*h) || h->magic != KVP_MAGIC ||
 		   h->len != (uint32_t)n) {
@@ -726,7 +770,7 @@ static void send_reclaim(struct kvd_client *c)
 	send_msg(c, &m, sizeof(m));
 }
 
-static void client_free(struct kvd_client *c)
+void kvd_client_free(struct kvd_client *c)
 {
 	struct kvd *d = c->d;
 	struct kvd_client **pp;
@@ -745,7 +789,8 @@ static void client_free(struct kvd_client *c)
 		munmap(c->region, c->region_bytes);
 	drop_fds(c);
 	close(c->sock);
-	close(c->evfd);
+	if (c->evfd >= 0)
+		close(c->evfd);
 	free(c);
 }
 
@@ -769,13 +814,13 @@ static void *client_main(void *arg)
 		if (pf[1].revents & POLLIN)
 			send_reclaim(c);
 		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-			if (serve_one(c))
+			if (kvd_client_serve(c))
 				break;
 		}
 	}
 	kvd_log(KVD_DEBUG, "client pid %d gone (lease %llu)", c->cred.pid,
 		(unsigned long long)c->lease_id);
-	client_free(c);
+	kvd_client_free(c);
 	return NULL;
 }
 
@@ -826,44 +871,160 @@ static bool peer_admin(struct kvd *d, int fd, const struct ucred *cr)
 	return false;
 }
 
-void kvd_accept(struct kvd *d)
+/* Tell a refused peer why (best effort) and close it. */
+static void refuse(struct kvd *d, int fd, int status, const char *why,
+		   uid_t uid)
+{
+	struct {
+		struct kvp_reply r;
+		struct kvp_ev_refused ev;
+	} m;
+	uint64_t now = kvd_now_ns();
+
+	memset(&m, 0, sizeof(m));
+	m.r.hdr.magic = KVP_MAGIC;
+	m.r.hdr.op = KVP_EV_REFUSED;
+	m.r.hdr.len = sizeof(m);
+	m.r.status = status;
+	m.r.epoch = d->epoch;
+	m.ev.status = status;
+	if (send(fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		/* the peer learns it from the closed connection */
+	}
+	/*
+	 * Drop what the peer sent already (the kernel closes descriptors it
+	 * carried): closing with unread records would make the peer's next
+	 * read fail with ECONNRESET before it sees the reason.
+	 */
+	while (recv(fd, &m, sizeof(m), MSG_DONTWAIT) > 0)
+		;
+	close(fd);
+	d->refused++;
+	if (now - d->refused_logged_ns >= 1000000000ULL) {
+		kvd_log(KVD_WARN, "refused a connection of uid %u: %s (%llu refused so far)",
+			(unsigned)uid, why, (unsigned long long)d->refused);
+		d->refused_logged_ns = now;
+	}
+}
+
+/* Connections of @uid now; caller holds clients_lock. */
+static unsigned int uid_clients(struct kvd *d, uid_t uid)
+{
+	struct kvd_client *c;
+	unsigned int n = 0;
+
+	for (c = d->clients; c; c = c->next)
+		n += c->cred.uid == uid;
+	return n;
+}
+
+/*
+ * A client for the connected socket @fd (taken over: closed on failure).
+ * -EUSERS when the connection limits refuse it: --max-clients in all
+ * (admin peers have KVD_ADMIN_RESERVE more) and --max-clients-per-uid
+ * (admin peers are exempt).
+ */
+int kvd_client_new(struct kvd *d, int fd, struct kvd_client **out)
 {
 	struct kvd_client *c;
 	socklen_t len = sizeof(struct ucred);
+	const char *why = NULL;
+	int r;
+
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->d = d;
+	c->sock = fd;
+	c->evfd = -1;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len)) {
+		r = -errno;
+		goto err;
+	}
+	c->admin = peer_admin(d, fd, &c->cred);
+	pthread_mutex_lock(&d->clients_lock);
+	if (d->nclients >= d->o.max_clients + (c->admin ? KVD_ADMIN_RESERVE : 0))
+		why = "too many connections (--max-clients)";
+	else if (!c->admin &&
+		 uid_clients(d, c->cred.uid) >= d->o.max_clients_per_uid)
+		why = "too many connections of this uid (--max-clients-per-uid)";
+	if (!why) {
+		c->next = d->clients;
+		d->clients = c;
+		d->nclients++;
+	}
+	pthread_mutex_unlock(&d->clients_lock);
+	if (why) {
+		refuse(d, fd, -EUSERS, why, c->cred.uid);
+		free(c);
+		return -EUSERS;
+	}
+	c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->evfd < 0) {
+		r = -errno;
+		kvd_client_free(c);
+		return r;
+	}
+	*out = c;
+	return 0;
+err:
+	close(fd);
+	free(c);
+	return r;
+}
+
+/*
+ * At the descriptor limit: accept the pending connection on the reserve
+ * descriptor and refuse it, so that the listening socket does not stay
+ * readable (a busy loop).  If even that fails, stop accepting for a while.
+ */
+static void accept_at_limit(struct kvd *d, int err)
+{
+	int fd = -1;
+
+	if (d->reserve_fd >= 0) {
+		close(d->reserve_fd);
+		fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0) {
+			struct ucred cr = { .uid = (uid_t)-1 };
+			socklen_t len = sizeof(cr);
+
+			getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len);
+			refuse(d, fd, -EMFILE, "no descriptor left", cr.uid);
+		}
+		d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0 || d->reserve_fd < 0) {
+		d->accept_paused_until_ns = kvd_now_ns() + KVD_ACCEPT_PAUSE_NS;
+		kvd_log(KVD_WARN, "accept: %s: pausing accepts", strerror(err));
+	}
+}
+
+void kvd_accept(struct kvd *d)
+{
+	struct kvd_client *c;
 	pthread_attr_t at;
 	int fd;
 
 	fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
-		return;
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		close(fd);
-		return;
-	}
-	c->d = d;
-	c->sock = fd;
-	c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (c->evfd < 0 ||
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len)) {
-		if (c->evfd >= 0)
-			close(c->evfd);
-		close(fd);
-		free(c);
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE)
+			accept_at_limit(d, errno);
+		else if (errno == ENOBUFS || errno == ENOMEM)
+			d->accept_paused_until_ns = kvd_now_ns() +
+						    KVD_ACCEPT_PAUSE_NS;
 		return;
 	}
-	c->admin = peer_admin(d, fd, &c->cred);
-	pthread_mutex_lock(&d->clients_lock);
-	c->next = d->clients;
-	d->clients = c;
-	d->nclients++;
-	pthread_mutex_unlock(&d->clients_lock);
+	if (kvd_client_new(d, fd, &c))
+		return;
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&at, 256 * 1024);
+	pthread_attr_setstacksize(&at, KVD_CLIENT_STACK);
 	if (pthread_create(&c->th, &at, client_main, c)) {
 		kvd_log(KVD_WARN, "cannot start a client thread");
-		client_free(c);
+		kvd_client_free(c);
 	}
 	pthread_attr_destroy(&at);
 }
@@ -893,13 +1054,56 @@ void kvd_clients_stop(struct kvd *d)
 	}
 }
 
+/*
+ * Remove what is at the socket path only if it is a stale socket of ours:
+ * a socket file owned by us (or by the --user we run as) on which nobody
+ * listens.  Anything else is left alone and refused: a live daemon
+ * (-EADDRINUSE), a file that is not a socket or a socket of another user
+ * (-EEXIST).  Nothing there: 0.
+ */
+static int clear_stale_socket(struct kvd *d, const struct sockaddr_un *sa)
+{
+	const char *path = sa->sun_path;
+	struct passwd *pw = d->o.user ? getpwnam(d->o.user) : NULL;
+	struct stat st;
+	int fd, r;
+
+	if (lstat(path, &st))
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode)) {
+		kvd_log(KVD_ERR, "%s exists and is not a socket: not replaced",
+			path);
+		return -EEXIST;
+	}
+	if (st.st_uid != geteuid() && !(pw && st.st_uid == pw->pw_uid)) {
+		kvd_log(KVD_ERR, "%s is a socket of uid %u: not replaced", path,
+			(unsigned)st.st_uid);
+		return -EEXIST;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) ? errno : 0;
+	close(fd);
+	if (!r)
+		return -EADDRINUSE;		/* a live daemon answers */
+	if (r != ECONNREFUSED) {
+		kvd_log(KVD_ERR, "%s: %s: not replaced", path, strerror(r));
+		return -r;
+	}
+	if (unlink(path) && errno != ENOENT)
+		return -errno;
+	kvd_log(KVD_INFO, "removed the stale socket %s", path);
+	return 0;
+}
+
 int kvd_listen(struct kvd *d)
 {
 	struct sockaddr_un sa;
 	const char *path = d->o.socket_path;
 	char dir[sizeof(sa.sun_path)];
 	char *slash;
-	int fd;
+	int fd, r;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
@@ -915,16 +1119,9 @@ int kvd_listen(struct kvd *d)
 		else if (errno != EEXIST)
 			return -errno;
 	}
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* A live daemon answers; a stale socket file is removed. */
-	if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		close(fd);
-		return -EADDRINUSE;
-	}
-	close(fd);
-	unlink(path);
+	r = clear_stale_socket(d, &sa);
+	if (r)
+		return r;
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
