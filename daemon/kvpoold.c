@@ -12,6 +12,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -386,6 +387,8 @@ static int setup(struct kvd *d)
 	pthread_mutex_init(&d->clients_lock, NULL);
 	pthread_mutex_init(&d->cpu_lock, NULL);
 	pthread_rwlock_init(&d->backing, NULL);
+	pthread_mutex_init(&d->gate_lock, NULL);
+	pthread_cond_init(&d->gate_cv, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&d->waiters, &ca);
@@ -440,6 +443,17 @@ static int setup(struct kvd *d)
 	return 0;
 }
 
+/* Milliseconds until @at_ns (0: no timer), at most @cap. */
+static int timer_ms(uint64_t at_ns, int cap)
+{
+	uint64_t now = kvd_now_ns(), ms;
+
+	if (!at_ns)
+		return cap;
+	ms = at_ns <= now ? 0 : (at_ns - now) / 1000000 + 1;
+	return ms < (uint64_t)cap ? (int)ms : cap;
+}
+
 static int run(struct kvd *d, int sfd)
 {
 	for (;;) {
@@ -462,14 +476,8 @@ static int run(struct kvd *d, int sfd)
 						 now) / 1000000 + 1);
 			}
 		}
-		if (d->shrink_at_ns) {
-			uint64_t now = kvd_now_ns();
-			int64_t left = (int64_t)(d->shrink_at_ns - now);
-
-			left = left <= 0 ? 0 : left / 1000000 + 1;
-			if (left < timeout)
-				timeout = (int)left;
-		}
+		timeout = timer_ms(d->shrink_at_ns, timeout);
+		timeout = timer_ms(d->trim_at_ns, timeout);
 		if (poll(pf, 3, timeout) < 0 && errno != EINTR)
 			return -errno;
 		if (pf[2].revents & POLLIN) {
@@ -572,6 +580,9 @@ int main(int argc, char **argv)
 	close(d->listen_fd);
 	unlink(d->o.socket_path);
 	kvd_clients_stop(d);
+	kvd_log(KVD_NOTICE, "deepest connection stack: %llu KiB of %llu KiB",
+		(unsigned long long)atomic_load(&d->stack_depth) / 1024,
+		(unsigned long long)kvd_client_stack_bytes() / 1024);
 	kvd_ledger_close(d);
 	if (d->be->fini)
 		d->be->fini(d);

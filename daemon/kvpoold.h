@@ -109,9 +109,16 @@ struct kvd {
 	gid_t admin_gid;		/* (gid_t)-1: none */
 
 	/* Backing: blocks [0, mapped) are accessible; owner thread only
-	 * writes it, under backing for writing when shrinking. */
+	 * writes it, under backing for writing when shrinking.  Data-plane
+	 * ops take backing for reading through kvd_backing_rdlock(); the
+	 * owner never waits for it (kvd_backing_trim). */
 	pthread_rwlock_t backing;
 	uint32_t mapped;
+	uint64_t trim_at_ns;		/* retry the unmap then (0: none) */
+	uint64_t trim_since_ns;		/* first failed try of this unmap */
+	_Atomic bool trim_gate;		/* new ops wait: an unmap is due */
+	pthread_mutex_t gate_lock;
+	pthread_cond_t gate_cv;
 
 	/* In-process ledger. */
 	pthread_mutex_t lock;
@@ -138,6 +145,7 @@ struct kvd {
 	pthread_mutex_t clients_lock;
 	struct kvd_client *clients;
 	unsigned int nclients;
+	_Atomic uint64_t stack_depth;	/* deepest connection stack seen */
 	volatile int stop;
 };
 
@@ -153,6 +161,8 @@ void kvd_accept(struct kvd *d);
  * returns the lease.
  */
 int kvd_client_new(struct kvd *d, int fd, struct kvd_client **out);
+/* Stack size of a connection thread (sized for the CPU kernels). */
+uint64_t kvd_client_stack_bytes(void);
 int kvd_client_serve(struct kvd_client *c);
 void kvd_client_free(struct kvd_client *c);
 void kvd_clients_stop(struct kvd *d);
@@ -168,6 +178,13 @@ void kvd_ledger_close(struct kvd *d);
  * readable, and on the shrink timer. */
 void kvd_owner_events(struct kvd *d);
 void kvd_owner_timer(struct kvd *d);
+/* Unmap above the ledger's backed count when no op holds the memory. */
+void kvd_backing_trim(struct kvd *d);
+/* Data-plane ops: hold the memory (read lock), after any due unmap. */
+void kvd_backing_rdlock(struct kvd *d);
+/* Retry interval of a waiting unmap, and when new ops start to wait. */
+#define KVD_TRIM_RETRY_NS	10000000ULL
+#define KVD_TRIM_GATE_NS	200000000ULL
 int kvd_owner_poll_fd(struct kvd *d);
 /*
  * Check that lease_id holds every block: 0, -EPERM, -ENOENT.  With the

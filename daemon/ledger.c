@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -406,12 +407,99 @@ static int module_floor(struct kvd *d, uint32_t *floor)
 	return r;
 }
 
+/* The ledger's backed count now (what must stay mapped), or -errno. */
+static int64_t ledger_backed(struct kvd *d)
+{
+	struct kvpool_status st;
+	int64_t b;
+
+	if (d->mode == KVP_MODE_INPROC) {
+		pthread_mutex_lock(&d->lock);
+		b = d->pool->backed;
+		pthread_mutex_unlock(&d->lock);
+		return b;
+	}
+	memset(&st, 0, sizeof(st));
+	if (ioctl(d->owner_fd, KVPOOL_IOC_STATUS, &st))
+		return -errno;
+	return st.backed;
+}
+
+/* Let data-plane ops take the backing lock again. */
+static void gate_open(struct kvd *d)
+{
+	pthread_mutex_lock(&d->gate_lock);
+	atomic_store(&d->trim_gate, false);
+	pthread_cond_broadcast(&d->gate_cv);
+	pthread_mutex_unlock(&d->gate_lock);
+}
+
+/*
+ * Give back the memory above what the ledger has backed, without ever
+ * waiting for a data-plane op: the owner (main) thread only tries the
+ * backing lock and, if an op holds it, retries every KVD_TRIM_RETRY_NS.
+ * After KVD_TRIM_GATE_NS of failed tries it closes the gate: new ops wait
+ * (kvd_backing_rdlock) until the ops in flight, each bounded, are done
+ * and the memory is unmapped, so that overlapping ops cannot hold the
+ * memory forever.  Everything else the owner does (accepts, GROW) goes
+ * on meanwhile.
+ */
+void kvd_backing_trim(struct kvd *d)
+{
+	uint64_t now = kvd_now_ns();
+	int64_t floor = ledger_backed(d);
+	uint32_t old = d->mapped;
+	int r;
+
+	d->trim_at_ns = 0;
+	if (floor < 0 || (uint64_t)floor >= old) {
+		d->trim_since_ns = 0;
+		if (atomic_load(&d->trim_gate))
+			gate_open(d);
+		return;
+	}
+	if (pthread_rwlock_trywrlock(&d->backing)) {
+		if (!d->trim_since_ns)
+			d->trim_since_ns = now;
+		else if (now - d->trim_since_ns >= KVD_TRIM_GATE_NS &&
+			 !atomic_load(&d->trim_gate)) {
+			atomic_store(&d->trim_gate, true);
+			kvd_log(KVD_DEBUG, "shrink waits for data-plane ops: "
+				"new ones wait for it");
+		}
+		d->trim_at_ns = now + KVD_TRIM_RETRY_NS;
+		return;
+	}
+	r = d->be->unmap(d, (uint32_t)floor, old);
+	if (r)
+		kvd_log(KVD_WARN, "unmap: %s", strerror(-r));
+	d->mapped = (uint32_t)floor;
+	pthread_rwlock_unlock(&d->backing);
+	d->trim_since_ns = 0;
+	if (atomic_load(&d->trim_gate))
+		gate_open(d);
+	kvd_log(KVD_DEBUG, "shrank %u -> %u blocks", old, (uint32_t)floor);
+}
+
+void kvd_backing_rdlock(struct kvd *d)
+{
+	if (atomic_load(&d->trim_gate)) {
+		pthread_mutex_lock(&d->gate_lock);
+		while (atomic_load(&d->trim_gate) && !d->stop)
+			pthread_cond_wait(&d->gate_cv, &d->gate_lock);
+		pthread_mutex_unlock(&d->gate_lock);
+	}
+	pthread_rwlock_rdlock(&d->backing);
+}
+
 void kvd_owner_timer(struct kvd *d)
 {
 	struct kvpool_pool_resize rs;
-	uint32_t floor = 0, old;
+	uint32_t floor = 0;
 	int r;
 
+	if (d->trim_at_ns && kvd_now_ns() >= d->trim_at_ns)
+		kvd_backing_trim(d);
 	if (!d->shrink_at_ns || kvd_now_ns() < d->shrink_at_ns)
 		return;
 	d->shrink_at_ns = 0;
@@ -432,24 +520,11 @@ void kvd_owner_timer(struct kvd *d)
 			r = -EALREADY;
 		}
 	}
-	if (r) {
-		if (r != -EALREADY)
-			kvd_log(KVD_DEBUG, "shrink to %u: %s", floor,
-				strerror(-r));
-		return;
-	}
-	/* The ledger no longer grants above floor: drop the memory once no
-	 * data-plane op is running. */
-	pthread_rwlock_wrlock(&d->backing);
-	old = d->mapped;
-	if (floor < old) {
-		r = d->be->unmap(d, floor, old);
-		if (r)
-			kvd_log(KVD_WARN, "unmap: %s", strerror(-r));
-		d->mapped = floor;
-	}
-	pthread_rwlock_unlock(&d->backing);
-	kvd_log(KVD_DEBUG, "shrank %u -> %u blocks", old, floor);
+	if (r && r != -EALREADY)
+		kvd_log(KVD_DEBUG, "shrink to %u: %s", floor, strerror(-r));
+	/* The ledger no longer grants above its backed count: drop the
+	 * memory above it as soon as no data-plane op is running. */
+	kvd_backing_trim(d);
 }
 
 uint64_t kvd_mapped_bytes(struct kvd *d)

@@ -31,10 +31,32 @@
 #define KVD_ADMIN_RESERVE	8
 /* How long accepts pause when even the reserve descriptor cannot help. */
 #define KVD_ACCEPT_PAUSE_NS	100000000ULL
-/* Stack of a connection thread (the CPU kernels run on it when busy). */
-#define KVD_CLIENT_STACK	(256 * 1024)
+/*
+ * Stack of a connection thread.  The CPU kernels run on it when their
+ * thread pool is busy: their frames take about 15 KiB at -O2, and several
+ * hundred KiB in sanitizer or unoptimised builds on AVX-512 machines (see
+ * Documentation/daemon.rst); the deepest stack any connection used is
+ * logged at exit.  Stacks are virtual memory: only the pages touched
+ * count.
+ */
+#if defined(__SANITIZE_ADDRESS__) || !defined(__OPTIMIZE__)
+#define KVD_CLIENT_STACK	(8U << 20)
+#else
+#define KVD_CLIENT_STACK	(1U << 20)
+#endif
 #define MAX_NTOK	65536
 #define MAX_REGION	(1ULL << 36)
+/*
+ * Bounds of one request, so that no request can allocate or compute
+ * without limit (-E2BIG beyond them: split it): ATTN copies at most
+ * MAX_ATTN_TABLE block-table entries (batch x its longest sequence, 8 MiB)
+ * and does at most MAX_ATTN_WORK multiply-adds of Q.K (as many again for
+ * P.V), counted as max(1, n_new) x ctx x q_heads x head_dim per sequence;
+ * COPY moves at most MAX_COPY_BYTES.
+ */
+#define MAX_ATTN_TABLE	(1ULL << 21)
+#define MAX_ATTN_WORK	(1ULL << 34)
+#define MAX_COPY_BYTES	(4ULL << 30)
 
 struct kvd_client {
 	struct kvd *d;
@@ -338,7 +360,7 @@ static int op_kv(struct kvd_client *c, const struct kvp_kv *q, bool write)
 	r = check_blocks(c, blocks, q->ntok);
 	if (r)
 		goto out;
-	pthread_rwlock_rdlock(&d->backing);
+	kvd_backing_rdlock(d);
 	r = check_mapped(c, blocks, q->ntok);
 	if (!r)
 		r = write ? d->be->write_kv(d, l, q->layer, q->ntok, blocks,
@@ -352,13 +374,48 @@ out:
 	return r;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Does row[0..n) name a block twice?  A sequence never does (each block
+ * holds its own positions), so refusing it bounds one sequence's blocks,
+ * and the work, by the blocks the lease holds.  @tmp has room for n.
+ */
+static bool row_repeats(const uint32_t *row, uint32_t n, uint32_t *tmp)
+{
+	uint32_t i;
+
+	memcpy(tmp, row, (size_t)n * sizeof(*tmp));
+	qsort(tmp, n, sizeof(*tmp), cmp_u32);
+	for (i = 1; i < n; i++)
+		if (tmp[i] == tmp[i - 1])
+			return true;
+	return false;
+}
+
+/* a * b, saturating at UINT64_MAX. */
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 {
 	struct kvd *d = c->d;
 	const struct kvk_layout *l = get_layout(c, a->layout_id);
-	uint32_t *tables = NULL, *ctx = NULL, *used = NULL, nused = 0, b, i;
-	uint64_t qn, mbs = a->max_blocks_per_seq;
-	void *q, *out;
+	uint32_t *tables = NULL, *ctx = NULL, *used = NULL, *tmp = NULL;
+	uint64_t qn, mbs = a->max_blocks_per_seq, nused = 0, stride = 1;
+	uint64_t work = 0;
+	const uint32_t *rtab;
+	void *q, *out, *tp;
+	uint32_t b;
 	float scale;
 	int r;
 
@@ -377,38 +434,73 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 		r = region_ptr(c, a->off_out, qn, (uint64_t)l->head_dim * 4,
 			       &out);
 	if (!r)
-		r = region_u32(c, a->off_tables, (uint64_t)a->batch * mbs,
-			       &tables);
+		r = region_ptr(c, a->off_tables, (uint64_t)a->batch * mbs, 4,
+			       &tp);
 	if (!r)
 		r = region_u32(c, a->off_ctx, a->batch, &ctx);
 	if (r)
 		goto out;
-	used = malloc((size_t)a->batch * mbs * sizeof(*used));
-	if (!used) {
-		r = -ENOMEM;
-		goto out;
-	}
+	rtab = tp;
+
+	/*
+	 * Sizes first, from the context lengths alone: the copied block
+	 * table has one row per sequence as long as the longest one
+	 * (MAX_ATTN_TABLE entries at most), and the work is bounded by
+	 * MAX_ATTN_WORK; nothing large is allocated before these checks.
+	 */
 	for (b = 0; b < a->batch; b++) {
 		uint64_t nb = ((uint64_t)ctx[b] + l->tokens_per_block - 1) /
 			      l->tokens_per_block;
+		uint64_t w = mul_sat(mul_sat(a->n_new ? a->n_new : 1, ctx[b]),
+				     (uint64_t)a->q_heads * l->head_dim);
 
 		if (nb > mbs || ctx[b] < a->n_new) {
 			r = -EINVAL;
 			goto out;
 		}
-		for (i = 0; i < nb; i++)
-			used[nused++] = tables[b * mbs + i];
+		if (nb > stride)
+			stride = nb;
+		nused += nb;
+		work = work > UINT64_MAX - w ? UINT64_MAX : work + w;
 	}
-	r = check_blocks(c, used, nused);
+	if ((uint64_t)a->batch * stride > MAX_ATTN_TABLE ||
+	    work > MAX_ATTN_WORK) {
+		r = -E2BIG;
+		goto out;
+	}
+	tables = malloc((size_t)a->batch * stride * sizeof(*tables));
+	used = malloc((size_t)(nused ? nused : 1) * sizeof(*used));
+	tmp = malloc((size_t)stride * sizeof(*tmp));
+	if (!tables || !used || !tmp) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* Copy what the kernels read (the client may change its region). */
+	nused = 0;
+	for (b = 0; b < a->batch; b++) {
+		uint32_t nb = (uint32_t)(((uint64_t)ctx[b] +
+					  l->tokens_per_block - 1) /
+					 l->tokens_per_block);
+		uint32_t *row = tables + (size_t)b * stride;
+
+		memcpy(row, rtab + (size_t)b * mbs, (size_t)nb * sizeof(*row));
+		if (row_repeats(row, nb, tmp)) {
+			r = -EINVAL;
+			goto out;
+		}
+		memcpy(used + nused, row, (size_t)nb * sizeof(*row));
+		nused += nb;
+	}
+	r = check_blocks(c, used, (uint32_t)nused);
 	if (r)
 		goto out;
-	pthread_rwlock_rdlock(&d->backing);
-	r = check_mapped(c, used, nused);
+	kvd_backing_rdlock(d);
+	r = check_mapped(c, used, (uint32_t)nused);
 	if (!r && !a->n_new) {
 		struct kvk_decode_args da = {
 			.layout = l, .layer = a->layer, .batch = a->batch,
 			.q_heads = a->q_heads,
-			.max_blocks_per_seq = a->max_blocks_per_seq,
+			.max_blocks_per_seq = (uint32_t)stride,
 			.q = q, .block_tables = tables, .ctx_lens = ctx,
 			.scale = scale, .out = out,
 		};
@@ -417,7 +509,7 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 		struct kvk_prefill_args pa = {
 			.layout = l, .layer = a->layer, .batch = a->batch,
 			.q_heads = a->q_heads,
-			.max_blocks_per_seq = a->max_blocks_per_seq,
+			.max_blocks_per_seq = (uint32_t)stride,
 			.n_new = a->n_new, .q = q, .block_tables = tables,
 			.ctx_lens = ctx, .scale = scale, .out = out,
 		};
@@ -428,6 +520,7 @@ out:
 	free(tables);
 	free(ctx);
 	free(used);
+	free(tmp);
 	return r;
 }
 
@@ -439,6 +532,8 @@ static int op_copy(struct kvd_client *c, const struct kvp_copy *q)
 
 	if (q->pad || !q->n || q->n > KVP_IO_MAX_BLOCKS)
 		return -EINVAL;
+	if ((uint64_t)q->n * d->block_bytes > MAX_COPY_BYTES)
+		return -E2BIG;
 	r = region_u32(c, q->off_src, q->n, &src);
 	if (!r)
 		r = region_u32(c, q->off_dst, q->n, &dst);
@@ -448,7 +543,7 @@ static int op_copy(struct kvd_client *c, const struct kvp_copy *q)
 		r = check_blocks(c, dst, q->n);
 	if (r)
 		goto out;
-	pthread_rwlock_rdlock(&d->backing);
+	kvd_backing_rdlock(d);
 	r = check_mapped(c, src, q->n);
 	if (!r)
 		r = check_mapped(c, dst, q->n);
@@ -794,6 +889,45 @@ void kvd_client_free(struct kvd_client *c)
 	free(c);
 }
 
+/*
+ * Note how deep this thread's stack went: the bytes from the lowest
+ * resident page of the stack mapping to its top (threads' stacks are
+ * reused, so this is a high-water mark).
+ */
+static void note_stack_depth(struct kvd *d)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned char *vec = NULL;
+	pthread_attr_t at;
+	size_t size = 0, n, i;
+	void *addr = NULL;
+	uint64_t depth, old;
+
+	if (page <= 0 || pthread_getattr_np(pthread_self(), &at))
+		return;
+	pthread_attr_getstack(&at, &addr, &size);
+	pthread_attr_destroy(&at);
+	n = size / (size_t)page;
+	vec = n ? malloc(n) : NULL;
+	if (!vec || mincore(addr, n * (size_t)page, vec)) {
+		free(vec);
+		return;
+	}
+	for (i = 0; i < n && !(vec[i] & 1); i++)
+		;
+	free(vec);
+	depth = (uint64_t)(n - i) * (uint64_t)page;
+	old = atomic_load(&d->stack_depth);
+	while (depth > old &&
+	       !atomic_compare_exchange_weak(&d->stack_depth, &old, depth))
+		;
+}
+
+uint64_t kvd_client_stack_bytes(void)
+{
+	return KVD_CLIENT_STACK;
+}
+
 static void *client_main(void *arg)
 {
 	struct kvd_client *c = arg;
@@ -820,6 +954,7 @@ static void *client_main(void *arg)
 	}
 	kvd_log(KVD_DEBUG, "client pid %d gone (lease %llu)", c->cred.pid,
 		(unsigned long long)c->lease_id);
+	note_stack_depth(c->d);
 	kvd_client_free(c);
 	return NULL;
 }
@@ -1038,6 +1173,9 @@ void kvd_clients_stop(struct kvd *d)
 	pthread_mutex_lock(&d->lock);
 	pthread_cond_broadcast(&d->waiters);
 	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_lock(&d->gate_lock);
+	pthread_cond_broadcast(&d->gate_cv);
+	pthread_mutex_unlock(&d->gate_lock);
 	pthread_mutex_lock(&d->clients_lock);
 	for (c = d->clients; c; c = c->next)
 		shutdown(c->sock, SHUT_RDWR);

@@ -35,7 +35,12 @@
  *   -EACCES	admin write op from a peer that is not root, not the daemon's
  *		own uid and not in the daemon's admin group (SO_PEERCRED);
  *   -ENOTCONN	a data-plane or ledger op before a successful HELLO;
- *   -EBADF	more descriptors than the op takes (all of them are closed).
+ *   -EBADF	more descriptors than the op takes (all of them are closed);
+ *   -E2BIG	a request beyond the daemon's per-request bounds (ATTN: a
+ *		block table of more than 2^21 entries once cut to the
+ *		sequences' lengths, more than 2^34 multiply-adds; COPY: more
+ *		than 4 GiB): split it.
+ * ATTN refuses a block named twice in one sequence (-EINVAL).
  * When the request is too short to carry a req_id, the reply has req_id 0.
  * Name fields (pool, tenant) hold at most KVP_NAME_LEN - 1 characters and
  * their NUL: a field without a NUL is refused with -EINVAL, never cut.

@@ -25,6 +25,10 @@
  *        with few descriptors: some refused, no spinning, nothing left
  *   e2e-util conn-limit SOCK N           (as a non-admin user) N
  *        connections served, the next refused with -EUSERS
+ *   e2e-util attn-bounds SOCK PID        attention sizes checked before
+ *        allocating, repeated blocks refused, work bounded (-E2BIG)
+ *   e2e-util busy SOCK SECONDS THREADS   long overlapping decodes: status
+ *        answered and freed memory unmapped meanwhile
  *   e2e-util stale-socket PATH           bind a socket at PATH and exit
  *   e2e-util names SOCK                  32-byte names refused, not cut
  *   e2e-util lease-timeout SOCK          timeout 2^64-1 waits, then granted
@@ -47,6 +51,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <dirent.h>
+#include <pthread.h>
 
 #include "kvlease.h"
 #include "kvpool_proto.h"
@@ -175,10 +180,13 @@ static int raw_session(int *fdp, uint8_t **region)
 
 static int pool_rec(struct kvp_pool_rec *pr)
 {
+	struct timeval tv = { .tv_sec = 5 };
 	int fd = raw_connect(), r;
 
 	if (fd < 0)
 		return -ECONNREFUSED;
+	/* No answer in 5 s is a failure, not a hang. */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	r = raw_op(fd, KVP_OP_POOL_STATUS, NULL, 0, -1);
 	if (r >= 0)
 		memcpy(pr, rbuf + sizeof(struct kvp_reply), sizeof(*pr));
@@ -1149,6 +1157,262 @@ static int cmd_list(void)
 	return 0;
 }
 
+/*
+ * The owner's progress does not depend on data-plane ops: while THREADS
+ * clients run long, overlapping decode requests back to back for SECONDS,
+ * a new connection's POOL_STATUS is answered promptly, and memory freed
+ * meanwhile is unmapped while they go on (the unmap waits for no op and
+ * new ops wait for a due unmap, not the other way round).
+ */
+#define BUSY_TOKENS	8192
+#define BUSY_BATCH	8
+#define BUSY_QHEADS	16
+
+struct busy {
+	volatile int stop;
+	volatile unsigned long ops;
+	int err;
+};
+
+static void *busy_thread(void *arg)
+{
+	struct busy *bz = arg;
+	struct kvl_layout l = { .layers = 1, .kv_heads = 8, .head_dim = 128,
+				.dtype = KVL_DTYPE_BF16 };
+	struct kvl_opts o;
+	struct kvl_ctx *ctx;
+	struct kvl_seq *s, *batch[BUSY_BATCH];
+	float *q = calloc((size_t)BUSY_BATCH * BUSY_QHEADS * 128, 4);
+	float *out = calloc((size_t)BUSY_BATCH * BUSY_QHEADS * 128, 4);
+	int lay, i, r;
+
+	memset(&o, 0, sizeof(o));
+	o.socket_path = sock_path;
+	o.region_bytes = 8 << 20;
+	r = kvl_open(&o, &ctx);
+	if (!r && (lay = kvl_layout_declare(ctx, &l)) < 0)
+		r = lay;
+	if (!r)
+		r = kvl_seq_create(ctx, lay, &s);
+	if (!r)
+		r = kvl_seq_append(s, BUSY_TOKENS) == BUSY_TOKENS ? 0 : -EIO;
+	for (i = 0; i < BUSY_BATCH; i++)
+		batch[i] = s;	/* one sequence per row, shared blocks */
+	while (!r && !bz->stop) {
+		r = kvl_seq_decode(batch, BUSY_BATCH, 0, BUSY_QHEADS, q, 0.0f,
+				   out);
+		bz->ops++;
+	}
+	if (r)
+		bz->err = r;
+	free(q);
+	free(out);
+	return NULL;
+}
+
+static double ms_since(uint64_t t0)
+{
+	return (double)(now_ms() - t0);
+}
+
+static int cmd_busy(int seconds, int threads)
+{
+	struct busy bz = { 0 };
+	pthread_t th[8];
+	struct kvl_ctx *extra;
+	struct kvp_pool_rec pr;
+	uint32_t *b = calloc(512, 4);
+	uint64_t t0, end, mapped_full, mapped_low = UINT64_MAX;
+	double worst = 0, lat;
+	int i, probes = 0, r;
+
+	if (threads > 8)
+		threads = 8;
+	for (i = 0; i < threads; i++)
+		pthread_create(&th[i], NULL, busy_thread, &bz);
+	while (bz.ops < (unsigned long)threads && !bz.err)
+		usleep(10000);
+	/* Another client's blocks, above theirs, make the pool grow; they go
+	 * back below, so the top chunks can be unmapped. */
+	if (open_ctx(NULL, &extra) || kvl_lease(extra, 512, 0, 5000000000ULL, b) != 512)
+		FAIL("extra lease");
+	if (pool_rec(&pr) < 0)
+		FAIL("pool status");
+	mapped_full = pr.mapped_bytes;
+	if (kvl_release_all(extra) != 512)
+		FAIL("release");
+	t0 = now_ms();
+	end = t0 + (uint64_t)seconds * 1000;
+	while (now_ms() < end && !bz.err) {
+		uint64_t p0 = now_ms();
+
+		r = pool_rec(&pr);
+		lat = ms_since(p0);
+		if (r < 0) {
+			bz.stop = 1;
+			FAIL("no status answer in %.0f ms while data-plane ops ran (%d)",
+			     lat, r);
+		}
+		if (lat > worst)
+			worst = lat;
+		if (pr.mapped_bytes < mapped_low)
+			mapped_low = pr.mapped_bytes;
+		probes++;
+		usleep(50000);
+	}
+	bz.stop = 1;
+	for (i = 0; i < threads; i++)
+		pthread_join(th[i], NULL);
+	printf("%d clients, %lu decode requests of %d x %d tokens in %d s; "
+	       "%d status probes, slowest %.0f ms; mapped %llu -> %llu bytes "
+	       "while busy\n", threads, bz.ops, BUSY_BATCH, BUSY_TOKENS,
+	       seconds, probes, worst, (unsigned long long)mapped_full,
+	       (unsigned long long)mapped_low);
+	if (bz.err)
+		FAIL("a busy client failed: %s", strerror(-bz.err));
+	if (bz.ops < (unsigned long)(2 * threads))
+		FAIL("the clients did not keep the daemon busy");
+	if (worst > 2000)
+		FAIL("a status call took %.0f ms while data-plane ops ran", worst);
+	if (mapped_low >= mapped_full)
+		FAIL("freed memory was never unmapped while ops ran");
+	kvl_close(extra);
+	free(b);
+	return 0;
+}
+
+/* Peak resident memory of @pid in KiB (VmHWM), or -1. */
+static long peak_rss_kb(int pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/*
+ * Attention requests are checked for size before the daemon allocates or
+ * computes: a block table declared huge (batch 4096 x the whole capacity)
+ * but with short sequences costs only what the sequences need; a block
+ * named twice in one sequence is refused; work beyond the bound is refused
+ * with -E2BIG at once.  The daemon's peak memory must not grow by the
+ * declared table.
+ */
+static int cmd_attn_bounds(int pid)
+{
+	struct kvp_layout l = { .layers = 1, .kv_heads = 8, .head_dim = 128,
+				.dtype = 1 };
+	struct kvp_layout_reply lr;
+	struct kvp_pool_rec pr;
+	struct kvp_attn at;
+	struct kvp_lease lq;
+	uint32_t *region, tpb, blocks[64], i, cap;
+	uint64_t tables = 1 << 20, region_bytes;
+	long rss0, rss1;
+	int fd, mfd, r;
+	struct kvp_hello h;
+	void *m;
+
+	if (pool_rec(&pr) < 0)
+		FAIL("pool status");
+	cap = pr.capacity;
+	/* A region large enough for the declared table, never touched. */
+	region_bytes = tables + (uint64_t)4096 * cap * 4 + (8 << 20);
+	fd = raw_connect();
+	mfd = memfd_create("e2e-big", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || mfd < 0 || ftruncate(mfd, (off_t)region_bytes) ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK))
+		FAIL("region");
+	m = mmap(NULL, region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (m == MAP_FAILED)
+		FAIL("mmap");
+	region = m;
+	memset(&h, 0, sizeof(h));
+	h.version = KVP_VERSION;
+	h.flags = KVP_HELLO_REGION;
+	h.region_bytes = region_bytes;
+	r = raw_op(fd, KVP_OP_HELLO, &h, sizeof(h), mfd);
+	close(mfd);
+	if (r < 0)
+		FAIL("hello: %d", r);
+	r = raw_op(fd, KVP_OP_LAYOUT, &l, sizeof(l), -1);
+	if (r < 0)
+		FAIL("layout: %d", r);
+	memcpy(&lr, rbuf + sizeof(struct kvp_reply), sizeof(lr));
+	tpb = lr.tokens_per_block;
+	lq.count = 64;
+	lq.flags = 0;
+	lq.timeout_ns = 5000000000ULL;
+	r = raw_op(fd, KVP_OP_LEASE, &lq, sizeof(lq), -1);
+	if (r != 64)
+		FAIL("lease 64: %d", r);
+	memcpy(blocks, rbuf + sizeof(struct kvp_reply), sizeof(blocks));
+
+	/* q at 0 (8 MiB is enough for everything below), ctx at 8 MiB,
+	 * tables at 8 MiB + 1 MiB: batch 4096 x capacity entries. */
+	memset(&at, 0, sizeof(at));
+	at.layout_id = lr.layout_id;
+	at.batch = 4096;
+	at.q_heads = 8;
+	at.max_blocks_per_seq = cap;
+	at.off_q = 0;
+	at.off_out = 0;
+	at.off_ctx = 8 << 20;
+	at.off_tables = (8 << 20) + tables;
+	for (i = 0; i < at.batch; i++) {
+		region[(at.off_ctx / 4) + i] = 1;	/* one token each */
+		region[at.off_tables / 4 + (uint64_t)i * cap] = blocks[0];
+	}
+	rss0 = peak_rss_kb(pid);
+	r = raw_op(fd, KVP_OP_ATTN, &at, sizeof(at), -1);
+	rss1 = peak_rss_kb(pid);
+	printf("ATTN batch %u declaring %u blocks per sequence (%llu MiB of "
+	       "tables), 1 token each: %d, daemon peak RSS %ld -> %ld KiB\n",
+	       at.batch, cap, (unsigned long long)at.batch * cap * 4 >> 20, r,
+	       rss0, rss1);
+	if (r != 0)
+		FAIL("short sequences with a huge declared table: %d", r);
+	/* Queries, outputs and the kernels' scratch for 4096 sequences take
+	 * tens of MiB; the declared table (twice 256 MiB) must not. */
+	if (rss1 - rss0 > 128 * 1024)
+		FAIL("the daemon's peak memory grew by %ld KiB", rss1 - rss0);
+
+	/* The same block twice in one sequence. */
+	at.batch = 1;
+	region[at.off_ctx / 4] = 2 * tpb;
+	region[at.off_tables / 4] = blocks[0];
+	region[at.off_tables / 4 + 1] = blocks[0];
+	r = raw_op(fd, KVP_OP_ATTN, &at, sizeof(at), -1);
+	if (r != -EINVAL)
+		FAIL("a block twice in one sequence: want -EINVAL, got %d", r);
+
+	/* Work beyond the bound: 4096 sequences of 64 distinct blocks. */
+	at.batch = 4096;
+	at.q_heads = 128;
+	for (i = 0; i < at.batch; i++) {
+		region[at.off_ctx / 4 + i] = 64 * tpb;
+		memcpy(&region[at.off_tables / 4 + (uint64_t)i * cap], blocks,
+		       sizeof(blocks));
+	}
+	r = raw_op(fd, KVP_OP_ATTN, &at, sizeof(at), -1);
+	if (r != -E2BIG)
+		FAIL("work beyond the bound: want -E2BIG, got %d", r);
+	printf("ATTN: sizes checked before allocating, repeated block -EINVAL, "
+	       "too much work -E2BIG: OK\n");
+	close(fd);
+	munmap(m, region_bytes);
+	return good_client();
+}
+
 /* Leave a socket file nobody listens on at @path (a daemon that died). */
 static int cmd_stale_socket(const char *path)
 {
@@ -1197,6 +1461,10 @@ int main(int argc, char **argv)
 		return cmd_fd_exhaust(atoi(argv[3]), atoi(argv[4]));
 	if (!strcmp(argv[1], "conn-limit") && argc == 4)
 		return cmd_conn_limit(atoi(argv[3]));
+	if (!strcmp(argv[1], "attn-bounds") && argc == 4)
+		return cmd_attn_bounds(atoi(argv[3]));
+	if (!strcmp(argv[1], "busy") && argc == 5)
+		return cmd_busy(atoi(argv[3]), atoi(argv[4]));
 	if (!strcmp(argv[1], "stale-socket"))
 		return cmd_stale_socket(argv[2]);
 	if (!strcmp(argv[1], "names"))
