@@ -454,6 +454,11 @@ static int timer_ms(uint64_t at_ns, int cap)
 	return ms < (uint64_t)cap ? (int)ms : cap;
 }
 
+int kvd_setup(struct kvd *d)
+{
+	return setup(d);
+}
+
 static int run(struct kvd *d, int sfd)
 {
 	for (;;) {

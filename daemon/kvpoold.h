@@ -149,6 +149,13 @@ struct kvd {
 	volatile int stop;
 };
 
+/*
+ * kvpoold.c: set up the daemon described by d->o (backend, ledger,
+ * socket); main() does it after parsing options, the fuzz harness
+ * (tests/fuzz/fuzz_request.c) with options of its own.
+ */
+int kvd_setup(struct kvd *d);
+
 /* server.c */
 int kvd_listen(struct kvd *d);
 void kvd_accept(struct kvd *d);

@@ -9,7 +9,8 @@ PKGS="gcc make pkg-config libc6-dev gcc-multilib
 libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev
 linux-headers-amd64 linux-image-amd64 kmod
 qemu-system-x86 busybox-static cpio gzip sparse
-procps psmisc util-linux"
+procps psmisc util-linux
+clang libclang-rt-dev llvm"
 
 missing=""
 for p in $PKGS; do
