@@ -1171,6 +1171,7 @@ static int cmd_list(void)
 struct busy {
 	volatile int stop;
 	volatile unsigned long ops;
+	volatile int ready;	/* threads whose blocks are all leased */
 	int err;
 };
 
@@ -1198,6 +1199,7 @@ static void *busy_thread(void *arg)
 		r = kvl_seq_append(s, BUSY_TOKENS) == BUSY_TOKENS ? 0 : -EIO;
 	for (i = 0; i < BUSY_BATCH; i++)
 		batch[i] = s;	/* one sequence per row, shared blocks */
+	__sync_fetch_and_add(&bz->ready, 1);
 	while (!r && !bz->stop) {
 		r = kvl_seq_decode(batch, BUSY_BATCH, 0, BUSY_QHEADS, q, 0.0f,
 				   out);
@@ -1230,7 +1232,8 @@ static int cmd_busy(int seconds, int threads)
 		threads = 8;
 	for (i = 0; i < threads; i++)
 		pthread_create(&th[i], NULL, busy_thread, &bz);
-	while (bz.ops < (unsigned long)threads && !bz.err)
+	/* Every client's blocks first, so that the next lease is above. */
+	while ((bz.ready < threads || bz.ops < (unsigned long)threads) && !bz.err)
 		usleep(10000);
 	/* Another client's blocks, above theirs, make the pool grow; they go
 	 * back below, so the top chunks can be unmapped. */
