@@ -1015,6 +1015,7 @@ static void refuse(struct kvd *d, int fd, int status, const char *why,
 		struct kvp_ev_refused ev;
 	} m;
 	uint64_t now = kvd_now_ns();
+	int i;
 
 	memset(&m, 0, sizeof(m));
 	m.r.hdr.magic = KVP_MAGIC;
@@ -1028,10 +1029,11 @@ static void refuse(struct kvd *d, int fd, int status, const char *why,
 	}
 	/*
 	 * Drop what the peer sent already (the kernel closes descriptors it
-	 * carried): closing with unread records would make the peer's next
-	 * read fail with ECONNRESET before it sees the reason.
+	 * carried; at most 64 records, a peer cannot keep us here): closing
+	 * with unread records would make the peer's next read fail with
+	 * ECONNRESET before it sees the reason.
 	 */
-	while (recv(fd, &m, sizeof(m), MSG_DONTWAIT) > 0)
+	for (i = 0; i < 64 && recv(fd, &m, sizeof(m), MSG_DONTWAIT) > 0; i++)
 		;
 	close(fd);
 	d->refused++;
