@@ -49,12 +49,13 @@
 /*
  * Bounds of one request, so that no request can allocate or compute
  * without limit (-E2BIG beyond them: split it): ATTN copies at most
- * MAX_ATTN_TABLE block-table entries (batch x its longest sequence, 8 MiB)
+ * MAX_ATTN_TABLE block-table entries (batch x its longest sequence, 4 MiB,
+ * as many as one LEASE_CHECK of the module takes)
  * and does at most MAX_ATTN_WORK multiply-adds of Q.K (as many again for
  * P.V), counted as max(1, n_new) x ctx x q_heads x head_dim per sequence;
  * COPY moves at most MAX_COPY_BYTES.
  */
-#define MAX_ATTN_TABLE	(1ULL << 21)
+#define MAX_ATTN_TABLE	(1ULL << 20)
 #define MAX_ATTN_WORK	(1ULL << 34)
 #define MAX_COPY_BYTES	(4ULL << 30)
 

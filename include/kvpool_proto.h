@@ -37,7 +37,7 @@
  *   -ENOTCONN	a data-plane or ledger op before a successful HELLO;
  *   -EBADF	more descriptors than the op takes (all of them are closed);
  *   -E2BIG	a request beyond the daemon's per-request bounds (ATTN: a
- *		block table of more than 2^21 entries once cut to the
+ *		block table of more than 2^20 entries once cut to the
  *		sequences' lengths, more than 2^34 multiply-adds; COPY: more
  *		than 4 GiB): split it.
  * ATTN refuses a block named twice in one sequence (-EINVAL).
