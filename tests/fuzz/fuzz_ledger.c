@@ -8,7 +8,16 @@
  * kind (including two-phase grants committed or cancelled), releases of
  * held, foreign and repeated indices, release-all, pins and unpins, grows
  * (and GROW_FAILED), shrinks, tenant create/delete/limits, owner detach and
- * re-attach, event reads, snapshots.  After every operation it checks:
+ * re-attach (a second owner refused), event reads, snapshots with short
+ * lists, counts and sizes beyond the ledger's limits, unknown flags, names
+ * the ledger refuses, pool parameters it refuses.  Once per input: a storm
+ * of files opened and closed while the owner does not read (the closed
+ * queue stays bounded, CLOSED_MANY takes the rest) and a storm of tenants
+ * up to the table's limit.  The host's callbacks are counted and its
+ * tenant_added can be told to fail (the tenant is then not created).  The
+ * invariant walk itself is checked: a counter or bitmap bit changed behind
+ * the ledger's back must be reported, then it is put back.
+ * After every operation it checks:
  *  - kvpool_pool_check(): rule 1 sums (tenants' current == used == sum of
  *    leases), every leased block below backed, peak >= current, the
  *    bitmap, slots and unmet-min bookkeeping;
@@ -55,6 +64,7 @@ struct fz {
 	u64 id[MAXL];			/* lease ids, also of closed ones */
 	int owner_cookie;
 	bool owner;
+	bool stormed, tenant_stormed;	/* once per input: they are slow */
 };
 
 static void die(const char *what, const char *why)
@@ -65,7 +75,51 @@ static void die(const char *what, const char *why)
 
 #define ASSERT(c, what) do { if (!(c)) die(what, #c); } while (0)
 
-static const struct kvpool_ledger_ops fz_ops;	/* no callbacks needed */
+/* The host's callbacks: counted, and tenant_added fails when asked to. */
+static struct {
+	unsigned long wakes, observed;
+	int fail_tenant_added;
+} host;
+
+static void fz_wake(struct kvpool_pool *pool)
+{
+	host.wakes++;
+}
+
+static void fz_reclaim_wake(struct kvpool_lease *lease)
+{
+	host.wakes++;
+}
+
+static void fz_observe(struct kvpool_pool *pool, const struct kvpool_event *ev)
+{
+	host.observed++;
+	ASSERT(ev->seq && ev->seq <= pool->seq, "observed event sequence");
+}
+
+static int fz_tenant_added(struct kvpool_tenant *t)
+{
+	return host.fail_tenant_added;
+}
+
+static void fz_tenant_removed(struct kvpool_tenant *t)
+{
+}
+
+static bool fz_in_group(const struct kvpool_cred *cred, u32 gid)
+{
+	return gid == cred->uid + 1;
+}
+
+static const struct kvpool_ledger_ops fz_ops = {
+	.owner_wake = fz_wake,
+	.waiters_wake = fz_wake,
+	.reclaim_wake = fz_reclaim_wake,
+	.observe = fz_observe,
+	.tenant_added = fz_tenant_added,
+	.tenant_removed = fz_tenant_removed,
+	.in_group = fz_in_group,
+};
 
 static void check(struct fz *f)
 {
@@ -118,14 +172,17 @@ static void op_grant(struct fz *f, struct in *in, struct kvpool_lease *l)
 	static u32 out[MAXCAP + 8], want[MAXCAP + 8];
 	struct kvpool_tenant *t = l->tenant;
 	struct kvpool_wait w;
-	u32 count = 1 + rd8(in) % (rd8(in) & 1 ? 8 : MAXCAP + 4);
-	u32 flags = rd8(in) & 7, used = f->pool->used, held = l->held;
+	unsigned int shape = rd8(in);
+	u32 count = shape == 255 ? 0 : shape == 254 ? KVPOOL_IO_MAX_BLOCKS + 1 :
+		    1 + rd8(in) % (shape & 1 ? 8 : MAXCAP + 4);
+	u32 flags = rd8(in), used = f->pool->used, held = l->held;
 	u32 cur = t->cur, peak = t->peak, target = l->reclaim_target;
 	u32 mode = rd8(in) % 4;
 	u64 protect = f->pool->unmet_min - tenant_unmet(t);
 	u64 free_ = f->pool->capacity - f->pool->used;
 	int got;
 
+	flags = flags >= 0xf0 ? flags : flags & 7;	/* unknown bits now and then */
 	memset(&w, 0, sizeof(w));
 	w.started = rd8(in) & 1;
 	lowest_free(f->pool, want, count);
@@ -173,7 +230,9 @@ static void op_grant(struct fz *f, struct in *in, struct kvpool_lease *l)
 static void op_release(struct fz *f, struct in *in, struct kvpool_lease *l)
 {
 	static u32 b[16];
-	u32 n = 1 + rd8(in) % 16, i, used = f->pool->used, held = l->held;
+	unsigned int shape = rd8(in);
+	u32 n = shape == 255 ? 0 : 1 + shape % 16, i, used = f->pool->used;
+	u32 held = l->held;
 	int r;
 
 	for (i = 0; i < n; i++) {
@@ -183,7 +242,7 @@ static void op_release(struct fz *f, struct in *in, struct kvpool_lease *l)
 		b[i] = k & 0x80 ? (k & 0x7f) % (f->pool->capacity + 2) :
 				  k % (f->pool->backed + 1);
 	}
-	r = kvpool_lease_release(l, b, n);
+	r = kvpool_lease_release(l, b, n ? n : (rd8(in) & 1 ? 0 : KVPOOL_IO_MAX_BLOCKS + 1));
 	if (r < 0)
 		ASSERT(f->pool->used == used && l->held == held, "refused release changed held");
 	else
@@ -193,11 +252,14 @@ static void op_release(struct fz *f, struct in *in, struct kvpool_lease *l)
 static void op_pin(struct fz *f, struct in *in)
 {
 	static u32 b[8];
-	u32 n = 1 + rd8(in) % 8, i, bad;
+	unsigned int shape = rd8(in);
+	u32 n = 1 + shape % 8, i, bad;
 	int k = (int)(rd8(in) % MAXL);
 
 	for (i = 0; i < n; i++)
 		b[i] = rd8(in) % (f->pool->capacity + 1);
+	if (shape >= 0xfe)
+		n = shape == 0xff ? 0 : KVPOOL_IO_MAX_BLOCKS + 1;	/* refused */
 	if (rd8(in) & 1)
 		kvpool_lease_pin(f->pool, f->id[k], b, n, &bad);
 	else
@@ -266,10 +328,15 @@ static void op_lease(struct fz *f, struct in *in)
 		kvpool_lease_close(l);
 		f->l[k] = NULL;
 		break;
-	case 1:
+	case 1: {
+		unsigned int k2 = rd8(in);
+
 		snprintf(name, sizeof(name), "t%u", rd8(in) % (MAXT + 1));
-		kvpool_lease_attach(l, rd8(in) & 1 ? name : "", &cred);
+		if (k2 % 8 == 7)
+			strcpy(name, "bad name");
+		kvpool_lease_attach(l, k2 & 1 ? name : "", &cred);
 		break;
+	}
 	case 2:
 	case 3:
 		op_grant(f, in, l);
@@ -299,10 +366,131 @@ static void op_lease(struct fz *f, struct in *in)
 	}
 }
 
+/* Snapshot with the caller's capacities: counts, -ENOSPC, or the lists. */
+static void op_snapshot(struct fz *f, struct in *in)
+{
+	static struct kvpool_lease_info li[MAXL + 4];
+	static struct kvpool_block_owner bo[MAXCAP];
+	struct kvpool_snapshot s;
+	u32 lc = rd8(in) % (MAXL + 5), bc = rd16(in) % (MAXCAP + 1);
+	unsigned int k = rd8(in) % 4;
+	int r;
+
+	r = kvpool_snapshot(f->pool, k & 1 ? li : NULL, lc, k & 2 ? bo : NULL,
+			    bc, &s);
+	ASSERT(s.leases == f->pool->nleases && s.blocks == f->pool->used,
+	       "snapshot counts");
+	if (!k)
+		ASSERT(r == 0, "counts-only snapshot");
+	else if (r)
+		ASSERT(r == -ENOSPC, "snapshot error");
+}
+
+/*
+ * Many files at once: @n leases opened, each granted a block when it can,
+ * and closed, while the owner does not read: the closed records beyond
+ * KVPOOL_CLOSED_QUEUE_MAX merge into one CLOSED_MANY record.
+ */
+static void op_storm(struct fz *f, struct in *in)
+{
+	struct kvpool_cred cred = { .uid = 7, .gid = 7, .pid = 9 };
+	u32 n = 1 + rd16(in) % (KVPOOL_CLOSED_QUEUE_MAX + 64), i, b;
+	struct kvpool_lease *batch[48];
+
+	for (i = 0; i < n; i++) {
+		struct kvpool_wait w;
+		u32 k = i % 48;
+
+		memset(&w, 0, sizeof(w));
+		if (kvpool_lease_open(f->pool, &cred, &batch[k])) {
+			while (k--)
+				kvpool_lease_close(batch[k]);
+			return;
+		}
+		kvpool_lease_grant(batch[k], 1, KVPOOL_LEASE_NONBLOCK, &b, &w);
+		/* Keep up to 48 open at once: the slot table grows. */
+		if (k == 47 || i == n - 1) {
+			u32 j;
+
+			for (j = 0; j <= k; j++)
+				kvpool_lease_close(batch[j]);
+		}
+	}
+	ASSERT(f->pool->nclosed <= KVPOOL_CLOSED_QUEUE_MAX, "closed queue bound");
+}
+
+/* Many tenants: up to the table's limit (-ENOSPC beyond), then gone. */
+static void op_tenant_storm(struct fz *f, struct in *in)
+{
+	char name[KVPOOL_NAME_LEN];
+	u32 n = KVPOOL_MAX_TENANTS + 2, i, before = f->pool->ntenants;
+	int r = 0;
+
+	for (i = 0; i < n && !r; i++) {
+		snprintf(name, sizeof(name), "s%u", i);
+		r = kvpool_tenant_create(f->pool, name, KVPOOL_UNLIMITED, 0,
+					 KVPOOL_ID_NONE, KVPOOL_ID_NONE, NULL);
+	}
+	if (host.fail_tenant_added) {
+		ASSERT(r == host.fail_tenant_added && f->pool->ntenants == before &&
+		       !kvpool_tenant_find(f->pool, "s0"), "tenant_added refusal");
+	} else {
+		ASSERT(r == -ENOSPC && f->pool->ntenants == KVPOOL_MAX_TENANTS,
+		       "tenant table limit");
+	}
+	if (!host.fail_tenant_added && (rd8(in) & 1)) {
+		struct kvpool_cred cred = { .uid = 200, .gid = 200 };
+		struct kvpool_lease *l;
+
+		/* A new uid's automatic tenant does not fit either. */
+		ASSERT(kvpool_lease_open(f->pool, &cred, &l) == -ENOSPC,
+		       "lease open with a full tenant table");
+	}
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "s%u", i);
+		kvpool_tenant_delete(f->pool, name);
+	}
+}
+
+/* The invariant walk must notice a broken ledger (then it is mended). */
+static void op_corrupt(struct fz *f, struct in *in)
+{
+	struct kvpool_pool *pool = f->pool;
+	const char *why = NULL;
+	unsigned int k = rd8(in) % 4;
+	struct kvpool_tenant *t;
+
+	switch (k) {
+	case 0:
+		pool->used++;
+		ASSERT(kvpool_pool_check(pool, &why) == -EUCLEAN, "used changed unseen");
+		pool->used--;
+		break;
+	case 1:
+		pool->levels[0][0] ^= 1;
+		ASSERT(kvpool_pool_check(pool, &why) == -EUCLEAN, "bitmap changed unseen");
+		pool->levels[0][0] ^= 1;
+		break;
+	case 2:
+		pool->unmet_min++;
+		ASSERT(kvpool_pool_check(pool, &why) == -EUCLEAN, "unmet min changed unseen");
+		pool->unmet_min--;
+		break;
+	default:
+		if (list_empty(&pool->tenants))
+			break;
+		t = list_first_entry(&pool->tenants, struct kvpool_tenant, node);
+		t->cur++;
+		ASSERT(kvpool_pool_check(pool, &why) == -EUCLEAN, "current changed unseen");
+		t->cur--;
+		break;
+	}
+}
+
 static void op_pool(struct fz *f, struct in *in)
 {
 	struct kvpool_event ev;
-	unsigned int what = rd8(in) % 8, k;
+	unsigned int what = rd8(in) % 14, k;
 	u32 v = rd16(in) % (f->pool->capacity + 2);
 
 	switch (what) {
@@ -329,6 +517,8 @@ static void op_pool(struct fz *f, struct in *in)
 		break;
 	case 5:
 		if (f->owner) {
+			ASSERT(kvpool_owner_attach(f->pool, &f->owner_cookie) == -EBUSY,
+			       "second owner");
 			kvpool_owner_detach(f->pool);
 			f->owner = false;
 		} else {
@@ -339,8 +529,34 @@ static void op_pool(struct fz *f, struct in *in)
 	case 6:
 		kvpool_lease_unpin(f->pool, f->id[rd8(in) % MAXL]);
 		break;
-	default:
+	case 7:
 		op_pin(f, in);
+		break;
+	case 8:
+		op_snapshot(f, in);
+		break;
+	case 9:
+		ASSERT(kvpool_owner_has_events(f->pool) ==
+		       (!list_empty(&f->pool->closed) || f->pool->grow_ev.seq ||
+			f->pool->idle_ev.seq || f->pool->reclaim_ev.seq ||
+			f->pool->closed_many_ev.seq), "has_events");
+		break;
+	case 10:
+		if (!f->stormed)
+			op_storm(f, in);
+		f->stormed = true;
+		break;
+	case 11:
+		op_corrupt(f, in);
+		break;
+	case 12:
+		if (!f->tenant_stormed && !(rd8(in) % 8)) {
+			f->tenant_stormed = true;
+			op_tenant_storm(f, in);
+		}
+		break;
+	default:
+		host.fail_tenant_added = rd8(in) & 1 ? -ENOMEM : 0;
 		break;
 	}
 }
@@ -356,6 +572,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	memset(&f, 0, sizeof(f));
 	memset(&p, 0, sizeof(p));
+	memset(&host, 0, sizeof(host));
 	strcpy(p.name, "fz");
 	p.block_bytes = 4096;
 	p.capacity = 1 + rd8(&in) % MAXCAP;
@@ -363,6 +580,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	p.default_max = rd8(&in);
 	if (p.default_max >= 200)
 		p.default_max = KVPOOL_UNLIMITED;
+	/* Now and then a parameter the ledger must refuse. */
+	switch (p.default_max == 199 ? rd8(&in) % 6 : 6) {
+	case 0: strcpy(p.name, "-fz"); break;
+	case 1: p.block_bytes = 1000; break;
+	case 2: p.block_bytes = (1ULL << 30) + 256; break;
+	case 3: p.capacity = 0; break;
+	case 4: p.capacity = KVPOOL_MAX_CAPACITY + 1; break;
+	case 5: p.chunk_blocks = p.capacity + 1; break;
+	}
 	if (kvpool_pool_create(&p, &fz_ops, NULL, &f.owner_cookie, &f.pool))
 		return 0;
 	f.owner = true;
