@@ -6,7 +6,7 @@
 set -e
 
 PKGS="gcc make pkg-config libc6-dev gcc-multilib
-libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev
+libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev libxxhash-dev liburing-dev
 linux-headers-amd64 linux-image-amd64 kmod
 qemu-system-x86 busybox-static cpio gzip sparse
 procps psmisc util-linux

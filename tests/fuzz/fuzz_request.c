@@ -305,12 +305,18 @@ static void reset(void)
 {
 	struct kvpool_tenant *t, *tn;
 
-	kvd_owner_events(&d);
-	kvd_owner_timer(&d);
-	pthread_mutex_lock(&d.lock);
-	list_for_each_entry_safe(t, tn, &d.pool->tenants, node)
-		kvpool_tenant_delete(d.pool, t->name);
-	pthread_mutex_unlock(&d.lock);
+	unsigned int i;
+
+	for (i = 0; i < d.npools; i++) {
+		struct kvd_pool *p = &d.pools[i];
+
+		kvd_owner_events(p);
+		kvd_owner_timer(p);
+		pthread_mutex_lock(&p->lock);
+		list_for_each_entry_safe(t, tn, &p->pool->tenants, node)
+			kvpool_tenant_delete(p->pool, t->name);
+		pthread_mutex_unlock(&p->lock);
+	}
 	memset(region, 0, REGION_BYTES);
 }
 
@@ -340,9 +346,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		} else if (cmd < 13) {
 			do_region(&in);
 		} else if (cmd < 15) {
-			kvd_owner_events(&d);
+			kvd_owner_events(d.top);
 		} else {
-			kvd_owner_timer(&d);
+			kvd_owner_timer(d.top);
 		}
 	}
 	kvd_client_free(c);
