@@ -231,6 +231,38 @@ static void tenant_errors(void **state)
 	assert_null(kvpool_tenant_find(p, "web"));
 }
 
+/* The tenant table holds KVPOOL_MAX_TENANTS: beyond, -ENOSPC everywhere. */
+static void tenant_table_full(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_pool *p = f->pool;
+	struct kvpool_lease *l = open_lease(f, &f->alice), *x = NULL;
+	char name[KVPOOL_NAME_LEN];
+	u32 i, start = p->ntenants, n = start;
+
+	for (i = 0; n < KVPOOL_MAX_TENANTS; i++, n++) {
+		snprintf(name, sizeof(name), "t%u", i);
+		assert_int_equal(kvpool_tenant_create(p, name, 1, 0,
+						      KVPOOL_ID_NONE,
+						      KVPOOL_ID_NONE, NULL), 0);
+	}
+	assert_int_equal(p->ntenants, KVPOOL_MAX_TENANTS);
+	assert_int_equal(kvpool_tenant_create(p, "more", 1, 0, KVPOOL_ID_NONE,
+					      KVPOOL_ID_NONE, NULL), -ENOSPC);
+	/* A new uid's automatic tenant does not fit: no lease either. */
+	assert_int_equal(kvpool_lease_open(p, &f->bob, &x), -ENOSPC);
+	assert_int_equal(p->nleases, 1);
+	/* An existing tenant still works. */
+	assert_int_equal(kvpool_lease_attach(l, "t0", &f->root), 0);
+	check(f);
+	kvpool_lease_close(l);
+	while (i--) {
+		snprintf(name, sizeof(name), "t%u", i);
+		assert_int_equal(kvpool_tenant_delete(p, name), 0);
+	}
+	assert_int_equal(p->ntenants, start);
+}
+
 static void tenant_delete_busy(void **state)
 {
 	struct fix *f = *state;
@@ -1026,6 +1058,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(grow_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(shrink_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(tenant_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(tenant_table_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(tenant_delete_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(attach_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(lowest_first, setup, teardown),
