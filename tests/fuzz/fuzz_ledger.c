@@ -8,7 +8,9 @@
  * kind (including two-phase grants committed or cancelled), releases of
  * held, foreign and repeated indices, release-all, pins and unpins, grows
  * (and GROW_FAILED), shrinks, tenant create/delete/limits, owner detach and
- * re-attach (a second owner refused), event reads, snapshots with short
+ * re-attach (a second owner refused), LEASE_MOVE between leases (all or
+ * nothing, the tenant's current unchanged), reclaim orders (NORMAL, FIRST,
+ * NEVER, unknown; admin or not), event reads, snapshots with short
  * lists, counts and sizes beyond the ledger's limits, unknown flags, names
  * the ledger refuses, pool parameters it refuses.  Once per input: a storm
  * of files opened and closed while the owner does not read (the closed
@@ -375,6 +377,46 @@ static void op_lease(struct fz *f, struct in *in)
 	}
 }
 
+/*
+ * LEASE_MOVE between two leases (often of one tenant): all or nothing; the
+ * blocks change hands, the tenant's current does not.
+ */
+static void op_move(struct fz *f, struct in *in)
+{
+	static u32 b[8];
+	unsigned int shape = rd8(in);
+	struct kvpool_lease *from = f->l[rd8(in) % MAXL], *to;
+	u32 n = 1 + shape % 8, i, bad = 0, hf, ht, cur, tgt;
+	int r;
+
+	to = f->l[rd8(in) % MAXL];
+	if (!from || !to)
+		return;
+	for (i = 0; i < n; i++) {
+		u32 k = rd8(in);
+
+		b[i] = k & 0x80 ? (k & 0x7f) % (f->pool->capacity + 1) :
+				  k % (f->pool->backed + 1);
+	}
+	if (shape >= 0xfe)
+		n = shape == 0xff ? 0 : KVPOOL_IO_MAX_BLOCKS + 1;	/* refused */
+	hf = from->held;
+	ht = to->held;
+	cur = from->tenant->cur;
+	tgt = from->reclaim_target;
+	r = kvpool_lease_move(f->pool, from->id, to->id, b, n, &bad);
+	if (r < 0) {
+		ASSERT(from->held == hf && to->held == ht &&
+		       from->reclaim_target == tgt, "refused move changed held");
+		ASSERT(r != -EXDEV || from->tenant != to->tenant, "move -EXDEV");
+		return;
+	}
+	ASSERT((u32)r == n && from != to && from->tenant == to->tenant &&
+	       from->held == hf - n && to->held == ht + n &&
+	       from->tenant->cur == cur && from->reclaim_target <= from->held,
+	       "move accounting");
+}
+
 /* Snapshot with the caller's capacities: counts, -ENOSPC, or the lists. */
 static void op_snapshot(struct fz *f, struct in *in)
 {
@@ -494,7 +536,7 @@ static void op_corrupt(struct fz *f, struct in *in)
 static void op_pool(struct fz *f, struct in *in)
 {
 	struct kvpool_event ev;
-	unsigned int what = rd8(in) % 14, k;
+	unsigned int what = rd8(in) % 16, k;
 	u32 v = rd16(in) % (f->pool->capacity + 2);
 
 	switch (what) {
@@ -543,7 +585,8 @@ static void op_pool(struct fz *f, struct in *in)
 		ASSERT(kvpool_owner_has_events(f->pool) ==
 		       (!list_empty(&f->pool->closed) || f->pool->grow_ev.seq ||
 			f->pool->idle_ev.seq || f->pool->reclaim_ev.seq ||
-			f->pool->closed_many_ev.seq), "has_events");
+			f->pool->short_ev.seq || f->pool->closed_many_ev.seq),
+		       "has_events");
 		break;
 	case 10:
 		if (!f->stormed)
@@ -556,9 +599,32 @@ static void op_pool(struct fz *f, struct in *in)
 	case 12:
 		op_new_uid(f, in);
 		break;
-	default:
+	case 13:
 		host.fail_tenant_added = rd8(in) & 1 ? -ENOMEM : 0;
 		break;
+	case 14:
+		op_move(f, in);
+		break;
+	default: {
+		struct kvpool_lease *l = f->l[rd8(in) % MAXL];
+		struct kvpool_cred cred = { .uid = 1, .admin = rd8(in) & 1 };
+		u32 order = rd8(in) % 4, was;
+		int r;
+
+		if (!l)
+			break;
+		was = l->reclaim_order;
+		r = kvpool_lease_set_reclaim_order(l, order, &cred);
+		if (r)
+			ASSERT(l->reclaim_order == was &&
+			       (r == -EINVAL ? order > KVPOOL_RECLAIM_NEVER :
+				r == -EPERM && !cred.admin), "refused reclaim order");
+		else
+			ASSERT(l->reclaim_order == order &&
+			       (order != KVPOOL_RECLAIM_NEVER || !l->reclaim_target),
+			       "reclaim order");
+		break;
+	}
 	}
 }
 

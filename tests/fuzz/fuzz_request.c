@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "kvpoold.h"
+#include "prefix.h"
 
 #define REGION_BYTES	(1U << 20)
 
@@ -101,6 +102,11 @@ static void init_once(void)
 	d.reserve_fd = -1;
 	d.admin_gid = (gid_t)-1;
 	d.self_uid = geteuid();
+	/* A lower tier: TIER_* and SWAP have somewhere to go. */
+	if (kvd_tier_parse(&d.o, "dram:64")) {
+		fprintf(stderr, "fuzz-request: tier spec refused\n");
+		exit(1);
+	}
 	if (kvd_setup(&d)) {
 		fprintf(stderr, "fuzz-request: kvd_setup failed\n");
 		exit(1);
@@ -145,6 +151,34 @@ static const struct {
 
 #define NOPS (sizeof(ops) / sizeof(ops[0]))
 
+/* The prefix cache's and the tiers' ops (a record picks them by a second
+ * byte, so that the first table's picks stay as the seeds know them). */
+static const struct {
+	uint16_t op;
+	uint16_t size;
+} ops2[] = {
+	{ KVP_OP_PREFIX_MATCH, sizeof(struct kvp_prefix_match) },
+	{ KVP_OP_PREFIX_PUBLISH, sizeof(struct kvp_prefix_publish) },
+	{ KVP_OP_PREFIX_UNREF, sizeof(struct kvp_prefix_unref) },
+	{ KVP_OP_PREFIX_EVICT, sizeof(struct kvp_prefix_evict) },
+	{ KVP_OP_LAYOUT_MODEL, sizeof(struct kvp_layout_model) },
+	{ KVP_OP_PREFIX_LIST, sizeof(struct kvp_list) },
+	{ KVP_OP_PREFIX_FLUSH, sizeof(struct kvp_prefix_tenant) },
+	{ KVP_OP_PREFIX_SHARE, sizeof(struct kvp_prefix_tenant) },
+	{ KVP_OP_TIER_LIST, sizeof(struct kvp_list) },
+	{ KVP_OP_TIER_ATTACH, sizeof(struct kvp_tier_attach) },
+	{ KVP_OP_TIER_LEASE, sizeof(struct kvp_tier_lease) },
+	{ KVP_OP_TIER_RELEASE, sizeof(struct kvp_tier_release) },
+	{ KVP_OP_TIER_STATUS, sizeof(struct kvp_tier_sel) },
+	{ KVP_OP_SWAP, sizeof(struct kvp_swap) },
+	{ KVP_OP_SWAP_WAIT, sizeof(struct kvp_swap_wait) },
+	{ KVP_OP_BLOCK_SUM, sizeof(struct kvp_block_sum) },
+	{ KVP_OP_SEQ_REPORT, sizeof(struct kvp_seq_report) },
+	{ KVP_OP_CLIENT_TIERS, sizeof(struct kvp_list) },
+};
+
+#define NOPS2 (sizeof(ops2) / sizeof(ops2[0]))
+
 /* Keep one input short: these limits are far below the daemon's own. */
 static void clamp(uint16_t op, void *body, size_t len)
 {
@@ -165,6 +199,15 @@ static void clamp(uint16_t op, void *body, size_t len)
 
 		if (k->ntok <= 65536)
 			k->ntok = k->ntok % 257;
+	} else if (op == KVP_OP_TIER_LEASE && len >= sizeof(struct kvp_tier_lease)) {
+		struct kvp_tier_lease *l = body;
+
+		l->flags |= KVPOOL_LEASE_NONBLOCK;
+	} else if (op == KVP_OP_SWAP_WAIT && len >= sizeof(struct kvp_swap_wait)) {
+		struct kvp_swap_wait *w = body;
+
+		/* 0 would wait for ever on a job that is still queued. */
+		w->timeout_ns = 1 + w->timeout_ns % 2000000;
 	}
 }
 
@@ -218,7 +261,7 @@ static void drain(int sock, bool want, uint32_t req_id, bool valid_hdr)
 			fprintf(stderr, "fuzz-request: malformed reply\n");
 			abort();
 		}
-		if (r->hdr.op == KVP_EV_RECLAIM)
+		if (r->hdr.op == KVP_EV_RECLAIM || r->hdr.op == KVP_EV_SWAP_DONE)
 			continue;
 		replies++;
 		if (valid_hdr && r->hdr.req_id != req_id) {
@@ -239,8 +282,12 @@ static int do_record(struct kvd_client *c, int sock, struct in *in)
 	static uint8_t msg[sizeof(struct kvp_hdr) + 512] __attribute__((aligned(16)));
 	struct kvp_hdr *h = (struct kvp_hdr *)msg;
 	unsigned int pick = rd8(in), shape = rd8(in), fdmask = rd8(in);
-	uint16_t op = pick < NOPS * 15 ? ops[pick % NOPS].op : (uint16_t)rd16(in);
-	size_t blen = pick < NOPS * 15 ? ops[pick % NOPS].size : rd8(in);
+	unsigned int pick2 = pick >= NOPS * 15 && pick < NOPS * 15 + 8 ?
+			     rd8(in) % NOPS2 : NOPS2;
+	uint16_t op = pick < NOPS * 15 ? ops[pick % NOPS].op :
+		      pick2 < NOPS2 ? ops2[pick2].op : (uint16_t)rd16(in);
+	size_t blen = pick < NOPS * 15 ? ops[pick % NOPS].size :
+		      pick2 < NOPS2 ? ops2[pick2].size : rd8(in);
 	uint32_t req_id = rd32(in);
 	bool raw = (shape & 0x0f) == 0;
 	size_t len;
@@ -303,10 +350,18 @@ static void do_region(struct in *in)
 /* Back to the state every input starts from. */
 static void reset(void)
 {
+	static char names[64][KVPOOL_NAME_LEN];
 	struct kvpool_tenant *t, *tn;
+	unsigned int i, n = 0;
 
-	unsigned int i;
-
+	/* The prefix cache's blocks are charged to their tenants. */
+	pthread_mutex_lock(&d.top->lock);
+	list_for_each_entry(t, &d.top->pool->tenants, node)
+		if (n < 64)
+			memcpy(names[n++], t->name, KVPOOL_NAME_LEN);
+	pthread_mutex_unlock(&d.top->lock);
+	for (i = 0; i < n; i++)
+		kvd_prefix_flush(&d, names[i]);
 	for (i = 0; i < d.npools; i++) {
 		struct kvd_pool *p = &d.pools[i];
 
