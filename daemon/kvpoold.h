@@ -366,8 +366,10 @@ int kvd_swap_start(struct kvd *d);
 void kvd_swap_stop(struct kvd *d);
 int kvd_fill_tier_list(struct kvd *d, struct kvp_tier_rec *out,
 		       uint32_t start, uint32_t cap, uint32_t *total);
+/* Connections of @uid only, unless @uid is (uid_t)-1 (an admin peer). */
 int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
-			  uint32_t start, uint32_t cap, uint32_t *total);
+			  uint32_t start, uint32_t cap, uint32_t *total,
+			  uid_t uid);
 
 /* Backend-specific helpers. */
 void *kvd_cpu_base(struct kvd *d);

@@ -641,9 +641,11 @@ int kvd_fill_client_list(struct kvd_pool *p, struct kvp_client_rec *out,
 	return kvd_mod_lease_list(p, out, start, cap, total, uid);
 }
 
-/* Every connection that said HELLO, with its leases in every tier. */
+/* Every connection that said HELLO, with its leases in every tier; those
+ * of @uid only unless @uid is (uid_t)-1 (an admin peer). */
 int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
-			  uint32_t start, uint32_t cap, uint32_t *total)
+			  uint32_t start, uint32_t cap, uint32_t *total,
+			  uid_t uid)
 {
 	struct kvd_client *c;
 	uint32_t i = 0, n = 0;
@@ -651,6 +653,8 @@ int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
 	pthread_mutex_lock(&d->clients_lock);
 	for (c = d->clients; c; c = c->next) {
 		if (!c->hello || !c->ct)
+			continue;
+		if (uid != (uid_t)-1 && c->cred.uid != uid)
 			continue;
 		if (i >= start && n < cap) {
 			struct kvp_client_tier_rec *o = &out[n++];
@@ -788,7 +792,9 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 			n = kvd_fill_client_tiers(d, (void *)(lr + 1),
 						  q->start,
 						  (uint32_t)(room / rsz),
-						  &lr->total);
+						  &lr->total,
+						  c->admin ? (uid_t)-1 :
+						  c->cred.uid);
 			break;
 		}
 		if (n < 0)

@@ -47,7 +47,8 @@
  *
  * Connections are limited (kvpoold --max-clients, --max-clients-per-uid):
  * a refused one receives one KVP_EV_REFUSED record and is closed.
- * CLIENT_LIST shows a peer that is not an admin only its own uid's leases.
+ * CLIENT_LIST and CLIENT_TIERS show a peer that is not an admin only its
+ * own uid's leases and connections.
  *
  * Asynchronous records: the daemon may send records with req_id 0 and op
  * KVP_EV_* at any time (e.g. a reclaim target); clients skip or note them

@@ -34,7 +34,8 @@
  *   e2e-util lease-timeout SOCK          timeout 2^64-1 waits, then granted
  *   e2e-util tenant-set SOCK             a refused TENANT_SET changes nothing
  *   e2e-util list SOCK                   lease 1 block, print what
- *        CLIENT_LIST shows ("leases N mine M total T")
+ *        CLIENT_LIST and CLIENT_TIERS show ("leases N mine M total T
+ *        clients N mine M total T")
  * Exit 0 pass, 1 fail, 2 usage.
  */
 #include <errno.h>
@@ -1128,8 +1129,9 @@ static int cmd_tenant_set(void)
 }
 
 /*
- * CLIENT_LIST as the caller sees it: an admin peer sees every lease; any
- * other user only the leases of its own uid.  Prints "leases N mine M".
+ * CLIENT_LIST and CLIENT_TIERS as the caller sees them: an admin peer sees
+ * every lease and connection; any other user only those of its own uid.
+ * Prints "leases N mine M total T clients N mine M total T".
  */
 static int cmd_list(void)
 {
@@ -1151,7 +1153,18 @@ static int cmd_list(void)
 	c = (void *)(lr + 1);
 	for (i = 0; i < lr->count; i++)
 		mine += c[i].uid == getuid();
-	printf("leases %u mine %u total %u\n", lr->count, mine, lr->total);
+	printf("leases %u mine %u total %u", lr->count, mine, lr->total);
+	/* CLIENT_TIERS: every connection that said HELLO, same rule. */
+	r = raw_op(fd, KVP_OP_CLIENT_TIERS, &q, sizeof(q), -1);
+	if (r < 0)
+		FAIL("CLIENT_TIERS: %d", r);
+	{
+		struct kvp_client_tier_rec *ct = (void *)(lr + 1);
+
+		for (i = 0, mine = 0; i < lr->count; i++)
+			mine += ct[i].uid == getuid();
+	}
+	printf(" clients %u mine %u total %u\n", lr->count, mine, lr->total);
 	close(fd);
 	kvl_close(ctx);
 	return 0;

@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# What CLIENT_LIST shows: an admin peer (root, the daemon's uid, the admin
-# group) sees every lease with its pid, uid and tenant; another user sees
-# only its own uid's leases, like /proc with hidepid.  Needs root (the
+# What CLIENT_LIST and CLIENT_TIERS show: an admin peer (root, the
+# daemon's uid, the admin group) sees every lease and connection with its
+# pid, uid and tenant; another user sees only its own uid's, like /proc
+# with hidepid.  Needs root (the
 # unprivileged client runs as nobody).
 . "$(dirname "$0")/lib.sh"
 
@@ -21,8 +22,10 @@ for i in $(seq 50); do [ -s "$TMP/held" ] && [ -s "$TMP/held2" ] && break; sleep
 out=$(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
 	"$UTIL" list "$SOCK") || fail "list as nobody"
 echo "as nobody: $out"
-[ "$out" = "leases 2 mine 2 total 2" ] || fail "nobody sees other users' leases: $out"
+[ "$out" = "leases 2 mine 2 total 2 clients 2 mine 2 total 2" ] ||
+	fail "nobody sees other users' leases or connections: $out"
 out=$("$UTIL" list "$SOCK") || fail "list as root"
 echo "as root: $out"
-[ "$out" = "leases 3 mine 2 total 3" ] || fail "root does not see every lease: $out"
+[ "$out" = "leases 3 mine 2 total 3 clients 3 mine 2 total 3" ] ||
+	fail "root does not see every lease and connection: $out"
 daemon_alive
