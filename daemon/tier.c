@@ -324,7 +324,8 @@ static int add_lower(struct kvd *d, const struct kvd_tier_spec *t)
 			kvd_log(KVD_ERR, "two pools named %s", p->name);
 			return -EEXIST;
 		}
-	snprintf(p->path, sizeof(p->path), "%s", t->path);
+	memcpy(p->path, t->path, sizeof(p->path));	/* NUL within */
+	p->path[sizeof(p->path) - 1] = 0;
 	d->npools++;
 	return pool_mem_init(p);
 }

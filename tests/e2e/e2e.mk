@@ -55,17 +55,22 @@ CHECK_PROGS += tests/gpu/daemon-gpu.sh
 # without the cuda backend, for the end-to-end tests below.  Its wrapper
 # sets the sanitizer options.
 E2E_SAN_DIR := $(B)/asan/daemon
+# The daemon's flags and libraries without the cuda backend and without
+# libkvkern.a (each build links its own kernels' objects).
+E2E_KVD_FLAGS := -Idaemon -DKVD_NO_CUDA \
+		 $(if $(filter 1,$(KVD_HAVE_URING)),,-DKVD_NO_URING)
+E2E_KVD_LIBS := -lxxhash -lcap $(KVD_URING_LIBS) -lpthread -ldl -lm
 E2E_SAN_OBJS := $(patsubst %.c,$(E2E_SAN_DIR)/%.o,$(KVD_SRCS)) \
 		$(E2E_SAN_DIR)/kvpool_ledger.o
 $(E2E_SAN_DIR)/%.o: daemon/%.c $(KVD_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS_BASE) -Idaemon -DKVD_NO_CUDA $(CFLAGS_BASE) $(SAN_FLAGS) -c $< -o $@
+	$(CC) $(CPPFLAGS_BASE) $(E2E_KVD_FLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) -c $< -o $@
 $(E2E_SAN_DIR)/kvpool_ledger.o: kmod/kvpool_ledger.c $(LEDGER_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(SAN_FLAGS) -c $< -o $@
 $(B)/asan/bin/kvpoold-san: $(E2E_SAN_OBJS) $(KVKT_ASAN_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) $(SAN_FLAGS) -o $@ $^ -lcap -lpthread -ldl -lm
+	$(CC) $(CFLAGS_BASE) $(SAN_FLAGS) -o $@ $^ $(E2E_KVD_LIBS)
 $(B)/asan/bin/kvpoold: $(B)/asan/bin/kvpoold-san
 	@printf '#!/bin/sh\nexec env $(ASAN_ENV) %s "$$@"\n' "$(abspath $<)" >$@
 	@chmod +x $@
@@ -88,8 +93,7 @@ $(B)/asan/tests/e2e/san-e2e.sh: $(B)/asan/bin/kvpoold $(E2E_PROGS) tests/e2e/e2e
 # multi-tenant run must fit in the connection threads' stacks
 # (stop_daemon in tests/e2e/lib.sh checks the depth logged at exit).
 E2E_O0_DIR := $(B)/o0/obj
-E2E_O0_FLAGS := $(CPPFLAGS_BASE) -Idaemon -Ikernels -DKVD_NO_CUDA \
-		$(CFLAGS_BASE)
+E2E_O0_FLAGS := $(CPPFLAGS_BASE) $(E2E_KVD_FLAGS) -Ikernels $(CFLAGS_BASE)
 E2E_O0_OBJS := $(patsubst %.c,$(E2E_O0_DIR)/d_%.o,$(KVD_SRCS)) \
 	       $(E2E_O0_DIR)/kvpool_ledger.o \
 	       $(patsubst %.c,$(E2E_O0_DIR)/%.o,$(KVK_CPU_SRCS))
@@ -107,7 +111,7 @@ $(E2E_O0_DIR)/%.o: kernels/%.c $(KVK_HDRS)
 	$(CC) $(E2E_O0_FLAGS) $(KVK_ARCH) -O0 -c $< -o $@
 $(B)/o0/bin/kvpoold: $(E2E_O0_OBJS)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ -lcap -lpthread -ldl -lm
+	$(CC) -o $@ $^ $(E2E_KVD_LIBS)
 CHECK_PROGS += $(B)/o0/tests/e2e/o0-e2e.sh
 $(B)/o0/tests/e2e/o0-e2e.sh: $(B)/o0/bin/kvpoold $(E2E_PROGS) tests/e2e/e2e.mk
 	@mkdir -p $(@D)
