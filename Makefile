@@ -53,6 +53,7 @@ all: real-all
 -include tests/tools/tools-tests.mk
 -include tests/gpu/gpu.mk
 -include python/python.mk
+-include tests/fuzz/fuzz.mk
 
 real-all: $(ALL)
 

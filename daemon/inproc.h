@@ -27,9 +27,9 @@ int kvd_ip_tenant_op(struct kvd *d, int op, const struct kvp_tenant *t);
 int kvd_ip_tenant_list(struct kvd_pool *p, struct kvp_tenant_rec *out,
 		       uint32_t start, uint32_t cap, uint32_t *total);
 int kvd_ip_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
-		      uint32_t start, uint32_t cap, uint32_t *total);
+		      uint32_t start, uint32_t cap, uint32_t *total, uid_t uid);
 int kvd_mod_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
-		       uint32_t start, uint32_t cap, uint32_t *total);
+		       uint32_t start, uint32_t cap, uint32_t *total, uid_t uid);
 uint32_t kvd_lease_blocks(struct kvd_pool *p, uint64_t lease_id);
 
 /* server.c: called with p->lock held; must not block. */

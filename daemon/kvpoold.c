@@ -14,6 +14,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <sys/capability.h>
 #endif
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <syslog.h>
@@ -94,6 +96,9 @@ static void usage(FILE *f)
 "                            or bytes with K/M/G/T; repeat (up to 3)\n"
 "      --nvme-io MODE        auto (default: io_uring if it works), uring or\n"
 "                            pread\n"
+"      --max-clients N       connections in all (default 256; admin peers\n"
+"                            may open 8 more)\n"
+"      --max-clients-per-uid N  connections of one non-admin uid (default 64)\n"
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
 "      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
 "                            every key collides; default 128)\n"
@@ -125,7 +130,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
 	O_SYSLOG, O_BLIMIT, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
-	O_RESERVE, O_SPARE,
+	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -154,6 +159,8 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "reserve-bytes", required_argument, NULL, O_RESERVE },
 		{ "spare-chunks", required_argument, NULL, O_SPARE },
 		{ "prefix-hash-bits", required_argument, NULL, O_PFXBITS },
+		{ "max-clients", required_argument, NULL, O_MAXCL },
+		{ "max-clients-per-uid", required_argument, NULL, O_MAXCLUID },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -222,6 +229,15 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (parse_u64(optarg, 128, &v))
 				goto bad;
 			o->prefix_hash_bits = (unsigned int)v;
+			break;
+		case O_MAXCL:
+		case O_MAXCLUID:
+			if (parse_u64(optarg, KVD_MAX_CLIENTS, &v) || !v)
+				goto bad;
+			if (ch == O_MAXCL)
+				o->max_clients = (uint32_t)v;
+			else
+				o->max_clients_per_uid = (uint32_t)v;
 			break;
 		case O_TENANT:
 			if (o->ntenants >= 64)
@@ -416,6 +432,26 @@ static int drop_privileges(struct kvd *d)
 
 /* ---- main ------------------------------------------------------------------ */
 
+/*
+ * Descriptors: each connection holds two (its socket and an eventfd) and
+ * briefly the ones its HELLO passes.  Raise the soft limit towards what
+ * the connection limits need, and keep one spare descriptor so that at the
+ * limit a pending connection can still be accepted and refused.
+ */
+static void fd_limits(struct kvd *d)
+{
+	rlim_t want = 4 * (rlim_t)(d->o.max_clients + 8) + 64;
+	struct rlimit rl;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < want &&
+	    rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			kvd_log(KVD_WARN, "setrlimit(RLIMIT_NOFILE): %m");
+	}
+	d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 static int setup(struct kvd *d)
 {
 	int r;
@@ -443,6 +479,7 @@ static int setup(struct kvd *d)
 			"in-process", strerror(-r));
 		return r;
 	}
+	fd_limits(d);
 	r = kvd_prefix_init(d);
 	if (r) {
 		kvd_log(KVD_ERR, "prefix cache: %s", strerror(-r));
@@ -463,6 +500,22 @@ static int setup(struct kvd *d)
 	return 0;
 }
 
+/* Milliseconds until @at_ns (0: no timer), at most @cap. */
+static int timer_ms(uint64_t at_ns, int cap)
+{
+	uint64_t now = kvd_now_ns(), ms;
+
+	if (!at_ns)
+		return cap;
+	ms = at_ns <= now ? 0 : (at_ns - now) / 1000000 + 1;
+	return ms < (uint64_t)cap ? (int)ms : cap;
+}
+
+int kvd_setup(struct kvd *d)
+{
+	return setup(d);
+}
+
 static int run(struct kvd *d, int sfd)
 {
 	for (;;) {
@@ -478,18 +531,21 @@ static int run(struct kvd *d, int sfd)
 			pf[i].events = POLLIN;
 			pf[i].revents = 0;
 		}
-		for (i = 0; i < d->npools; i++) {
-			uint64_t at = d->pools[i].shrink_at_ns, now;
-			int64_t left;
-			int t;
+		/* Accepts paused at the descriptor limit: do not poll. */
+		if (d->accept_paused_until_ns) {
+			uint64_t now = kvd_now_ns();
 
-			if (!at)
-				continue;
-			now = kvd_now_ns();
-			left = (int64_t)(at - now);
-			t = left <= 0 ? 0 : (int)(left / 1000000 + 1);
-			if (t < timeout)
-				timeout = t;
+			if (now >= d->accept_paused_until_ns) {
+				d->accept_paused_until_ns = 0;
+			} else {
+				pf[0].fd = -1;
+				timeout = (int)((d->accept_paused_until_ns -
+						 now) / 1000000 + 1);
+			}
+		}
+		for (i = 0; i < d->npools; i++) {
+			timeout = timer_ms(d->pools[i].shrink_at_ns, timeout);
+			timeout = timer_ms(d->pools[i].trim_at_ns, timeout);
 		}
 		if (poll(pf, 2 + d->npools, timeout) < 0 && errno != EINTR)
 			return -errno;
@@ -537,8 +593,11 @@ int main(int argc, char **argv)
 	d->o.reserve_bytes = 1ULL << 30;
 	d->o.spare_chunks = 1;
 	d->o.prefix_hash_bits = 128;
+	d->o.max_clients = 256;
+	d->o.max_clients_per_uid = 64;
 	d->o.log_level = KVD_NOTICE;
 	d->listen_fd = -1;
+	d->reserve_fd = -1;
 	d->admin_gid = (gid_t)-1;
 	d->self_uid = geteuid();
 	if (parse(&d->o, argc, argv))
@@ -609,6 +668,9 @@ int main(int argc, char **argv)
 	kvd_clients_stop(d);
 	kvd_swap_stop(d);
 	kvd_prefix_fini(d);
+	kvd_log(KVD_NOTICE, "deepest connection stack: %llu KiB of %llu KiB",
+		(unsigned long long)atomic_load(&d->stack_depth) / 1024,
+		(unsigned long long)kvd_client_stack_bytes() / 1024);
 	kvd_ledger_close(d);
 	kvd_pools_fini(d);
 	if (d->cpu)

@@ -209,9 +209,17 @@ struct kvd_pool {
 	char path[256];			/* nvme: the file */
 
 	/* Backing: blocks [0, mapped) are accessible; the owner thread
-	 * only writes it, under backing for writing when shrinking. */
+	 * only writes it, under backing for writing when shrinking.
+	 * Data-plane ops and swap jobs take backing for reading through
+	 * kvd_backing_rdlock(); the owner never waits for it
+	 * (kvd_backing_trim). */
 	pthread_rwlock_t backing;
 	uint32_t mapped;
+	uint64_t trim_at_ns;		/* retry the unmap then (0: none) */
+	uint64_t trim_since_ns;		/* first failed try of this unmap */
+	_Atomic bool trim_gate;		/* new ops wait: an unmap is due */
+	pthread_mutex_t gate_lock;
+	pthread_cond_t gate_cv;
 
 	/* In-process ledger: lock around every core call, waiters for
 	 * grants that wait (and releases waiting for an unpin). */
@@ -255,6 +263,8 @@ struct kvd_opts {
 	bool capacity_set;		/* --capacity given */
 	uint64_t reserve_bytes;		/* cuda: free memory left to others */
 	uint32_t spare_chunks;		/* cuda: spare physical chunks */
+	uint32_t max_clients;		/* connections in all */
+	uint32_t max_clients_per_uid;	/* connections of one non-admin uid */
 	int cuda_device;
 	int log_level;
 	bool foreground;
@@ -270,6 +280,9 @@ struct kvd_opts {
 
 struct kvd_client;
 struct kvd_swapper;
+
+/* Largest --max-clients / --max-clients-per-uid. */
+#define KVD_MAX_CLIENTS		65536
 
 struct kvd {
 	struct kvd_opts o;
@@ -298,19 +311,46 @@ struct kvd {
 	struct kvd_prefix *prefix;
 
 	int listen_fd;
+	int reserve_fd;			/* spare descriptor for EMFILE */
+	uint64_t accept_paused_until_ns;	/* 0: accepting */
+	uint64_t refused;		/* connections refused so far */
+	uint64_t refused_logged_ns;
 	char sock_dir[108];		/* created by us (chown on --user) */
 	pthread_mutex_t clients_lock;
 	struct kvd_client *clients;
 	unsigned int nclients;
+	_Atomic uint64_t stack_depth;	/* deepest connection stack seen */
 	volatile int stop;
 };
+
+/*
+ * kvpoold.c: set up the daemon described by d->o (backend, ledger,
+ * socket); main() does it after parsing options, the fuzz harness
+ * (tests/fuzz/fuzz_request.c) with options of its own.
+ */
+int kvd_setup(struct kvd *d);
 
 /* server.c */
 int kvd_listen(struct kvd *d);
 void kvd_accept(struct kvd *d);
+/*
+ * One connection, without its thread (kvd_accept() adds the thread; the
+ * fuzz harness drives a client directly): kvd_client_new() takes over the
+ * connected socket @fd (-EUSERS: refused by the connection limits);
+ * kvd_client_serve() receives and answers one record (0, or -errno when
+ * the connection must end); kvd_client_free() closes everything and
+ * returns the lease.
+ */
+int kvd_client_new(struct kvd *d, int fd, struct kvd_client **out);
+/* Stack size of a connection thread (sized for the CPU kernels). */
+uint64_t kvd_client_stack_bytes(void);
+int kvd_client_serve(struct kvd_client *c);
+void kvd_client_free(struct kvd_client *c);
 void kvd_clients_stop(struct kvd *d);
+/* Leases of @uid only, unless @uid is (uid_t)-1 (an admin peer). */
 int kvd_fill_client_list(struct kvd_pool *p, struct kvp_client_rec *out,
-			 uint32_t start, uint32_t cap, uint32_t *total);
+			 uint32_t start, uint32_t cap, uint32_t *total,
+			 uid_t uid);
 
 /* ledger.c: the ledger link (in-process core or /dev/kvpool owner), one
  * per pool. */
@@ -320,6 +360,14 @@ void kvd_ledger_close(struct kvd *d);
  * fd is readable, and on its shrink timer. */
 void kvd_owner_events(struct kvd_pool *p);
 void kvd_owner_timer(struct kvd_pool *p);
+/* Unmap above the ledger's backed count when no op holds the memory. */
+void kvd_backing_trim(struct kvd_pool *p);
+/* Data-plane ops and swap jobs: hold the memory (read lock), after any
+ * due unmap. */
+void kvd_backing_rdlock(struct kvd_pool *p);
+/* Retry interval of a waiting unmap, and when new ops start to wait. */
+#define KVD_TRIM_RETRY_NS	10000000ULL
+#define KVD_TRIM_GATE_NS	200000000ULL
 int kvd_owner_poll_fd(struct kvd_pool *p);
 /*
  * Check that lease_id holds every block of pool p: 0, -EPERM, -ENOENT.
@@ -360,8 +408,10 @@ int kvd_swap_start(struct kvd *d);
 void kvd_swap_stop(struct kvd *d);
 int kvd_fill_tier_list(struct kvd *d, struct kvp_tier_rec *out,
 		       uint32_t start, uint32_t cap, uint32_t *total);
+/* Connections of @uid only, unless @uid is (uid_t)-1 (an admin peer). */
 int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
-			  uint32_t start, uint32_t cap, uint32_t *total);
+			  uint32_t start, uint32_t cap, uint32_t *total,
+			  uid_t uid);
 
 /* Backend-specific helpers. */
 void *kvd_cpu_base(struct kvd *d);

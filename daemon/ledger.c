@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -500,6 +501,12 @@ void kvd_owner_events(struct kvd_pool *p)
 				ev[i].blocks);
 			arm_shrink(p);
 			break;
+		case KVPOOL_EVENT_CLOSED_MANY:
+			/* The daemon keeps no per-lease state to resync. */
+			kvd_log(KVD_INFO, "%s: %u more leases closed, %u blocks "
+				"back", p->name, ev[i].arg, ev[i].blocks);
+			arm_shrink(p);
+			break;
 		default:
 			break;
 		}
@@ -530,12 +537,100 @@ static int module_floor(struct kvd_pool *p, uint32_t *floor)
 	return r;
 }
 
+/* The ledger's backed count now (what must stay mapped), or -errno. */
+static int64_t ledger_backed(struct kvd_pool *p)
+{
+	struct kvpool_status st;
+	int64_t b;
+
+	if (p->d->mode == KVP_MODE_INPROC) {
+		pthread_mutex_lock(&p->lock);
+		b = p->pool->backed;
+		pthread_mutex_unlock(&p->lock);
+		return b;
+	}
+	memset(&st, 0, sizeof(st));
+	if (ioctl(p->owner_fd, KVPOOL_IOC_STATUS, &st))
+		return -errno;
+	return st.backed;
+}
+
+/* Let data-plane ops take the backing lock again. */
+static void gate_open(struct kvd_pool *p)
+{
+	pthread_mutex_lock(&p->gate_lock);
+	atomic_store(&p->trim_gate, false);
+	pthread_cond_broadcast(&p->gate_cv);
+	pthread_mutex_unlock(&p->gate_lock);
+}
+
+/*
+ * Give back the memory above what the ledger has backed, without ever
+ * waiting for a data-plane op: the owner (main) thread only tries the
+ * backing lock and, if an op holds it, retries every KVD_TRIM_RETRY_NS.
+ * After KVD_TRIM_GATE_NS of failed tries it closes the gate: new ops wait
+ * (kvd_backing_rdlock) until the ops in flight, each bounded, are done
+ * and the memory is unmapped, so that overlapping ops cannot hold the
+ * memory forever.  Everything else the owner does (accepts, GROW, the
+ * other pools) goes on meanwhile.
+ */
+void kvd_backing_trim(struct kvd_pool *p)
+{
+	uint64_t now = kvd_now_ns();
+	int64_t floor = ledger_backed(p);
+	uint32_t old = p->mapped;
+	int r;
+
+	p->trim_at_ns = 0;
+	if (floor < 0 || (uint64_t)floor >= old) {
+		p->trim_since_ns = 0;
+		if (atomic_load(&p->trim_gate))
+			gate_open(p);
+		return;
+	}
+	if (pthread_rwlock_trywrlock(&p->backing)) {
+		if (!p->trim_since_ns)
+			p->trim_since_ns = now;
+		else if (now - p->trim_since_ns >= KVD_TRIM_GATE_NS &&
+			 !atomic_load(&p->trim_gate)) {
+			atomic_store(&p->trim_gate, true);
+			kvd_log(KVD_DEBUG, "%s: shrink waits for data-plane "
+				"ops: new ones wait for it", p->name);
+		}
+		p->trim_at_ns = now + KVD_TRIM_RETRY_NS;
+		return;
+	}
+	r = p->ops->unmap(p, (uint32_t)floor, old);
+	if (r)
+		kvd_log(KVD_WARN, "%s: unmap: %s", p->name, strerror(-r));
+	p->mapped = (uint32_t)floor;
+	pthread_rwlock_unlock(&p->backing);
+	p->trim_since_ns = 0;
+	if (atomic_load(&p->trim_gate))
+		gate_open(p);
+	kvd_log(KVD_DEBUG, "%s: shrank %u -> %u blocks", p->name, old,
+		(uint32_t)floor);
+}
+
+void kvd_backing_rdlock(struct kvd_pool *p)
+{
+	if (atomic_load(&p->trim_gate)) {
+		pthread_mutex_lock(&p->gate_lock);
+		while (atomic_load(&p->trim_gate) && !p->d->stop)
+			pthread_cond_wait(&p->gate_cv, &p->gate_lock);
+		pthread_mutex_unlock(&p->gate_lock);
+	}
+	pthread_rwlock_rdlock(&p->backing);
+}
+
 void kvd_owner_timer(struct kvd_pool *p)
 {
 	struct kvpool_pool_resize rs;
-	uint32_t floor = 0, old;
+	uint32_t floor = 0;
 	int r;
 
+	if (p->trim_at_ns && kvd_now_ns() >= p->trim_at_ns)
+		kvd_backing_trim(p);
 	if (!p->shrink_at_ns || kvd_now_ns() < p->shrink_at_ns)
 		return;
 	p->shrink_at_ns = 0;
@@ -556,25 +651,13 @@ void kvd_owner_timer(struct kvd_pool *p)
 			r = -EALREADY;
 		}
 	}
-	if (r) {
-		if (r != -EALREADY)
-			kvd_log(KVD_DEBUG, "%s: shrink to %u: %s", p->name,
-				floor, strerror(-r));
-		return;
-	}
-	/* The ledger no longer grants above floor: drop the memory once no
-	 * data-plane op or swap job is running on it. */
-	pthread_rwlock_wrlock(&p->backing);
-	old = p->mapped;
-	if (floor < old) {
-		r = p->ops->unmap(p, floor, old);
-		if (r)
-			kvd_log(KVD_WARN, "%s: unmap: %s", p->name,
-				strerror(-r));
-		p->mapped = floor;
-	}
-	pthread_rwlock_unlock(&p->backing);
-	kvd_log(KVD_DEBUG, "%s: shrank %u -> %u blocks", p->name, old, floor);
+	if (r && r != -EALREADY)
+		kvd_log(KVD_DEBUG, "%s: shrink to %u: %s", p->name, floor,
+			strerror(-r));
+	/* The ledger no longer grants above its backed count: drop the
+	 * memory above it as soon as no data-plane op or swap job is
+	 * running on it. */
+	kvd_backing_trim(p);
 }
 
 uint64_t kvd_mapped_bytes(struct kvd_pool *p)
@@ -752,7 +835,11 @@ int kvd_ip_grant(struct kvd_pool *p, struct kvpool_lease *lease,
 		 uint32_t *blocks, int sock)
 {
 	struct kvpool_wait w;
-	uint64_t deadline = timeout_ns ? kvd_now_ns() + timeout_ns : 0;
+	uint64_t now0 = kvd_now_ns();
+	/* Saturate: a huge timeout is no limit, never one in the past. */
+	uint64_t deadline = !timeout_ns ? 0 :
+			    timeout_ns > UINT64_MAX - now0 ? UINT64_MAX :
+			    now0 + timeout_ns;
 	int r;
 
 	memset(&w, 0, sizeof(w));
@@ -837,13 +924,14 @@ int kvd_ip_tenant_op(struct kvd *d, int op, const struct kvp_tenant *t)
 
 	if (d->mode != KVP_MODE_INPROC)
 		return -EOPNOTSUPP;	/* use generic netlink */
+	if (!memchr(t->pool, '\0', KVP_NAME_LEN) ||
+	    !memchr(t->name, '\0', KVP_NAME_LEN))
+		return -EINVAL;		/* a name is never cut */
 	memcpy(pname, t->pool, sizeof(pname));
-	pname[sizeof(pname) - 1] = 0;
 	p = kvd_pool_by_name(d, pname);
 	if (!p)
 		return -ENOENT;
 	memcpy(name, t->name, sizeof(name));
-	name[sizeof(name) - 1] = 0;
 	pthread_mutex_lock(&p->lock);
 	switch (op) {
 	case KVP_OP_TENANT_ADD:
@@ -859,9 +947,11 @@ int kvd_ip_tenant_op(struct kvd *d, int op, const struct kvp_tenant *t)
 			r = -ENOENT;
 			break;
 		}
+		/* Both limits are checked before either is applied. */
 		if (t->max != KVP_KEEP)
-			r = kvpool_tenant_set_max(tn, t->max);
-		if (!r && t->min != KVP_KEEP)
+			r = kvpool_tenant_set_limits(tn, t->max,
+					t->min != KVP_KEEP ? t->min : tn->min);
+		else if (t->min != KVP_KEEP)
 			r = kvpool_tenant_set_min(tn, t->min);
 		if (!r && t->uid != KVP_KEEP)
 			tn->allow_uid = t->uid;
@@ -910,13 +1000,15 @@ int kvd_ip_tenant_list(struct kvd_pool *p, struct kvp_tenant_rec *out,
 }
 
 int kvd_ip_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
-		      uint32_t start, uint32_t cap, uint32_t *total)
+		      uint32_t start, uint32_t cap, uint32_t *total, uid_t uid)
 {
 	struct kvpool_lease *l;
 	uint32_t i = 0, n = 0;
 
 	pthread_mutex_lock(&p->lock);
 	list_for_each_entry(l, &p->pool->leases, pool_node) {
+		if (uid != (uid_t)-1 && l->uid != uid)
+			continue;
 		if (i >= start && n < cap) {
 			struct kvp_client_rec *o = &out[n++];
 
@@ -936,12 +1028,12 @@ int kvd_ip_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
 }
 
 int kvd_mod_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
-		       uint32_t start, uint32_t cap, uint32_t *total)
+		       uint32_t start, uint32_t cap, uint32_t *total, uid_t uid)
 {
 	struct kvpool_snapshot s;
 	struct kvpool_lease_info *li;
 	struct kvpool_block_owner *bo;
-	uint32_t i, n = 0;
+	uint32_t i, j, k = 0, n = 0;
 	int r = snapshot(p, &s, &li, &bo);
 
 	if (r) {
@@ -949,6 +1041,11 @@ int kvd_mod_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
 		free(bo);
 		return r;
 	}
+	/* Keep the leases the caller may see, in order. */
+	for (j = 0; j < s.leases; j++)
+		if (uid == (uid_t)-1 || li[j].uid == uid)
+			li[k++] = li[j];
+	s.leases = k;
 	for (i = start; i < s.leases && n < cap; i++) {
 		struct kvp_client_rec *o = &out[n++];
 

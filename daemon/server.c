@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +29,37 @@
 
 #define MAX_FDS		2
 #define MAX_BATCH	4096
+/* Connections beyond --max-clients that admin peers may still open. */
+#define KVD_ADMIN_RESERVE	8
+/* How long accepts pause when even the reserve descriptor cannot help. */
+#define KVD_ACCEPT_PAUSE_NS	100000000ULL
+/*
+ * Stack of a connection thread.  The CPU kernels run on it when their
+ * thread pool is busy: their frames take about 15 KiB at -O2, and several
+ * hundred KiB in sanitizer or unoptimised builds on AVX-512 machines (see
+ * Documentation/daemon.rst); the deepest stack any connection used is
+ * logged at exit.  Stacks are virtual memory: only the pages touched
+ * count.
+ */
+#if defined(__SANITIZE_ADDRESS__) || !defined(__OPTIMIZE__)
+#define KVD_CLIENT_STACK	(8U << 20)
+#else
+#define KVD_CLIENT_STACK	(1U << 20)
+#endif
 #define MAX_NTOK	65536
 #define MAX_REGION	(1ULL << 36)
+/*
+ * Bounds of one request, so that no request can allocate or compute
+ * without limit (-E2BIG beyond them: split it): ATTN copies at most
+ * MAX_ATTN_TABLE block-table entries (batch x its longest sequence, 4 MiB,
+ * as many as one LEASE_CHECK of the module takes)
+ * and does at most MAX_ATTN_WORK multiply-adds of Q.K (as many again for
+ * P.V), counted as max(1, n_new) x ctx x q_heads x head_dim per sequence;
+ * COPY moves at most MAX_COPY_BYTES.
+ */
+#define MAX_ATTN_TABLE	(1ULL << 20)
+#define MAX_ATTN_WORK	(1ULL << 34)
+#define MAX_COPY_BYTES	(4ULL << 30)
 
 struct kvd_client {
 	struct kvd *d;
@@ -218,6 +248,12 @@ static int send_msg(struct kvd_client *c, const void *buf, size_t len)
 	return n == (ssize_t)len ? 0 : -errno;
 }
 
+/* A name field must hold its NUL within KVP_NAME_LEN bytes (never cut). */
+static bool name_ok(const char *name)
+{
+	return memchr(name, '\0', KVP_NAME_LEN) != NULL;
+}
+
 /* ---- ops ------------------------------------------------------------- */
 
 static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
@@ -230,7 +266,8 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 		   !!(h->flags & KVP_HELLO_REGION);
 
 	if (h->version != KVP_VERSION || (h->flags & ~KVP_HELLO_FLAGS) ||
-	    h->reserved[0] || h->reserved[1])
+	    h->reserved[0] || h->reserved[1] || !name_ok(h->pool) ||
+	    !name_ok(h->tenant))
 		return -EINVAL;
 	if (c->hello)
 		return -EALREADY;
@@ -404,7 +441,7 @@ static int op_kv(struct kvd_client *c, const struct kvp_kv *q, bool write)
 		    check_blocks_ro(c, blocks, q->ntok);
 	if (r)
 		goto out;
-	pthread_rwlock_rdlock(&d->top->backing);
+	kvd_backing_rdlock(d->top);
 	r = check_mapped(c, blocks, q->ntok);
 	if (!r && write && q->flags)
 		r = d->be->write_kv_flags(d, l, q->layer, q->ntok, blocks,
@@ -423,13 +460,48 @@ out:
 	return r;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Does row[0..n) name a block twice?  A sequence never does (each block
+ * holds its own positions), so refusing it bounds one sequence's blocks,
+ * and the work, by the blocks the lease holds.  @tmp has room for n.
+ */
+static bool row_repeats(const uint32_t *row, uint32_t n, uint32_t *tmp)
+{
+	uint32_t i;
+
+	memcpy(tmp, row, (size_t)n * sizeof(*tmp));
+	qsort(tmp, n, sizeof(*tmp), cmp_u32);
+	for (i = 1; i < n; i++)
+		if (tmp[i] == tmp[i - 1])
+			return true;
+	return false;
+}
+
+/* a * b, saturating at UINT64_MAX. */
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 {
 	struct kvd *d = c->d;
 	const struct kvk_layout *l = get_layout(c, a->layout_id);
-	uint32_t *tables = NULL, *ctx = NULL, *used = NULL, nused = 0, b, i;
-	uint64_t qn, mbs = a->max_blocks_per_seq;
-	void *q, *out;
+	uint32_t *tables = NULL, *ctx = NULL, *used = NULL, *tmp = NULL;
+	uint64_t qn, mbs = a->max_blocks_per_seq, nused = 0, stride = 1;
+	uint64_t work = 0;
+	const uint32_t *rtab;
+	void *q, *out, *tp;
+	uint32_t b;
 	float scale;
 	int r;
 
@@ -448,38 +520,73 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 		r = region_ptr(c, a->off_out, qn, (uint64_t)l->head_dim * 4,
 			       &out);
 	if (!r)
-		r = region_u32(c, a->off_tables, (uint64_t)a->batch * mbs,
-			       &tables);
+		r = region_ptr(c, a->off_tables, (uint64_t)a->batch * mbs, 4,
+			       &tp);
 	if (!r)
 		r = region_u32(c, a->off_ctx, a->batch, &ctx);
 	if (r)
 		goto out;
-	used = malloc((size_t)a->batch * mbs * sizeof(*used));
-	if (!used) {
-		r = -ENOMEM;
-		goto out;
-	}
+	rtab = tp;
+
+	/*
+	 * Sizes first, from the context lengths alone: the copied block
+	 * table has one row per sequence as long as the longest one
+	 * (MAX_ATTN_TABLE entries at most), and the work is bounded by
+	 * MAX_ATTN_WORK; nothing large is allocated before these checks.
+	 */
 	for (b = 0; b < a->batch; b++) {
 		uint64_t nb = ((uint64_t)ctx[b] + l->tokens_per_block - 1) /
 			      l->tokens_per_block;
+		uint64_t w = mul_sat(mul_sat(a->n_new ? a->n_new : 1, ctx[b]),
+				     (uint64_t)a->q_heads * l->head_dim);
 
 		if (nb > mbs || ctx[b] < a->n_new) {
 			r = -EINVAL;
 			goto out;
 		}
-		for (i = 0; i < nb; i++)
-			used[nused++] = tables[b * mbs + i];
+		if (nb > stride)
+			stride = nb;
+		nused += nb;
+		work = work > UINT64_MAX - w ? UINT64_MAX : work + w;
 	}
-	r = check_blocks_ro(c, used, nused);
+	if ((uint64_t)a->batch * stride > MAX_ATTN_TABLE ||
+	    work > MAX_ATTN_WORK) {
+		r = -E2BIG;
+		goto out;
+	}
+	tables = malloc((size_t)a->batch * stride * sizeof(*tables));
+	used = malloc((size_t)(nused ? nused : 1) * sizeof(*used));
+	tmp = malloc((size_t)stride * sizeof(*tmp));
+	if (!tables || !used || !tmp) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* Copy what the kernels read (the client may change its region). */
+	nused = 0;
+	for (b = 0; b < a->batch; b++) {
+		uint32_t nb = (uint32_t)(((uint64_t)ctx[b] +
+					  l->tokens_per_block - 1) /
+					 l->tokens_per_block);
+		uint32_t *row = tables + (size_t)b * stride;
+
+		memcpy(row, rtab + (size_t)b * mbs, (size_t)nb * sizeof(*row));
+		if (row_repeats(row, nb, tmp)) {
+			r = -EINVAL;
+			goto out;
+		}
+		memcpy(used + nused, row, (size_t)nb * sizeof(*row));
+		nused += nb;
+	}
+	r = check_blocks_ro(c, used, (uint32_t)nused);
 	if (r)
 		goto out;
-	pthread_rwlock_rdlock(&d->top->backing);
-	r = check_mapped(c, used, nused);
+	kvd_backing_rdlock(d->top);
+	r = check_mapped(c, used, (uint32_t)nused);
 	if (!r && !a->n_new) {
 		struct kvk_decode_args da = {
 			.layout = l, .layer = a->layer, .batch = a->batch,
 			.q_heads = a->q_heads,
-			.max_blocks_per_seq = a->max_blocks_per_seq,
+			.max_blocks_per_seq = (uint32_t)stride,
 			.q = q, .block_tables = tables, .ctx_lens = ctx,
 			.scale = scale, .out = out,
 		};
@@ -488,7 +595,7 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 		struct kvk_prefill_args pa = {
 			.layout = l, .layer = a->layer, .batch = a->batch,
 			.q_heads = a->q_heads,
-			.max_blocks_per_seq = a->max_blocks_per_seq,
+			.max_blocks_per_seq = (uint32_t)stride,
 			.n_new = a->n_new, .q = q, .block_tables = tables,
 			.ctx_lens = ctx, .scale = scale, .out = out,
 		};
@@ -499,6 +606,7 @@ out:
 	free(tables);
 	free(ctx);
 	free(used);
+	free(tmp);
 	return r;
 }
 
@@ -510,6 +618,8 @@ static int op_copy(struct kvd_client *c, const struct kvp_copy *q)
 
 	if (q->pad || !q->n || q->n > KVP_IO_MAX_BLOCKS)
 		return -EINVAL;
+	if ((uint64_t)q->n * d->block_bytes > MAX_COPY_BYTES)
+		return -E2BIG;
 	r = region_u32(c, q->off_src, q->n, &src);
 	if (!r)
 		r = region_u32(c, q->off_dst, q->n, &dst);
@@ -519,7 +629,7 @@ static int op_copy(struct kvd_client *c, const struct kvp_copy *q)
 		r = check_blocks_rw(c, dst, q->n);
 	if (r)
 		goto out;
-	pthread_rwlock_rdlock(&d->top->backing);
+	kvd_backing_rdlock(d->top);
 	r = check_mapped(c, src, q->n);
 	if (!r)
 		r = check_mapped(c, dst, q->n);
@@ -743,16 +853,19 @@ static int op_status(struct kvd_client *c, struct kvp_status_reply *rep)
 }
 
 int kvd_fill_client_list(struct kvd_pool *p, struct kvp_client_rec *out,
-			 uint32_t start, uint32_t cap, uint32_t *total)
+			 uint32_t start, uint32_t cap, uint32_t *total,
+			 uid_t uid)
 {
 	if (p->d->mode == KVP_MODE_INPROC)
-		return kvd_ip_lease_list(p, out, start, cap, total);
-	return kvd_mod_lease_list(p, out, start, cap, total);
+		return kvd_ip_lease_list(p, out, start, cap, total, uid);
+	return kvd_mod_lease_list(p, out, start, cap, total, uid);
 }
 
-/* Every connection that said HELLO, with its leases in every tier. */
+/* Every connection that said HELLO, with its leases in every tier; those
+ * of @uid only unless @uid is (uid_t)-1 (an admin peer). */
 int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
-			  uint32_t start, uint32_t cap, uint32_t *total)
+			  uint32_t start, uint32_t cap, uint32_t *total,
+			  uid_t uid)
 {
 	struct kvd_client *c;
 	uint32_t i = 0, n = 0;
@@ -760,6 +873,8 @@ int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
 	pthread_mutex_lock(&d->clients_lock);
 	for (c = d->clients; c; c = c->next) {
 		if (!c->hello || !c->ct)
+			continue;
+		if (uid != (uid_t)-1 && c->cred.uid != uid)
 			continue;
 		if (i >= start && n < cap) {
 			struct kvp_client_tier_rec *o = &out[n++];
@@ -834,12 +949,13 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 
 		if (!c->admin)
 			return -EACCES;
+		if (!name_ok(t->pool) || !name_ok(t->name))
+			return -EINVAL;
 		/* A tenant's own cache leases must not keep it alive. */
 		if (h->op == KVP_OP_TENANT_DEL && inproc) {
 			char name[KVPOOL_NAME_LEN];
 
 			memcpy(name, t->name, sizeof(name));
-			name[sizeof(name) - 1] = 0;
 			kvd_prefix_flush(d, name);
 		}
 		return kvd_ip_tenant_op(d, h->op, t);
@@ -861,7 +977,7 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		struct kvd_pool *p;
 		int n;
 
-		if (q->pad)
+		if (q->pad || !name_ok(q->pool))
 			return -EINVAL;
 		memcpy(pname, q->pool, sizeof(pname));
 		pname[sizeof(pname) - 1] = 0;
@@ -877,9 +993,13 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 			break;
 		case KVP_OP_CLIENT_LIST:
 			rsz = sizeof(struct kvp_client_rec);
+			/* like /proc with hidepid: others' leases are
+			 * hidden */
 			n = kvd_fill_client_list(p, (void *)(lr + 1), q->start,
 						 (uint32_t)(room / rsz),
-						 &lr->total);
+						 &lr->total,
+						 c->admin ? (uid_t)-1 :
+						 c->cred.uid);
 			break;
 		case KVP_OP_TIER_LIST:
 			rsz = sizeof(struct kvp_tier_rec);
@@ -892,7 +1012,9 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 			n = kvd_fill_client_tiers(d, (void *)(lr + 1),
 						  q->start,
 						  (uint32_t)(room / rsz),
-						  &lr->total);
+						  &lr->total,
+						  c->admin ? (uid_t)-1 :
+						  c->cred.uid);
 			break;
 		}
 		if (n < 0)
@@ -945,9 +1067,10 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 
 		if (!inproc)
 			return -EOPNOTSUPP;
+		if (!name_ok(a->pool) || !name_ok(a->tenant))
+			return -EINVAL;
 		memcpy(pool, a->pool, sizeof(pool));
 		memcpy(tenant, a->tenant, sizeof(tenant));
-		pool[sizeof(pool) - 1] = tenant[sizeof(tenant) - 1] = 0;
 		r = kvd_ip_attach(d->top, c->lease, pool, tenant, &cred);
 		if (!r && c->ct)
 			kvd_ctier_set_tenant(c->ct, c->lease->tenant->name);
@@ -1048,7 +1171,45 @@ static int dispatch_op(struct kvd_client *c, const struct kvp_hdr *h,
 	return r;
 }
 
-static int serve_one(struct kvd_client *c)
+/*
+ * Take every descriptor passed with the record just received: keep up to
+ * MAX_FDS for the op, close the others.  Done before anything else, on
+ * every path, so no passed descriptor can stay open in the daemon.
+ */
+static void collect_fds(struct kvd_client *c, struct msghdr *mh)
+{
+	struct cmsghdr *cmh;
+
+	for (cmh = CMSG_FIRSTHDR(mh); cmh; cmh = CMSG_NXTHDR(mh, cmh)) {
+		size_t k, nf;
+		int fd;
+
+		if (cmh->cmsg_level != SOL_SOCKET ||
+		    cmh->cmsg_type != SCM_RIGHTS ||
+		    cmh->cmsg_len < CMSG_LEN(0))
+			continue;
+		nf = (cmh->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (k = 0; k < nf; k++) {
+			memcpy(&fd, CMSG_DATA(cmh) + k * sizeof(int),
+			       sizeof(int));
+			if (c->nfds < MAX_FDS)
+				c->fds[c->nfds++] = fd;
+			else
+				close(fd);
+		}
+	}
+}
+
+/* Has the peer closed its end? (a 0-byte read is EOF or an empty record) */
+static bool peer_gone(int sock)
+{
+	struct pollfd pf = { .fd = sock, .events = POLLRDHUP };
+
+	return poll(&pf, 1, 0) > 0 &&
+	       (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+int kvd_client_serve(struct kvd_client *c)
 {
 	struct kvp_hdr *h = (struct kvp_hdr *)c->in;
 	struct kvp_reply *rep = (struct kvp_reply *)c->out;
@@ -1061,30 +1222,18 @@ static int serve_one(struct kvd_client *c)
 		.msg_iov = &iov, .msg_iovlen = 1,
 		.msg_control = cm.buf, .msg_controllen = sizeof(cm.buf),
 	};
-	struct cmsghdr *cmh;
 	size_t rlen = 0;
 	ssize_t n;
 	int r;
 
-	n = recvmsg(c->sock, &mh, MSG_CMSG_CLOEXEC);
-	if (n <= 0)
-		return n == 0 ? -ECONNRESET : -errno;
-	for (cmh = CMSG_FIRSTHDR(&mh); cmh; cmh = CMSG_NXTHDR(&mh, cmh)) {
-		if (cmh->cmsg_level == SOL_SOCKET &&
-		    cmh->cmsg_type == SCM_RIGHTS) {
-			size_t k, nf = (cmh->cmsg_len - CMSG_LEN(0)) /
-				       sizeof(int);
-			int fd;
-
-			for (k = 0; k < nf; k++) {
-				memcpy(&fd, CMSG_DATA(cmh) + k * sizeof(int),
-				       sizeof(int));
-				if (c->nfds < MAX_FDS)
-					c->fds[c->nfds++] = fd;
-				else
-					close(fd);
-			}
-		}
+	n = recvmsg(c->sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	collect_fds(c, &mh);
+	if (n == 0 && !mh.msg_controllen && !(mh.msg_flags & MSG_CTRUNC) &&
+	    peer_gone(c->sock)) {
+		drop_fds(c);
+		return -ECONNRESET;
 	}
 
 	memset(rep, 0, sizeof(*rep));
@@ -1095,7 +1244,8 @@ static int serve_one(struct kvd_client *c)
 	}
 	if (mh.msg_flags & MSG_TRUNC) {
 		r = -EMSGSIZE;
-	} else if ((mh.msg_flags & MSG_CTRUNC) && n >= 0) {
+	} else if (mh.msg_flags & MSG_CTRUNC) {
+		/* More descriptors than MAX_FDS: the kernel closed the rest. */
 		r = -EBADF;
 	} else if ((size_t)n < sizeof(*h) || h->magic != KVP_MAGIC ||
 		   h->len != (uint32_t)n) {
@@ -1137,7 +1287,7 @@ static void send_reclaim(struct kvd_client *c)
 	send_msg(c, &m, sizeof(m));
 }
 
-static void client_free(struct kvd_client *c)
+void kvd_client_free(struct kvd_client *c)
 {
 	struct kvd *d = c->d;
 	struct kvd_client **pp;
@@ -1159,8 +1309,48 @@ static void client_free(struct kvd_client *c)
 		munmap(c->region, c->region_bytes);
 	drop_fds(c);
 	close(c->sock);
-	close(c->evfd);
+	if (c->evfd >= 0)
+		close(c->evfd);
 	free(c);
+}
+
+/*
+ * Note how deep this thread's stack went: the bytes from the lowest
+ * resident page of the stack mapping to its top (threads' stacks are
+ * reused, so this is a high-water mark).
+ */
+static void note_stack_depth(struct kvd *d)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned char *vec = NULL;
+	pthread_attr_t at;
+	size_t size = 0, n, i;
+	void *addr = NULL;
+	uint64_t depth, old;
+
+	if (page <= 0 || pthread_getattr_np(pthread_self(), &at))
+		return;
+	pthread_attr_getstack(&at, &addr, &size);
+	pthread_attr_destroy(&at);
+	n = size / (size_t)page;
+	vec = n ? malloc(n) : NULL;
+	if (!vec || mincore(addr, n * (size_t)page, vec)) {
+		free(vec);
+		return;
+	}
+	for (i = 0; i < n && !(vec[i] & 1); i++)
+		;
+	free(vec);
+	depth = (uint64_t)(n - i) * (uint64_t)page;
+	old = atomic_load(&d->stack_depth);
+	while (depth > old &&
+	       !atomic_compare_exchange_weak(&d->stack_depth, &old, depth))
+		;
+}
+
+uint64_t kvd_client_stack_bytes(void)
+{
+	return KVD_CLIENT_STACK;
 }
 
 static void *client_main(void *arg)
@@ -1186,13 +1376,14 @@ static void *client_main(void *arg)
 		if (pf[2].revents & POLLIN)
 			kvd_ctier_flush(c, c->ct);
 		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-			if (serve_one(c))
+			if (kvd_client_serve(c))
 				break;
 		}
 	}
 	kvd_log(KVD_DEBUG, "client pid %d gone (lease %llu)", c->cred.pid,
 		(unsigned long long)c->lease_id);
-	client_free(c);
+	note_stack_depth(c->d);
+	kvd_client_free(c);
 	return NULL;
 }
 
@@ -1299,44 +1490,162 @@ static bool peer_admin(struct kvd *d, int fd, const struct ucred *cr)
 	return false;
 }
 
-void kvd_accept(struct kvd *d)
+/* Tell a refused peer why (best effort) and close it. */
+static void refuse(struct kvd *d, int fd, int status, const char *why,
+		   uid_t uid)
+{
+	struct {
+		struct kvp_reply r;
+		struct kvp_ev_refused ev;
+	} m;
+	uint64_t now = kvd_now_ns();
+	int i;
+
+	memset(&m, 0, sizeof(m));
+	m.r.hdr.magic = KVP_MAGIC;
+	m.r.hdr.op = KVP_EV_REFUSED;
+	m.r.hdr.len = sizeof(m);
+	m.r.status = status;
+	m.r.epoch = d->epoch;
+	m.ev.status = status;
+	if (send(fd, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		/* the peer learns it from the closed connection */
+	}
+	/*
+	 * Drop what the peer sent already (the kernel closes descriptors it
+	 * carried; at most 64 records, a peer cannot keep us here): closing
+	 * with unread records would make the peer's next read fail with
+	 * ECONNRESET before it sees the reason.
+	 */
+	for (i = 0; i < 64 && recv(fd, &m, sizeof(m), MSG_DONTWAIT) > 0; i++)
+		;
+	close(fd);
+	d->refused++;
+	if (now - d->refused_logged_ns >= 1000000000ULL) {
+		kvd_log(KVD_WARN, "refused a connection of uid %u: %s (%llu refused so far)",
+			(unsigned)uid, why, (unsigned long long)d->refused);
+		d->refused_logged_ns = now;
+	}
+}
+
+/* Connections of @uid now; caller holds clients_lock. */
+static unsigned int uid_clients(struct kvd *d, uid_t uid)
+{
+	struct kvd_client *c;
+	unsigned int n = 0;
+
+	for (c = d->clients; c; c = c->next)
+		n += c->cred.uid == uid;
+	return n;
+}
+
+/*
+ * A client for the connected socket @fd (taken over: closed on failure).
+ * -EUSERS when the connection limits refuse it: --max-clients in all
+ * (admin peers have KVD_ADMIN_RESERVE more) and --max-clients-per-uid
+ * (admin peers are exempt).
+ */
+int kvd_client_new(struct kvd *d, int fd, struct kvd_client **out)
 {
 	struct kvd_client *c;
 	socklen_t len = sizeof(struct ucred);
+	const char *why = NULL;
+	int r;
+
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->d = d;
+	c->sock = fd;
+	c->evfd = -1;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len)) {
+		r = -errno;
+		goto err;
+	}
+	c->admin = peer_admin(d, fd, &c->cred);
+	pthread_mutex_lock(&d->clients_lock);
+	if (d->nclients >= d->o.max_clients + (c->admin ? KVD_ADMIN_RESERVE : 0))
+		why = "too many connections (--max-clients)";
+	else if (!c->admin &&
+		 uid_clients(d, c->cred.uid) >= d->o.max_clients_per_uid)
+		why = "too many connections of this uid (--max-clients-per-uid)";
+	if (!why) {
+		c->next = d->clients;
+		d->clients = c;
+		d->nclients++;
+	}
+	pthread_mutex_unlock(&d->clients_lock);
+	if (why) {
+		refuse(d, fd, -EUSERS, why, c->cred.uid);
+		free(c);
+		return -EUSERS;
+	}
+	c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (c->evfd < 0) {
+		r = -errno;
+		kvd_client_free(c);
+		return r;
+	}
+	*out = c;
+	return 0;
+err:
+	close(fd);
+	free(c);
+	return r;
+}
+
+/*
+ * At the descriptor limit: accept the pending connection on the reserve
+ * descriptor and refuse it, so that the listening socket does not stay
+ * readable (a busy loop).  If even that fails, stop accepting for a while.
+ */
+static void accept_at_limit(struct kvd *d, int err)
+{
+	int fd = -1;
+
+	if (d->reserve_fd >= 0) {
+		close(d->reserve_fd);
+		fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0) {
+			struct ucred cr = { .uid = (uid_t)-1 };
+			socklen_t len = sizeof(cr);
+
+			getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len);
+			refuse(d, fd, -EMFILE, "no descriptor left", cr.uid);
+		}
+		d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0 || d->reserve_fd < 0) {
+		d->accept_paused_until_ns = kvd_now_ns() + KVD_ACCEPT_PAUSE_NS;
+		kvd_log(KVD_WARN, "accept: %s: pausing accepts", strerror(err));
+	}
+}
+
+void kvd_accept(struct kvd *d)
+{
+	struct kvd_client *c;
 	pthread_attr_t at;
 	int fd;
 
 	fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
-		return;
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		close(fd);
-		return;
-	}
-	c->d = d;
-	c->sock = fd;
-	c->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (c->evfd < 0 ||
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len)) {
-		if (c->evfd >= 0)
-			close(c->evfd);
-		close(fd);
-		free(c);
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE)
+			accept_at_limit(d, errno);
+		else if (errno == ENOBUFS || errno == ENOMEM)
+			d->accept_paused_until_ns = kvd_now_ns() +
+						    KVD_ACCEPT_PAUSE_NS;
 		return;
 	}
-	c->admin = peer_admin(d, fd, &c->cred);
-	pthread_mutex_lock(&d->clients_lock);
-	c->next = d->clients;
-	d->clients = c;
-	d->nclients++;
-	pthread_mutex_unlock(&d->clients_lock);
+	if (kvd_client_new(d, fd, &c))
+		return;
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&at, 256 * 1024);
+	pthread_attr_setstacksize(&at, KVD_CLIENT_STACK);
 	if (pthread_create(&c->th, &at, client_main, c)) {
 		kvd_log(KVD_WARN, "cannot start a client thread");
-		client_free(c);
+		kvd_client_free(c);
 	}
 	pthread_attr_destroy(&at);
 }
@@ -1351,6 +1660,9 @@ void kvd_clients_stop(struct kvd *d)
 		pthread_mutex_lock(&d->pools[i].lock);
 		pthread_cond_broadcast(&d->pools[i].waiters);
 		pthread_mutex_unlock(&d->pools[i].lock);
+		pthread_mutex_lock(&d->pools[i].gate_lock);
+		pthread_cond_broadcast(&d->pools[i].gate_cv);
+		pthread_mutex_unlock(&d->pools[i].gate_lock);
 	}
 	pthread_mutex_lock(&d->clients_lock);
 	for (c = d->clients; c; c = c->next)
@@ -1368,13 +1680,56 @@ void kvd_clients_stop(struct kvd *d)
 	}
 }
 
+/*
+ * Remove what is at the socket path only if it is a stale socket of ours:
+ * a socket file owned by us (or by the --user we run as) on which nobody
+ * listens.  Anything else is left alone and refused: a live daemon
+ * (-EADDRINUSE), a file that is not a socket or a socket of another user
+ * (-EEXIST).  Nothing there: 0.
+ */
+static int clear_stale_socket(struct kvd *d, const struct sockaddr_un *sa)
+{
+	const char *path = sa->sun_path;
+	struct passwd *pw = d->o.user ? getpwnam(d->o.user) : NULL;
+	struct stat st;
+	int fd, r;
+
+	if (lstat(path, &st))
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode)) {
+		kvd_log(KVD_ERR, "%s exists and is not a socket: not replaced",
+			path);
+		return -EEXIST;
+	}
+	if (st.st_uid != geteuid() && !(pw && st.st_uid == pw->pw_uid)) {
+		kvd_log(KVD_ERR, "%s is a socket of uid %u: not replaced", path,
+			(unsigned)st.st_uid);
+		return -EEXIST;
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) ? errno : 0;
+	close(fd);
+	if (!r)
+		return -EADDRINUSE;		/* a live daemon answers */
+	if (r != ECONNREFUSED) {
+		kvd_log(KVD_ERR, "%s: %s: not replaced", path, strerror(r));
+		return -r;
+	}
+	if (unlink(path) && errno != ENOENT)
+		return -errno;
+	kvd_log(KVD_INFO, "removed the stale socket %s", path);
+	return 0;
+}
+
 int kvd_listen(struct kvd *d)
 {
 	struct sockaddr_un sa;
 	const char *path = d->o.socket_path;
 	char dir[sizeof(sa.sun_path)];
 	char *slash;
-	int fd;
+	int fd, r;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
@@ -1390,16 +1745,9 @@ int kvd_listen(struct kvd *d)
 		else if (errno != EEXIST)
 			return -errno;
 	}
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	/* A live daemon answers; a stale socket file is removed. */
-	if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		close(fd);
-		return -EADDRINUSE;
-	}
-	close(fd);
-	unlink(path);
+	r = clear_stale_socket(d, &sa);
+	if (r)
+		return r;
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;

@@ -260,8 +260,8 @@ static void backing_lock(struct kvd_pool *a, struct kvd_pool *b)
 		a = b;
 		b = t;
 	}
-	pthread_rwlock_rdlock(&a->backing);
-	pthread_rwlock_rdlock(&b->backing);
+	kvd_backing_rdlock(a);
+	kvd_backing_rdlock(b);
 }
 
 static void backing_unlock(struct kvd_pool *a, struct kvd_pool *b)
@@ -907,7 +907,7 @@ static int op_block_sum(struct kvd_client *c, struct kvd_ctier *ct,
 		if (!r && p->ops->io_open)
 			r = p->ops->io_open(p, &io);
 	}
-	pthread_rwlock_rdlock(&p->backing);
+	kvd_backing_rdlock(p);
 	if (!r)
 		r = check_mapped(p, b, q->n);
 	for (i = 0; !r && i < q->n; i++) {

@@ -241,6 +241,8 @@ static void pool_struct_init(struct kvd *d, struct kvd_pool *p,
 	p->owner_fd = -1;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_rwlock_init(&p->backing, NULL);
+	pthread_mutex_init(&p->gate_lock, NULL);
+	pthread_cond_init(&p->gate_cv, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&p->waiters, &ca);
@@ -359,7 +361,8 @@ static int add_lower(struct kvd *d, const struct kvd_tier_spec *t)
 			kvd_log(KVD_ERR, "two pools named %s", p->name);
 			return -EEXIST;
 		}
-	snprintf(p->path, sizeof(p->path), "%s", t->path);
+	memcpy(p->path, t->path, sizeof(p->path));	/* NUL within */
+	p->path[sizeof(p->path) - 1] = 0;
 	d->npools++;
 	return pool_mem_init(p);
 }

@@ -34,8 +34,21 @@
  *   -EPERM	a block that the caller's lease does not hold;
  *   -EACCES	admin write op from a peer that is not root, not the daemon's
  *		own uid and not in the daemon's admin group (SO_PEERCRED);
- *   -ENOTCONN	a data-plane or ledger op before a successful HELLO.
+ *   -ENOTCONN	a data-plane or ledger op before a successful HELLO;
+ *   -EBADF	more descriptors than the op takes (all of them are closed);
+ *   -E2BIG	a request beyond the daemon's per-request bounds (ATTN: a
+ *		block table of more than 2^20 entries once cut to the
+ *		sequences' lengths, more than 2^34 multiply-adds; COPY: more
+ *		than 4 GiB): split it.
+ * ATTN refuses a block named twice in one sequence (-EINVAL).
  * When the request is too short to carry a req_id, the reply has req_id 0.
+ * Name fields (pool, tenant) hold at most KVP_NAME_LEN - 1 characters and
+ * their NUL: a field without a NUL is refused with -EINVAL, never cut.
+ *
+ * Connections are limited (kvpoold --max-clients, --max-clients-per-uid):
+ * a refused one receives one KVP_EV_REFUSED record and is closed.
+ * CLIENT_LIST and CLIENT_TIERS show a peer that is not an admin only its
+ * own uid's leases and connections.
  *
  * Asynchronous records: the daemon may send records with req_id 0 and op
  * KVP_EV_* at any time (e.g. a reclaim target); clients skip or note them
@@ -152,6 +165,7 @@ enum kvp_op {
 enum kvp_event {
 	KVP_EV_RECLAIM = 0x4001,	/* struct kvp_ev_reclaim */
 	KVP_EV_SWAP_DONE = 0x4002,	/* struct kvp_swap_done */
+	KVP_EV_REFUSED = 0x4003,	/* struct kvp_ev_refused, then close */
 };
 
 /* ---- session ----------------------------------------------------------- */
@@ -633,6 +647,16 @@ struct kvp_prefix_rec {
 
 struct kvp_ev_reclaim {
 	uint32_t target;	/* blocks asked back (0: request withdrawn) */
+	uint32_t pad;
+};
+
+/*
+ * The daemon refuses the connection and closes it (sent right after the
+ * accept; reply.status has the same value): -EUSERS too many connections
+ * in all or of the peer's uid, -EMFILE the daemon is out of descriptors.
+ */
+struct kvp_ev_refused {
+	int32_t status;
 	uint32_t pad;
 };
 

@@ -20,9 +20,15 @@
 
 #define BITS_PER_WORD	64
 #define NO_SLOT		U32_MAX
+/*
+ * owner_of[] of a block granted by kvpool_lease_grant_pending() and not yet
+ * committed: charged to its lease, but neither releasable nor checkable.
+ */
+#define OWNER_PENDING	(1U << 31)
+#define OWNER_SLOT(v)	((v) & ~OWNER_PENDING)
 
 static void lease_close_finish(struct kvpool_lease *lease);
-static int lease_free_all(struct kvpool_lease *lease);
+static int lease_free_all(struct kvpool_lease *lease, bool pending);
 
 /* ------------------------------------------------------------------ */
 /* Free-block bitmap                                                    */
@@ -122,10 +128,11 @@ static bool bm_range_free(const struct kvpool_pool *pool, u32 from, u32 to)
 }
 
 /*
- * Take the `count` lowest free blocks for slot `slot`; the caller has
+ * Take the `count` lowest free blocks and mark them `mark` in owner_of[]
+ * (slot + 1, with OWNER_PENDING for a pending grant); the caller has
  * checked that at least `count` free blocks lie below pool->backed.
  */
-static void bm_take(struct kvpool_pool *pool, u32 slot, u32 count, u32 *out)
+static void bm_take(struct kvpool_pool *pool, u32 mark, u32 count, u32 *out)
 {
 	u64 *l0 = pool->levels[0];
 	u32 k = 0;
@@ -139,7 +146,7 @@ static void bm_take(struct kvpool_pool *pool, u32 slot, u32 count, u32 *out)
 			u32 blk = wi * BITS_PER_WORD + __ffs64(w);
 
 			w &= w - 1;
-			pool->owner_of[blk] = slot + 1;
+			pool->owner_of[blk] = mark;
 			out[k++] = blk;
 		}
 		l0[wi] = w;
@@ -326,6 +333,8 @@ static void closed_flush(struct kvpool_pool *pool)
 		list_del(&l->pool_node);
 		kfree(l);
 	}
+	pool->nclosed = 0;
+	memset(&pool->closed_many_ev, 0, sizeof(pool->closed_many_ev));
 	memset(&pool->grow_ev, 0, sizeof(pool->grow_ev));
 	memset(&pool->idle_ev, 0, sizeof(pool->idle_ev));
 	memset(&pool->reclaim_ev, 0, sizeof(pool->reclaim_ev));
@@ -478,7 +487,7 @@ int kvpool_snapshot(struct kvpool_pool *pool,
 		strscpy(li->tenant, l->tenant->name, sizeof(li->tenant));
 	}
 	for (i = 0, b = 0; b < pool->backed && i < pool->used; b++) {
-		u32 s = pool->owner_of[b];
+		u32 s = OWNER_SLOT(pool->owner_of[b]);
 
 		if (!s)
 			continue;
@@ -597,15 +606,16 @@ int kvpool_lease_move(struct kvpool_pool *pool, u64 from_id, u64 to_id,
 
 bool kvpool_owner_has_events(struct kvpool_pool *pool)
 {
-	return !list_empty(&pool->closed) || pool->grow_ev.seq ||
-	       pool->idle_ev.seq || pool->reclaim_ev.seq || pool->short_ev.seq;
+	return !list_empty(&pool->closed) || pool->closed_many_ev.seq ||
+	       pool->grow_ev.seq || pool->idle_ev.seq ||
+	       pool->reclaim_ev.seq || pool->short_ev.seq;
 }
 
 int kvpool_owner_read_event(struct kvpool_pool *pool, struct kvpool_event *ev)
 {
-	struct kvpool_event *slots[4] = {
+	struct kvpool_event *slots[5] = {
 		&pool->grow_ev, &pool->idle_ev, &pool->reclaim_ev,
-		&pool->short_ev,
+		&pool->short_ev, &pool->closed_many_ev,
 	};
 	struct kvpool_event *best = NULL;
 	struct kvpool_lease *closed = NULL;
@@ -624,6 +634,7 @@ int kvpool_owner_read_event(struct kvpool_pool *pool, struct kvpool_event *ev)
 	*ev = *best;
 	if (closed && best == &closed->closed_ev) {
 		list_del(&closed->pool_node);
+		pool->nclosed--;
 		kfree(closed);
 	} else {
 		memset(best, 0, sizeof(*best));
@@ -646,6 +657,16 @@ struct kvpool_tenant *kvpool_tenant_find(struct kvpool_pool *pool,
 	return NULL;
 }
 
+/* Limits a tenant may have: each within the capacity, min not above max. */
+static bool limits_valid(const struct kvpool_pool *pool, u32 max, u32 min)
+{
+	if (min > pool->capacity)
+		return false;
+	if (max == KVPOOL_UNLIMITED)
+		return true;
+	return max <= pool->capacity && min <= max;
+}
+
 static int tenant_new(struct kvpool_pool *pool, const char *name, u32 max,
 		      u32 min, u32 allow_uid, u32 allow_gid, bool automatic,
 		      struct kvpool_tenant **out)
@@ -655,8 +676,7 @@ static int tenant_new(struct kvpool_pool *pool, const char *name, u32 max,
 
 	if (kvpool_name_valid(name))
 		return -EINVAL;
-	if (min > pool->capacity ||
-	    (max != KVPOOL_UNLIMITED && max > pool->capacity))
+	if (!limits_valid(pool, max, min))
 		return -EINVAL;
 	if (kvpool_tenant_find(pool, name))
 		return -EEXIST;
@@ -738,27 +758,50 @@ static u32 post_to_tenant(struct kvpool_tenant *t, u32 need)
 	return asked;
 }
 
+/*
+ * Apply limits already validated.  A new max withdraws the reclaim targets
+ * of the tenant's leases and posts the excess over it again: raising max
+ * to current or above clears them (and POLLPRI).  A waiter below its min
+ * that still needs blocks posts its targets again when it retries (the
+ * waiters are woken).
+ */
+static void tenant_apply(struct kvpool_tenant *t, u32 max, u32 min,
+			 bool new_max)
+{
+	struct kvpool_pool *pool = t->pool;
+	struct kvpool_lease *l;
+
+	pool->unmet_min -= tenant_unmet(t);
+	t->min = min;
+	pool->unmet_min += tenant_unmet(t);
+	if (new_max) {
+		t->max = max;
+		list_for_each_entry(l, &t->leases, tenant_node)
+			set_reclaim(l, 0);
+		if (max != KVPOOL_UNLIMITED && t->cur > max)
+			post_to_tenant(t, t->cur - max);
+	}
+	wake_waiters(pool);
+}
+
+int kvpool_tenant_set_limits(struct kvpool_tenant *t, u32 max, u32 min)
+{
+	if (!limits_valid(t->pool, max, min))
+		return -EINVAL;
+	tenant_apply(t, max, min, true);
+	return 0;
+}
+
 int kvpool_tenant_set_max(struct kvpool_tenant *t, u32 max)
 {
-	if (max != KVPOOL_UNLIMITED && max > t->pool->capacity)
-		return -EINVAL;
-	t->max = max;
-	if (max != KVPOOL_UNLIMITED && t->cur > max)
-		post_to_tenant(t, t->cur - max);
-	wake_waiters(t->pool);
-	return 0;
+	return kvpool_tenant_set_limits(t, max, t->min);
 }
 
 int kvpool_tenant_set_min(struct kvpool_tenant *t, u32 min)
 {
-	struct kvpool_pool *pool = t->pool;
-
-	if (min > pool->capacity)
+	if (!limits_valid(t->pool, t->max, min))
 		return -EINVAL;
-	pool->unmet_min -= tenant_unmet(t);
-	t->min = min;
-	pool->unmet_min += tenant_unmet(t);
-	wake_waiters(pool);
+	tenant_apply(t, t->max, min, false);
 	return 0;
 }
 
@@ -963,8 +1006,13 @@ int kvpool_lease_set_reclaim_order(struct kvpool_lease *lease, u32 order,
 	return 0;
 }
 
-/* Free blocks[0..n) of @lease (already validated). */
-static void blocks_free(struct kvpool_lease *lease, const u32 *blocks, u32 n)
+/*
+ * Free blocks[0..n) of @lease (already validated).  @credit: the blocks
+ * count against the lease's reclaim target (a release, not the undo of a
+ * grant that never reached its caller).
+ */
+static void blocks_free(struct kvpool_lease *lease, const u32 *blocks, u32 n,
+			bool credit)
 {
 	struct kvpool_pool *pool = lease->pool;
 	u32 i, top_chunk, top = 0;
@@ -977,7 +1025,7 @@ static void blocks_free(struct kvpool_lease *lease, const u32 *blocks, u32 n)
 	pool->used -= n;
 	lease->held -= n;
 	tenant_uncharge(lease->tenant, n);
-	if (lease->reclaim_target)
+	if (credit && lease->reclaim_target)
 		set_reclaim(lease, lease->reclaim_target > n ?
 			    lease->reclaim_target - n : 0);
 
@@ -1015,7 +1063,7 @@ int kvpool_lease_release(struct kvpool_lease *lease, const u32 *blocks,
 			pool->owner_of[blocks[i]] = me;
 		return -EINVAL;
 	}
-	blocks_free(lease, blocks, count);
+	blocks_free(lease, blocks, count, true);
 	return count;
 }
 
@@ -1023,27 +1071,30 @@ int kvpool_lease_release_all(struct kvpool_lease *lease)
 {
 	if (lease->pins)
 		return -EBUSY;
-	return lease_free_all(lease);
+	return lease_free_all(lease, false);
 }
 
-static int lease_free_all(struct kvpool_lease *lease)
+/* Free every block of @lease; pending ones too if @pending (a close). */
+static int lease_free_all(struct kvpool_lease *lease, bool pending)
 {
 	struct kvpool_pool *pool = lease->pool;
 	u32 me = lease->slot + 1, b, n = 0, k = 0, batch[64];
 	u32 total = lease->held;
 
 	for (b = 0; b < pool->backed && n + k < total; b++) {
-		if (pool->owner_of[b] != me)
+		u32 o = pool->owner_of[b];
+
+		if (o != me && !(pending && o == (me | OWNER_PENDING)))
 			continue;
 		batch[k++] = b;
 		if (k == ARRAY_SIZE(batch)) {
-			blocks_free(lease, batch, k);
+			blocks_free(lease, batch, k, true);
 			n += k;
 			k = 0;
 		}
 	}
 	if (k)
-		blocks_free(lease, batch, k);
+		blocks_free(lease, batch, k, true);
 	return n + k;
 }
 
@@ -1058,11 +1109,34 @@ void kvpool_lease_close(struct kvpool_lease *lease)
 	lease_close_finish(lease);
 }
 
+/*
+ * The owner's queue of CLIENT_CLOSED records is full: merge @ev into the
+ * one pending CLOSED_MANY record (a count of files and of blocks), so the
+ * owner's memory stays bounded and it still learns that it must read a
+ * snapshot.
+ */
+static void closed_merge(struct kvpool_pool *pool,
+			 const struct kvpool_event *ev)
+{
+	struct kvpool_event *m = &pool->closed_many_ev;
+
+	if (!m->seq) {
+		memset(m, 0, sizeof(*m));
+		m->type = KVPOOL_EVENT_CLOSED_MANY;
+	}
+	m->seq = ev->seq;
+	if (m->arg != U32_MAX)
+		m->arg++;
+	m->blocks = m->blocks > U32_MAX - ev->blocks ? U32_MAX :
+		    m->blocks + ev->blocks;
+	wake_owner(pool);
+}
+
 static void lease_close_finish(struct kvpool_lease *lease)
 {
 	struct kvpool_pool *pool = lease->pool;
 	struct kvpool_tenant *t = lease->tenant;
-	u32 returned = lease_free_all(lease);
+	u32 returned = lease_free_all(lease, true);
 	struct kvpool_event *ev = &lease->closed_ev;
 
 	list_del(&lease->pool_node);
@@ -1077,10 +1151,13 @@ static void lease_close_finish(struct kvpool_lease *lease)
 	lease_unbind(lease);
 	if (pool->ops && pool->ops->observe)
 		pool->ops->observe(pool, ev);
-	if (pool->owner) {
+	if (pool->owner && pool->nclosed < KVPOOL_CLOSED_QUEUE_MAX) {
 		list_add_tail(&lease->pool_node, &pool->closed);
+		pool->nclosed++;
 		wake_owner(pool);
 	} else {
+		if (pool->owner)
+			closed_merge(pool, ev);
 		kfree(lease);
 	}
 	wake_waiters(pool);
@@ -1121,8 +1198,8 @@ static void post_grow(struct kvpool_pool *pool, u32 want)
 	emit(pool, KVPOOL_EVENT_GROW, 0, 0, target, NULL, &pool->grow_ev);
 }
 
-int kvpool_lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
-		       u32 *blocks, struct kvpool_wait *w)
+static int lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
+		       u32 *blocks, struct kvpool_wait *w, bool pending)
 {
 	struct kvpool_pool *pool = lease->pool;
 	struct kvpool_tenant *t = lease->tenant;
@@ -1198,11 +1275,76 @@ int kvpool_lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
 	}
 
 	/* Rule 3: lowest free index first. */
-	bm_take(pool, lease->slot, count, blocks);
+	bm_take(pool, (lease->slot + 1) | (pending ? OWNER_PENDING : 0), count,
+		blocks);
 	pool->used += count;
 	lease->held += count;
+	w->peak_before = t->peak;
 	tenant_charge(t, count);
+	w->peak_after = t->peak;
 	return count;
+}
+
+int kvpool_lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
+		       u32 *blocks, struct kvpool_wait *w)
+{
+	return lease_grant(lease, count, flags, blocks, w, false);
+}
+
+int kvpool_lease_grant_pending(struct kvpool_lease *lease, u32 count,
+			       u32 flags, u32 *blocks, struct kvpool_wait *w)
+{
+	return lease_grant(lease, count, flags, blocks, w, true);
+}
+
+/*
+ * Are blocks[0..n) distinct pending grants of @lease?  Marks them U32_MAX
+ * while checking (to catch a repeated index) and puts back @restore
+ * (pending, or committed) on each.
+ */
+static bool blocks_pending(struct kvpool_lease *lease, const u32 *blocks,
+			   u32 n, u32 restore)
+{
+	struct kvpool_pool *pool = lease->pool;
+	u32 mark = (lease->slot + 1) | OWNER_PENDING, i;
+	bool ok = true;
+
+	for (i = 0; i < n; i++) {
+		if (blocks[i] >= pool->capacity ||
+		    pool->owner_of[blocks[i]] != mark) {
+			ok = false;
+			restore = mark;
+			break;
+		}
+		pool->owner_of[blocks[i]] = U32_MAX;
+	}
+	while (i-- > 0)
+		pool->owner_of[blocks[i]] = restore;
+	return ok;
+}
+
+int kvpool_lease_grant_commit(struct kvpool_lease *lease, const u32 *blocks,
+			      u32 n)
+{
+	if (!blocks_pending(lease, blocks, n, lease->slot + 1))
+		return -EINVAL;
+	return 0;
+}
+
+int kvpool_lease_grant_cancel(struct kvpool_lease *lease, const u32 *blocks,
+			      u32 n, const struct kvpool_wait *w)
+{
+	struct kvpool_tenant *t = lease->tenant;
+
+	if (!blocks_pending(lease, blocks, n,
+			    (lease->slot + 1) | OWNER_PENDING))
+		return -EINVAL;
+	/* No pin matters: the owner could never check or use these blocks. */
+	blocks_free(lease, blocks, n, false);
+	/* The peak this grant set, unless a later grant went higher. */
+	if (t->peak == w->peak_after)
+		t->peak = max(w->peak_before, t->cur);
+	return 0;
 }
 
 void kvpool_lease_wait_end(struct kvpool_lease *lease, struct kvpool_wait *w,
@@ -1257,7 +1399,7 @@ int kvpool_pool_check(struct kvpool_pool *pool, const char **why)
 
 	for (b = 0; b < pool->capacity; b++) {
 		bool is_free = pool->levels[0][b / 64] & (1ULL << (b % 64));
-		u32 s = pool->owner_of[b];
+		u32 s = OWNER_SLOT(pool->owner_of[b]);
 
 		CHECK(is_free == !s, "free bit disagrees with owner array");
 		if (is_free) {
@@ -1291,7 +1433,7 @@ int kvpool_pool_check(struct kvpool_pool *pool, const char **why)
 		nleases++;
 		CHECK(pool->slots[l->slot] == l, "lease slot mismatch");
 		for (b = 0; b < pool->backed; b++)
-			held += pool->owner_of[b] == l->slot + 1;
+			held += OWNER_SLOT(pool->owner_of[b]) == l->slot + 1;
 		CHECK(held == l->held, "lease held count wrong");
 		sum_held += l->held;
 	}

@@ -133,6 +133,8 @@ struct kvpool_wait {
 	bool started;		/* a wait was decided at least once */
 	bool stalled;		/* counted in ev_stall */
 	u64 grow_fail_seq;	/* pool->grow_fail_seq when the wait began */
+	u32 peak_before;	/* the tenant's peak before the grant ... */
+	u32 peak_after;		/* ... and after it (for a cancel) */
 };
 
 struct kvpool_pool_params {
@@ -175,12 +177,14 @@ struct kvpool_pool {
 	struct list_head tenants;
 	struct list_head leases;
 	struct list_head closed;	/* closed leases not yet read by the owner */
+	u32 nclosed;			/* on it, at most KVPOOL_CLOSED_QUEUE_MAX */
 
 	/* Coalesced owner events (0 seq: none pending). */
 	struct kvpool_event grow_ev;
 	struct kvpool_event idle_ev;
 	struct kvpool_event reclaim_ev;
 	struct kvpool_event short_ev;
+	struct kvpool_event closed_many_ev;	/* closes beyond the queue */
 
 	const struct kvpool_ledger_ops *ops;
 	void *host;
@@ -238,6 +242,13 @@ int kvpool_tenant_create(struct kvpool_pool *pool, const char *name,
 int kvpool_tenant_delete(struct kvpool_pool *pool, const char *name);
 struct kvpool_tenant *kvpool_tenant_find(struct kvpool_pool *pool,
 					 const char *name);
+/*
+ * Limits: max (KVPOOL_UNLIMITED or 0..capacity) and min (0..capacity, not
+ * above a finite max); -EINVAL changes nothing.  set_limits checks both
+ * values together before applying either.  A new max withdraws the
+ * tenant's reclaim targets and posts its excess over the new max again.
+ */
+int kvpool_tenant_set_limits(struct kvpool_tenant *t, u32 max, u32 min);
 int kvpool_tenant_set_max(struct kvpool_tenant *t, u32 max);
 int kvpool_tenant_set_min(struct kvpool_tenant *t, u32 min);
 void kvpool_tenant_reset_peak(struct kvpool_tenant *t);
@@ -271,6 +282,27 @@ int kvpool_lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
 		       u32 *blocks, struct kvpool_wait *w);
 void kvpool_lease_wait_end(struct kvpool_lease *lease, struct kvpool_wait *w,
 			   int err);
+/*
+ * Two-phase grant, for a host that hands the indices over after dropping
+ * its lock (the module copies them to user space, which may fault).
+ * kvpool_lease_grant_pending() grants like kvpool_lease_grant(), but the
+ * blocks stay pending: charged to the lease (held, current, used), yet
+ * neither releasable (-EINVAL) nor checkable or pinnable by the owner
+ * (-EPERM), so nothing but this call can touch them.  Then exactly one of:
+ * kvpool_lease_grant_commit() makes them ordinary blocks of the lease;
+ * kvpool_lease_grant_cancel() returns them and leaves held, current, used,
+ * the reclaim target and (unless a later grant raised it) the peak as they
+ * were, whatever pins the lease has.  Both take the blocks[] and wait
+ * context of the grant (-EINVAL if a block is not a pending grant of
+ * @lease).  A close frees pending blocks too; the host must not commit or
+ * cancel after it (the module cannot: an ioctl holds the file).
+ */
+int kvpool_lease_grant_pending(struct kvpool_lease *lease, u32 count,
+			       u32 flags, u32 *blocks, struct kvpool_wait *w);
+int kvpool_lease_grant_commit(struct kvpool_lease *lease, const u32 *blocks,
+			      u32 n);
+int kvpool_lease_grant_cancel(struct kvpool_lease *lease, const u32 *blocks,
+			      u32 n, const struct kvpool_wait *w);
 int kvpool_lease_release(struct kvpool_lease *lease, const u32 *blocks,
 			 u32 count);
 /* Count released, or -EBUSY while pinned. */

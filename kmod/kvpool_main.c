@@ -656,7 +656,8 @@ static long kvpool_ioc_lease(struct kvpool_ioc_ctx *c, void *data)
 
 	for (;;) {
 		kvpool_pool_lock(dp);
-		ret = kvpool_lease_grant(lease, a->count, a->flags, blocks, &w);
+		ret = kvpool_lease_grant_pending(lease, a->count, a->flags,
+						 blocks, &w);
 		gen = dp->grant_gen;
 		if (ret != -EAGAIN || (a->flags & KVPOOL_LEASE_NONBLOCK)) {
 			kvpool_pool_unlock(dp);
@@ -677,17 +678,27 @@ static long kvpool_ioc_lease(struct kvpool_ioc_ctx *c, void *data)
 	if (ret < 0)
 		goto out;
 
-	/* Hand the blocks over; on a fault take them back: all or nothing. */
+	/*
+	 * Hand the blocks over, then commit them.  Until the commit they are
+	 * pending: no other thread of this file can release them and the
+	 * owner cannot pin them, so on a fault the cancel returns exactly
+	 * this call's blocks and the ledger is as it was: all or nothing.
+	 */
 	a->granted = ret;
 	if (copy_to_user(u64_to_user_ptr(a->blocks_ptr), blocks,
 			 (size_t)a->granted * sizeof(u32)) ||
 	    copy_to_user(c->uarg, a, min(c->usize, sizeof(*a)))) {
 		kvpool_pool_lock(dp);
-		WARN_ON(kvpool_lease_release(lease, blocks, a->granted) < 0);
+		ret = kvpool_lease_grant_cancel(lease, blocks, a->granted, &w);
 		kvpool_pool_unlock(dp);
+		WARN_ON_ONCE(ret);
 		ret = -EFAULT;
 		goto out;
 	}
+	kvpool_pool_lock(dp);
+	ret = kvpool_lease_grant_commit(lease, blocks, a->granted);
+	kvpool_pool_unlock(dp);
+	WARN_ON_ONCE(ret);
 	c->copied_out = true;
 	ret = 0;
 out:
@@ -831,7 +842,8 @@ union kvpool_ioc_arg {
 /*
  * dma-heap style dispatcher: look the command up by number, copy
  * min(user size, kernel size) in (a larger user struct must be zero beyond
- * the kernel's, -E2BIG), zero the rest, and copy the same amount back out.
+ * the kernel's, -E2BIG), zero the rest, check that the same amount can be
+ * written back, run the command and copy that amount back out.
  */
 static long kvpool_ioctl(struct file *file, unsigned int ucmd, unsigned long arg)
 {
@@ -857,6 +869,14 @@ static long kvpool_ioctl(struct file *file, unsigned int ucmd, unsigned long arg
 	ret = copy_struct_from_user(&data, ksize, c.uarg, c.usize);
 	if (ret)
 		return ret;
+	/*
+	 * Some changes cannot be undone (a release, a new pool): make sure
+	 * the struct can be written back before making them, so that EFAULT
+	 * means nothing happened.  LEASE also undoes its grant if the copy
+	 * out fails later.
+	 */
+	if (copy_to_user(c.uarg, &data, min(c.usize, ksize)))
+		return -EFAULT;
 	ret = d->fn(&c, &data);
 	if ((!ret || c.copy_out_on_error) && !c.copied_out &&
 	    copy_to_user(c.uarg, &data, min(c.usize, ksize)))

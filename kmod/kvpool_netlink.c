@@ -12,6 +12,7 @@
 #include <linux/string.h>
 #include <net/genetlink.h>
 #include <net/netlink.h>
+#include <net/sock.h>
 
 #include "kvpool_internal.h"
 
@@ -35,11 +36,26 @@ static const struct nla_policy kvpool_genl_policy[KVPOOL_A_MAXATTR + 1] = {
 	[KVPOOL_A_GID]		= { .type = NLA_U32 },
 };
 
+/*
+ * @cap in the sender's credentials and in those of the socket's opener.
+ * netlink_capable() skips the opener when sendto() names a destination;
+ * the opener is checked here in every case.
+ */
+static bool kvpool_genl_capable(struct sk_buff *skb, int cap)
+{
+	const struct sock *sk = NETLINK_CB(skb).sk;
+	const struct file *file = sk && sk->sk_socket ? sk->sk_socket->file :
+				  NULL;
+
+	return file && file_ns_capable(file, &init_user_ns, cap) &&
+	       netlink_capable(skb, cap);
+}
+
 /* Admin commands need CAP_NET_ADMIN or CAP_SYS_ADMIN. */
 static int kvpool_genl_admin(struct sk_buff *skb, struct genl_info *info)
 {
-	if (netlink_capable(skb, CAP_NET_ADMIN) ||
-	    netlink_capable(skb, CAP_SYS_ADMIN))
+	if (kvpool_genl_capable(skb, CAP_NET_ADMIN) ||
+	    kvpool_genl_capable(skb, CAP_SYS_ADMIN))
 		return 0;
 	NL_SET_ERR_MSG(info->extack, "kvpool: needs CAP_NET_ADMIN or CAP_SYS_ADMIN");
 	return -EPERM;
@@ -167,9 +183,9 @@ static int kvpool_genl_tenant_del(struct sk_buff *skb, struct genl_info *info)
 }
 
 /*
- * Set any of MAX, MIN, UID, GID.  MIN is applied first (it is the one the
- * ledger may refuse), then MAX; if MAX is refused MIN is put back, so a
- * refused request changes nothing.
+ * Set any of MAX, MIN, UID, GID.  The new limits are checked together
+ * (each within the capacity, min not above max) before anything changes,
+ * so a refused request changes nothing.
  */
 static int kvpool_genl_tenant_set(struct sk_buff *skb, struct genl_info *info)
 {
@@ -177,7 +193,7 @@ static int kvpool_genl_tenant_set(struct sk_buff *skb, struct genl_info *info)
 	struct kvpool_tenant *t;
 	struct kvpool_dpool *dp;
 	const char *name;
-	u32 old_min;
+	u32 max, min;
 	int ret;
 
 	ret = kvpool_genl_admin(skb, info);
@@ -195,30 +211,23 @@ static int kvpool_genl_tenant_set(struct sk_buff *skb, struct genl_info *info)
 	t = kvpool_tenant_find(dp->core, name);
 	if (!t)
 		goto out;
-	old_min = t->min;
-	if (attrs[KVPOOL_A_MIN]) {
-		ret = kvpool_tenant_set_min(t, nla_get_u32(attrs[KVPOOL_A_MIN]));
-		if (ret) {
-			NL_SET_ERR_MSG_ATTR(info->extack, attrs[KVPOOL_A_MIN],
-					    "kvpool: min refused");
-			goto out;
-		}
-	}
-	if (attrs[KVPOOL_A_MAX]) {
-		ret = kvpool_tenant_set_max(t, nla_get_u32(attrs[KVPOOL_A_MAX]));
-		if (ret) {
-			NL_SET_ERR_MSG_ATTR(info->extack, attrs[KVPOOL_A_MAX],
-					    "kvpool: max refused");
-			if (attrs[KVPOOL_A_MIN])
-				WARN_ON(kvpool_tenant_set_min(t, old_min));
-			goto out;
-		}
+	max = attrs[KVPOOL_A_MAX] ? nla_get_u32(attrs[KVPOOL_A_MAX]) : t->max;
+	min = attrs[KVPOOL_A_MIN] ? nla_get_u32(attrs[KVPOOL_A_MIN]) : t->min;
+	if (attrs[KVPOOL_A_MAX])
+		ret = kvpool_tenant_set_limits(t, max, min);
+	else if (attrs[KVPOOL_A_MIN])
+		ret = kvpool_tenant_set_min(t, min);
+	else
+		ret = 0;
+	if (ret) {
+		NL_SET_ERR_MSG(info->extack,
+			       "kvpool: limits refused (above the capacity, or min above max)");
+		goto out;
 	}
 	if (attrs[KVPOOL_A_UID])
 		t->allow_uid = nla_get_u32(attrs[KVPOOL_A_UID]);
 	if (attrs[KVPOOL_A_GID])
 		t->allow_gid = nla_get_u32(attrs[KVPOOL_A_GID]);
-	ret = 0;
 out:
 	kvpool_pool_unlock(dp);
 	return ret;

@@ -188,7 +188,10 @@ static int kvpool_parse_limit(const char *buf, bool max_ok, u32 *out)
 		*out = KVPOOL_UNLIMITED;
 		return 0;
 	}
-	return kstrtou32(word, 10, out);
+	/* Only the word means unlimited: 4294967295 is a number too big. */
+	if (kstrtou32(word, 10, out) || *out == KVPOOL_UNLIMITED)
+		return -EINVAL;
+	return 0;
 }
 
 static ssize_t kvpool_tenant_show(struct kobject *kobj,

@@ -87,6 +87,22 @@ static bool conn_error(int r)
 }
 
 /*
+ * The connection was closed on us: if the daemon refused it (connection
+ * limits), its KVP_EV_REFUSED record may still be queued; return its
+ * status, else @err.
+ */
+static int refused_status(struct kvl_ctx *ctx, int err)
+{
+	struct kvp_reply *rep = (struct kvp_reply *)ctx->msg;
+	ssize_t n = recv(ctx->sock, ctx->msg, sizeof(ctx->msg), MSG_DONTWAIT);
+
+	if (n >= (ssize_t)sizeof(*rep) && rep->hdr.magic == KVP_MAGIC &&
+	    rep->hdr.op == KVP_EV_REFUSED && rep->status < 0)
+		return rep->status;
+	return err;
+}
+
+/*
  * One request, one reply.  Returns the reply status (>= 0 or -errno from
  * the daemon), or a transport error (conn_error()).  The reply body goes
  * to rbody (up to rcap bytes, *rlen set).
@@ -137,16 +153,27 @@ static int rpc_raw(struct kvl_ctx *ctx, uint16_t op, const void *body,
 		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
 		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
 	}
-	if (sendmsg(ctx->sock, &mh, MSG_NOSIGNAL) < 0)
-		return errno == EAGAIN ? -EIO : -errno;
+	if (sendmsg(ctx->sock, &mh, MSG_NOSIGNAL) < 0) {
+		int e = errno;
+
+		/* Closed on us: a refusal may be waiting to be read. */
+		if (e == EPIPE || e == ECONNRESET)
+			return refused_status(ctx, -e);
+		return e == EAGAIN ? -EIO : -e;
+	}
 	for (;;) {
 		n = recv(ctx->sock, ctx->msg, sizeof(ctx->msg), 0);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && errno == ECONNRESET)
+			return refused_status(ctx, -ECONNRESET);
 		if (n <= 0)
 			return n == 0 ? -ECONNRESET : -errno;
 		if ((size_t)n < sizeof(*rep) || rep->hdr.magic != KVP_MAGIC)
 			return -EPROTO;
+		/* The daemon refused the connection (limits): say why. */
+		if (rep->hdr.op == KVP_EV_REFUSED)
+			return rep->status < 0 ? rep->status : -ECONNREFUSED;
 		if (rep->hdr.op == KVP_EV_RECLAIM ||
 		    rep->hdr.op == KVP_EV_SWAP_DONE) {
 			kvl_note_event(ctx, ctx->msg, (size_t)n);

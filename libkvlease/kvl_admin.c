@@ -87,6 +87,22 @@ static int daemon_connect(const char *path, int *out)
 }
 
 /*
+ * The connection was closed on us: if the daemon refused it (connection
+ * limits), its KVP_EV_REFUSED record may still be queued; return its
+ * status, else @err.
+ */
+static int refused_status(struct kvl_admin *a, int err)
+{
+	struct kvp_reply *r = (struct kvp_reply *)a->msg;
+	ssize_t n = recv(a->sock, a->msg, sizeof(a->msg), MSG_DONTWAIT);
+
+	if (n >= (ssize_t)sizeof(*r) && r->hdr.magic == KVP_MAGIC &&
+	    r->hdr.op == KVP_EV_REFUSED && r->status < 0)
+		return r->status;
+	return err;
+}
+
+/*
  * One request/reply on the daemon socket.  body/blen: request body.
  * rbuf/rcap: where the reply body goes; *rlen its length.  Returns the
  * reply status (>= 0) or -errno.
@@ -115,19 +131,30 @@ static int daemon_call(struct kvl_admin *a, uint16_t op, const void *body,
 	if (blen)
 		memcpy(msg + sizeof(*h), body, blen);
 	n = send(a->sock, msg, h->len, MSG_NOSIGNAL);
-	if (n < 0)
-		return errno == EPIPE ? -ECONNRESET : -errno;
+	if (n < 0) {
+		int e = errno;
+
+		/* Closed on us: a refusal may be waiting to be read. */
+		if (e == EPIPE || e == ECONNRESET)
+			return refused_status(a, -ECONNRESET);
+		return -e;
+	}
 	for (;;) {
 		n = recv(a->sock, msg, sizeof(a->msg), 0);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
+			if (errno == ECONNRESET)
+				return refused_status(a, -ECONNRESET);
 			return errno == EAGAIN ? -ETIMEDOUT : -errno;
 		}
 		if (n == 0)
 			return -ECONNRESET;
 		if ((size_t)n < sizeof(struct kvp_hdr) || h->magic != KVP_MAGIC)
 			return -EBADMSG;
+		/* The daemon refused the connection (limits): say why. */
+		if (h->op == KVP_EV_REFUSED && (size_t)n >= sizeof(*r))
+			return r->status < 0 ? r->status : -ECONNREFUSED;
 		if (!(h->op & KVP_REPLY) || h->req_id != id)
 			continue;	/* asynchronous record or stale reply */
 		if ((size_t)n < sizeof(*r) || h->op != (op | KVP_REPLY))

@@ -10,7 +10,8 @@ libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev libxxhash-dev liburing-dev
 linux-headers-amd64 linux-image-amd64 kmod
 qemu-system-x86 busybox-static cpio gzip sparse
 procps psmisc util-linux
-python3 python3-numpy python3-pytest python3-torch libopenblas0-pthread"
+python3 python3-numpy python3-pytest python3-torch libopenblas0-pthread
+clang libclang-rt-dev llvm"
 
 missing=""
 for p in $PKGS; do

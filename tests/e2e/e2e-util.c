@@ -25,6 +25,23 @@
  *   e2e-util devbuf-bad SOCK             device buffers (cuda backend):
  *        every refusal of DEVBUF_ADD/DEL and of an unknown buffer, then
  *        check that the daemon still serves
+ *   e2e-util fd-leak SOCK PID N          N connections send records with
+ *        descriptors (empty, short, too many); daemon PID closes them all
+ *   e2e-util fd-exhaust SOCK PID N       N connections against a daemon
+ *        with few descriptors: some refused, no spinning, nothing left
+ *   e2e-util conn-limit SOCK N           (as a non-admin user) N
+ *        connections served, the next refused with -EUSERS
+ *   e2e-util attn-bounds SOCK PID        attention sizes checked before
+ *        allocating, repeated blocks refused, work bounded (-E2BIG)
+ *   e2e-util busy SOCK SECONDS THREADS   long overlapping decodes: status
+ *        answered and freed memory unmapped meanwhile
+ *   e2e-util stale-socket PATH           bind a socket at PATH and exit
+ *   e2e-util names SOCK                  32-byte names refused, not cut
+ *   e2e-util lease-timeout SOCK          timeout 2^64-1 waits, then granted
+ *   e2e-util tenant-set SOCK             a refused TENANT_SET changes nothing
+ *   e2e-util list SOCK                   lease 1 block, print what
+ *        CLIENT_LIST and CLIENT_TIERS show ("leases N mine M total T
+ *        clients N mine M total T")
  * Exit 0 pass, 1 fail, 2 usage.
  */
 #include <errno.h>
@@ -40,6 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <dirent.h>
+#include <pthread.h>
 
 #include "kvlease.h"
 #include "kvpool_proto.h"
@@ -92,10 +111,24 @@ static int raw_xfer(int fd, const void *msg, size_t len, int sendfd,
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &sendfd, sizeof(int));
 	}
-	if (sendmsg(fd, &mh, MSG_NOSIGNAL) < 0)
-		return -1000 - errno;
+	if (sendmsg(fd, &mh, MSG_NOSIGNAL) < 0) {
+		int e = errno;
+
+		/* Refused and closed before we sent: the reason is queued. */
+		if (e == EPIPE &&
+		    recv(fd, rbuf, sizeof(rbuf), MSG_DONTWAIT) >= (ssize_t)sizeof(*rep) &&
+		    rep->hdr.op == KVP_EV_REFUSED) {
+			if (req_id)
+				*req_id = 0;
+			return rep->status;
+		}
+		return -1000 - e;
+	}
 	do {
 		n = recv(fd, rbuf, sizeof(rbuf), 0);
+		/* Closed on us: a refusal may still be queued. */
+		if (n < 0 && errno == ECONNRESET)
+			n = recv(fd, rbuf, sizeof(rbuf), MSG_DONTWAIT);
 	} while (n > 0 && rep->hdr.op == KVP_EV_RECLAIM);
 	if (n < (ssize_t)sizeof(*rep))
 		return -2000;
@@ -121,7 +154,9 @@ static int raw_op(int fd, uint16_t op, const void *body, size_t blen,
 	if (blen)
 		memcpy(h + 1, body, blen);
 	r = raw_xfer(fd, msg, h->len, sendfd, &got);
-	if (r > -1000 && got != id)
+	/* A refused connection answers with KVP_EV_REFUSED, req_id 0. */
+	if (r > -1000 && got != id &&
+	    ((struct kvp_reply *)rbuf)->hdr.op != KVP_EV_REFUSED)
 		return -3000;
 	return r;
 }
@@ -153,10 +188,13 @@ static int raw_session(int *fdp, uint8_t **region)
 
 static int pool_rec(struct kvp_pool_rec *pr)
 {
+	struct timeval tv = { .tv_sec = 5 };
 	int fd = raw_connect(), r;
 
 	if (fd < 0)
 		return -ECONNREFUSED;
+	/* No answer in 5 s is a failure, not a hang. */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	r = raw_op(fd, KVP_OP_POOL_STATUS, NULL, 0, -1);
 	if (r >= 0)
 		memcpy(pr, rbuf + sizeof(struct kvp_reply), sizeof(*pr));
@@ -858,6 +896,767 @@ static int cmd_devbuf_bad(void)
 	return 0;
 }
 
+/* ---- descriptors and connection limits ------------------------------------- */
+
+/* Descriptors open in process @pid (/proc/PID/fd), or -1. */
+static int fd_count(int pid)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *dir;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((e = readdir(dir)))
+		n += e->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+/*
+ * Descriptors of an idle @pid: the fewest seen over 300 ms (connections
+ * that just closed, such as a readiness probe, take a moment to go).
+ */
+static int fd_base(int pid)
+{
+	int n = fd_count(pid), i, m;
+
+	for (i = 0; i < 15; i++) {
+		usleep(20000);
+		m = fd_count(pid);
+		if (m >= 0 && m < n)
+			n = m;
+	}
+	return n;
+}
+
+/* Wait up to @ms for @pid to have @want descriptors; the last count. */
+static int fd_wait(int pid, int want, int ms)
+{
+	int n = fd_count(pid);
+
+	for (; n != want && ms > 0; ms -= 20) {
+		usleep(20000);
+		n = fd_count(pid);
+	}
+	return n;
+}
+
+/* CPU seconds (user + system) used by @pid so far, or -1. */
+static double cpu_seconds(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut, st;
+	FILE *f;
+	int i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	if (!p || !(p = strrchr(buf, ')')))
+		return -1;
+	for (i = 0; i < 12 && p; i++)	/* field 14 is utime */
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, "%lu %lu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Send @len bytes (maybe 0) with @nfds copies of /dev/null attached. */
+static int send_with_fds(int fd, const void *msg, size_t len, int nfds)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 8)];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = { .iov_base = (void *)msg, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *c;
+	int fds[8], i, r;
+
+	for (i = 0; i < nfds; i++)
+		fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	memset(&cm, 0, sizeof(cm));
+	mh.msg_control = cm.buf;
+	mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+	r = sendmsg(fd, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
+	for (i = 0; i < nfds; i++)
+		close(fds[i]);
+	return r;
+}
+
+/* The status of the next reply on @fd (async records skipped), or < -1000. */
+static int reply_status(int fd)
+{
+	struct kvp_reply *rep = (struct kvp_reply *)rbuf;
+	ssize_t n;
+
+	do {
+		n = recv(fd, rbuf, sizeof(rbuf), 0);
+	} while (n > 0 && rep->hdr.op == KVP_EV_RECLAIM);
+	return n < (ssize_t)sizeof(*rep) ? -2000 : rep->status;
+}
+
+/*
+ * N connections each send records carrying descriptors that the daemon
+ * must close: an empty record with 2 (it used to drop the connection
+ * before looking at them), a record cut short with 2, a valid one with 3
+ * (more than a request may carry).  Each gets its error reply and the
+ * connection stays usable; afterwards the daemon holds no descriptor more
+ * than before.
+ */
+static int cmd_fd_leak(int pid, int n)
+{
+	int *fds = calloc((size_t)n, sizeof(int)), base, during, after, i, r;
+	struct kvp_hdr h = { .magic = KVP_MAGIC, .op = KVP_OP_STATUS,
+			     .len = sizeof(h), .req_id = 5 };
+
+	base = fd_base(pid);
+	if (base < 0)
+		FAIL("cannot read /proc/%d/fd", pid);
+	for (i = 0; i < n; i++) {
+		fds[i] = raw_connect();
+		if (fds[i] < 0)
+			FAIL("connect %d", i);
+		if (send_with_fds(fds[i], "", 0, 2) ||
+		    (r = reply_status(fds[i])) != -EBADMSG)
+			FAIL("empty record with 2 descriptors: want -EBADMSG, got %d", r);
+		if (send_with_fds(fds[i], &h, 6, 2) ||
+		    (r = reply_status(fds[i])) != -EBADMSG)
+			FAIL("short record with 2 descriptors: want -EBADMSG, got %d", r);
+		if (send_with_fds(fds[i], &h, sizeof(h), 3) ||
+		    (r = reply_status(fds[i])) != -EBADF)
+			FAIL("3 descriptors: want -EBADF, got %d", r);
+		if (raw_op(fds[i], KVP_OP_STATUS, NULL, 0, -1) != -ENOTCONN)
+			FAIL("the connection no longer answers");
+	}
+	/* Each connection holds its socket and an eventfd, nothing else. */
+	during = fd_wait(pid, base + 2 * n, 2000);
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	after = fd_wait(pid, base, 5000);
+	printf("daemon descriptors: %d before, %d with %d connections "
+	       "(%d sent with records), %d after\n", base, during, n, 7 * n,
+	       after);
+	if (during != base + 2 * n)
+		FAIL("%d descriptors with %d connections, want %d", during, n,
+		     base + 2 * n);
+	if (after != base)
+		FAIL("%d descriptors after, %d before: leaked", after, base);
+	free(fds);
+	return good_client();
+}
+
+/*
+ * Open connections until the daemon (run with a low RLIMIT_NOFILE) runs
+ * out of descriptors: later ones must be refused, the daemon must not spin
+ * while they wait, and once they close everything is as before and a
+ * well-behaved client is served.
+ */
+static int cmd_fd_exhaust(int pid, int n)
+{
+	int *fds = calloc((size_t)n, sizeof(int)), base, after, i;
+	int served = 0, refused = 0;
+	double cpu0, cpu;
+
+	base = fd_base(pid);
+	for (i = 0; i < n; i++) {
+		struct timeval tv = { .tv_sec = 3 };
+		int r;
+
+		fds[i] = raw_connect();
+		if (fds[i] < 0) {
+			refused++;
+			continue;
+		}
+		setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		r = raw_op(fds[i], KVP_OP_POOL_STATUS, NULL, 0, -1);
+		if (r >= 0)
+			served++;
+		else if (r == -2000 && errno == EAGAIN)
+			FAIL("connection %d neither served nor refused in 3 s", i + 1);
+		else
+			refused++;
+	}
+	cpu0 = cpu_seconds(pid);
+	sleep(2);
+	cpu = cpu_seconds(pid) - cpu0;
+	for (i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	after = fd_wait(pid, base, 5000);
+	printf("%d connections: %d served, %d refused; daemon CPU %.2f s in "
+	       "2 s at the limit; descriptors %d before, %d after\n", n,
+	       served, refused, cpu, base, after);
+	if (!served || !refused)
+		FAIL("want some served and some refused at the limit");
+	if (cpu > 0.2)
+		FAIL("the daemon spins at the descriptor limit (%.2f s CPU)",
+		     cpu);
+	if (after != base)
+		FAIL("descriptors %d after, %d before", after, base);
+	free(fds);
+	return good_client();
+}
+
+/*
+ * Run as a non-admin user: @n connections are served, the next one is
+ * refused with -EUSERS (KVP_EV_REFUSED, then closed), and once one closes
+ * a new one is served again.
+ */
+static int cmd_conn_limit(int n)
+{
+	int *fds = calloc((size_t)n + 1, sizeof(int)), i, r;
+	struct kvl_ctx *ctx;
+
+	for (i = 0; i < n; i++) {
+		fds[i] = raw_connect();
+		if (fds[i] < 0 ||
+		    (r = raw_op(fds[i], KVP_OP_POOL_STATUS, NULL, 0, -1)) < 0)
+			FAIL("connection %d of %d refused", i + 1, n);
+	}
+	fds[n] = raw_connect();
+	r = fds[n] < 0 ? -1 : raw_op(fds[n], KVP_OP_POOL_STATUS, NULL, 0, -1);
+	if (r != -EUSERS)
+		FAIL("connection %d: want -EUSERS, got %d", n + 1, r);
+	r = open_ctx(NULL, &ctx);
+	if (r != -EUSERS)
+		FAIL("kvl_open over the limit: want -EUSERS, got %d", r);
+	close(fds[0]);
+	usleep(200000);
+	r = open_ctx(NULL, &ctx);
+	if (r)
+		FAIL("kvl_open after one closed: %s", strerror(-r));
+	kvl_close(ctx);
+	printf("connection limit %d: the next one refused with -EUSERS: OK\n",
+	       n);
+	for (i = 1; i <= n; i++)
+		close(fds[i]);
+	free(fds);
+	return 0;
+}
+
+/* ---- protocol edges ----------------------------------------------------- */
+
+/* The tenant records of TENANT_LIST (first page) into rbuf; count or < 0. */
+static int tenant_list(int fd, struct kvp_tenant_rec **recs)
+{
+	struct kvp_list q;
+	struct kvp_list_reply *lr;
+	int r;
+
+	memset(&q, 0, sizeof(q));
+	r = raw_op(fd, KVP_OP_TENANT_LIST, &q, sizeof(q), -1);
+	if (r < 0)
+		return r;
+	lr = (void *)(rbuf + sizeof(struct kvp_reply));
+	*recs = (void *)(lr + 1);
+	return (int)lr->count;
+}
+
+static int find_tenant(int fd, const char *name, struct kvp_tenant_rec *out)
+{
+	struct kvp_tenant_rec *t;
+	int n = tenant_list(fd, &t), i;
+
+	for (i = 0; i < n; i++)
+		if (!strncmp(t[i].name, name, KVP_NAME_LEN)) {
+			*out = t[i];
+			return 1;
+		}
+	return n < 0 ? n : 0;
+}
+
+/* Names of 32 bytes without a NUL are refused, never cut to 31. */
+static int cmd_names(void)
+{
+	struct kvp_tenant t;
+	struct kvp_tenant_rec rec;
+	struct kvp_hello h;
+	struct kvp_attach a;
+	struct kvp_list q;
+	char name31[32];
+	uint8_t *region;
+	int fd = raw_connect(), s, r;
+
+	if (fd < 0)
+		FAIL("connect");
+	memset(name31, 'n', 31);
+	name31[31] = 0;
+	memset(&t, 0, sizeof(t));
+	memset(t.name, 'n', sizeof(t.name));
+	t.max = KVPOOL_UNLIMITED;
+	t.uid = t.gid = KVPOOL_ID_NONE;
+	r = raw_op(fd, KVP_OP_TENANT_ADD, &t, sizeof(t), -1);
+	if (r != -EINVAL)
+		FAIL("TENANT_ADD with a 32-byte name: want -EINVAL, got %d", r);
+	if (find_tenant(fd, name31, &rec) != 0)
+		FAIL("a tenant named with the first 31 bytes appeared");
+	memset(t.name, 0, sizeof(t.name));
+	memset(t.pool, 'p', sizeof(t.pool));
+	memcpy(t.name, name31, sizeof(name31));
+	r = raw_op(fd, KVP_OP_TENANT_ADD, &t, sizeof(t), -1);
+	if (r != -EINVAL)
+		FAIL("TENANT_ADD with a 32-byte pool: want -EINVAL, got %d", r);
+	memset(t.pool, 0, sizeof(t.pool));
+	r = raw_op(fd, KVP_OP_TENANT_ADD, &t, sizeof(t), -1);
+	if (r != 0 || find_tenant(fd, name31, &rec) != 1)
+		FAIL("TENANT_ADD with a 31-character name: %d", r);
+	memset(&q, 0, sizeof(q));
+	memset(q.pool, 'p', sizeof(q.pool));
+	r = raw_op(fd, KVP_OP_TENANT_LIST, &q, sizeof(q), -1);
+	if (r != -EINVAL)
+		FAIL("TENANT_LIST with a 32-byte pool: want -EINVAL, got %d", r);
+	close(fd);
+
+	/* HELLO's tenant, then ATTACH's. */
+	s = raw_connect();
+	memset(&h, 0, sizeof(h));
+	h.version = KVP_VERSION;
+	memset(h.tenant, 'n', sizeof(h.tenant));
+	r = raw_op(s, KVP_OP_HELLO, &h, sizeof(h), -1);
+	if (r != -EINVAL)
+		FAIL("HELLO with a 32-byte tenant: want -EINVAL, got %d", r);
+	close(s);
+	r = raw_session(&s, &region);
+	if (r < 0)
+		FAIL("hello: %d", r);
+	memset(&a, 0, sizeof(a));
+	memset(a.tenant, 'n', sizeof(a.tenant));
+	r = raw_op(s, KVP_OP_ATTACH, &a, sizeof(a), -1);
+	if (r != -EINVAL)
+		FAIL("ATTACH with a 32-byte tenant: want -EINVAL, got %d", r);
+	memcpy(a.tenant, name31, sizeof(name31));
+	r = raw_op(s, KVP_OP_ATTACH, &a, sizeof(a), -1);
+	if (r != 0)
+		FAIL("ATTACH to the 31-character tenant: %d", r);
+	close(s);
+	printf("32-byte names refused (TENANT_ADD, TENANT_LIST, HELLO, ATTACH), "
+	       "31 accepted: OK\n");
+	return 0;
+}
+
+/*
+ * A LEASE with timeout_ns = 2^64 - 1 waits (the deadline saturates) rather
+ * than failing at once, and is granted when blocks come back.
+ */
+static int cmd_lease_timeout(void)
+{
+	struct kvl_ctx *hog;
+	struct kvl_status st;
+	uint32_t *b;
+	uint8_t *region;
+	pid_t child;
+	int r, fd, status;
+
+	if (open_ctx(NULL, &hog) || kvl_status(hog, &st))
+		FAIL("open");
+	b = calloc(st.capacity, 4);
+	r = kvl_lease(hog, st.capacity, 0, 5000000000ULL, b);
+	if (r != (int)st.capacity)
+		FAIL("lease the whole pool: %d", r);
+	child = fork();
+	if (!child) {
+		struct kvp_lease l = { .count = 1, .timeout_ns = UINT64_MAX };
+
+		if (raw_session(&fd, &region) < 0)
+			_exit(3);
+		r = raw_op(fd, KVP_OP_LEASE, &l, sizeof(l), -1);
+		_exit(r == 1 ? 0 : r == -ETIMEDOUT ? 4 : 5);
+	}
+	sleep(1);
+	r = waitpid(child, &status, WNOHANG);
+	if (r == child)
+		FAIL("the lease with the longest timeout ended at once (exit %d: "
+		     "4 = -ETIMEDOUT)", WEXITSTATUS(status));
+	if (kvl_release(hog, b, 1) != 1)
+		FAIL("release");
+	if (waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		FAIL("the waiting lease was not granted (%#x)", status);
+	printf("LEASE with timeout 2^64-1 waits and is granted: OK\n");
+	kvl_close(hog);
+	free(b);
+	return 0;
+}
+
+/* TENANT_SET checks every field before it changes any. */
+static int cmd_tenant_set(void)
+{
+	struct kvp_tenant t;
+	struct kvp_tenant_rec rec;
+	int fd = raw_connect(), r;
+
+	if (fd < 0)
+		FAIL("connect");
+	memset(&t, 0, sizeof(t));
+	strcpy(t.name, "ts");
+	t.max = 10;
+	t.min = 2;
+	t.uid = t.gid = KVPOOL_ID_NONE;
+	if (raw_op(fd, KVP_OP_TENANT_ADD, &t, sizeof(t), -1))
+		FAIL("TENANT_ADD");
+	t.max = 20;
+	t.min = 1u << 30;			/* above the capacity */
+	r = raw_op(fd, KVP_OP_TENANT_SET, &t, sizeof(t), -1);
+	if (r != -EINVAL)
+		FAIL("valid max, invalid min: want -EINVAL, got %d", r);
+	t.max = 1;
+	t.min = KVP_KEEP;			/* below the min of 2 */
+	r = raw_op(fd, KVP_OP_TENANT_SET, &t, sizeof(t), -1);
+	if (r != -EINVAL)
+		FAIL("max below min: want -EINVAL, got %d", r);
+	t.max = 30;
+	t.min = 40;
+	t.uid = 7;
+	r = raw_op(fd, KVP_OP_TENANT_SET, &t, sizeof(t), -1);
+	if (r != -EINVAL)
+		FAIL("min above max: want -EINVAL, got %d", r);
+	if (find_tenant(fd, "ts", &rec) != 1 || rec.max != 10 || rec.min != 2 ||
+	    rec.uid != KVPOOL_ID_NONE)
+		FAIL("a refused TENANT_SET changed the tenant (max %u min %u uid %u)",
+		     rec.max, rec.min, rec.uid);
+	t.max = 1;
+	t.min = 0;
+	t.uid = KVP_KEEP;
+	r = raw_op(fd, KVP_OP_TENANT_SET, &t, sizeof(t), -1);
+	if (r || find_tenant(fd, "ts", &rec) != 1 || rec.max != 1 || rec.min != 0)
+		FAIL("lowering max and min together: %d (max %u min %u)", r,
+		     rec.max, rec.min);
+	printf("TENANT_SET: refused requests change nothing: OK\n");
+	close(fd);
+	return 0;
+}
+
+/*
+ * CLIENT_LIST and CLIENT_TIERS as the caller sees them: an admin peer sees
+ * every lease and connection; any other user only those of its own uid.
+ * Prints "leases N mine M total T clients N mine M total T".
+ */
+static int cmd_list(void)
+{
+	struct kvl_ctx *ctx;
+	struct kvp_list q;
+	struct kvp_list_reply *lr;
+	struct kvp_client_rec *c;
+	uint32_t b[1], i, mine = 0;
+	int fd, r;
+
+	if (open_ctx(NULL, &ctx) || kvl_lease(ctx, 1, 0, 1000000000ULL, b) != 1)
+		FAIL("open and lease");
+	fd = raw_connect();
+	memset(&q, 0, sizeof(q));
+	r = raw_op(fd, KVP_OP_CLIENT_LIST, &q, sizeof(q), -1);
+	if (r < 0)
+		FAIL("CLIENT_LIST: %d", r);
+	lr = (void *)(rbuf + sizeof(struct kvp_reply));
+	c = (void *)(lr + 1);
+	for (i = 0; i < lr->count; i++)
+		mine += c[i].uid == getuid();
+	printf("leases %u mine %u total %u", lr->count, mine, lr->total);
+	/* CLIENT_TIERS: every connection that said HELLO, same rule. */
+	r = raw_op(fd, KVP_OP_CLIENT_TIERS, &q, sizeof(q), -1);
+	if (r < 0)
+		FAIL("CLIENT_TIERS: %d", r);
+	{
+		struct kvp_client_tier_rec *ct = (void *)(lr + 1);
+
+		for (i = 0, mine = 0; i < lr->count; i++)
+			mine += ct[i].uid == getuid();
+	}
+	printf(" clients %u mine %u total %u\n", lr->count, mine, lr->total);
+	close(fd);
+	kvl_close(ctx);
+	return 0;
+}
+
+/*
+ * The owner's progress does not depend on data-plane ops: while THREADS
+ * clients run long, overlapping decode requests back to back for SECONDS,
+ * a new connection's POOL_STATUS is answered promptly, and memory freed
+ * meanwhile is unmapped while they go on (the unmap waits for no op and
+ * new ops wait for a due unmap, not the other way round).
+ */
+#define BUSY_TOKENS	8192
+#define BUSY_BATCH	8
+#define BUSY_QHEADS	16
+
+struct busy {
+	volatile int stop;
+	volatile unsigned long ops;
+	volatile int ready;	/* threads whose blocks are all leased */
+	int err;
+};
+
+static void *busy_thread(void *arg)
+{
+	struct busy *bz = arg;
+	struct kvl_layout l = { .layers = 1, .kv_heads = 8, .head_dim = 128,
+				.dtype = KVL_DTYPE_BF16 };
+	struct kvl_opts o;
+	struct kvl_ctx *ctx;
+	struct kvl_seq *s, *batch[BUSY_BATCH];
+	float *q = calloc((size_t)BUSY_BATCH * BUSY_QHEADS * 128, 4);
+	float *out = calloc((size_t)BUSY_BATCH * BUSY_QHEADS * 128, 4);
+	int lay, i, r;
+
+	memset(&o, 0, sizeof(o));
+	o.socket_path = sock_path;
+	o.region_bytes = 8 << 20;
+	r = kvl_open(&o, &ctx);
+	if (!r && (lay = kvl_layout_declare(ctx, &l)) < 0)
+		r = lay;
+	if (!r)
+		r = kvl_seq_create(ctx, lay, &s);
+	if (!r)
+		r = kvl_seq_append(s, BUSY_TOKENS) == BUSY_TOKENS ? 0 : -EIO;
+	for (i = 0; i < BUSY_BATCH; i++)
+		batch[i] = s;	/* one sequence per row, shared blocks */
+	__sync_fetch_and_add(&bz->ready, 1);
+	while (!r && !bz->stop) {
+		r = kvl_seq_decode(batch, BUSY_BATCH, 0, BUSY_QHEADS, q, 0.0f,
+				   out);
+		bz->ops++;
+	}
+	if (r)
+		bz->err = r;
+	free(q);
+	free(out);
+	return NULL;
+}
+
+static double ms_since(uint64_t t0)
+{
+	return (double)(now_ms() - t0);
+}
+
+static int cmd_busy(int seconds, int threads)
+{
+	struct busy bz = { 0 };
+	pthread_t th[8];
+	struct kvl_ctx *extra;
+	struct kvp_pool_rec pr;
+	uint32_t *b = calloc(512, 4);
+	uint64_t t0, end, mapped_full, mapped_low = UINT64_MAX;
+	unsigned long ops0;
+	double worst = 0, lat;
+	int i, probes = 0, r;
+
+	if (threads > 8)
+		threads = 8;
+	for (i = 0; i < threads; i++)
+		pthread_create(&th[i], NULL, busy_thread, &bz);
+	/* Every client's blocks first, so that the next lease is above. */
+	while ((bz.ready < threads || bz.ops < (unsigned long)threads) && !bz.err)
+		usleep(10000);
+	/* Another client's blocks, above theirs, make the pool grow; they go
+	 * back below, so the top chunks can be unmapped. */
+	if (open_ctx(NULL, &extra) || kvl_lease(extra, 512, 0, 5000000000ULL, b) != 512)
+		FAIL("extra lease");
+	if (pool_rec(&pr) < 0)
+		FAIL("pool status");
+	mapped_full = pr.mapped_bytes;
+	if (kvl_release_all(extra) != 512)
+		FAIL("release");
+	ops0 = bz.ops;
+	t0 = now_ms();
+	end = t0 + (uint64_t)seconds * 1000;
+	while (now_ms() < end && !bz.err) {
+		uint64_t p0 = now_ms();
+
+		r = pool_rec(&pr);
+		lat = ms_since(p0);
+		if (r < 0) {
+			bz.stop = 1;
+			FAIL("no status answer in %.0f ms while data-plane ops ran (%d)",
+			     lat, r);
+		}
+		if (lat > worst)
+			worst = lat;
+		if (pr.mapped_bytes < mapped_low)
+			mapped_low = pr.mapped_bytes;
+		probes++;
+		usleep(50000);
+	}
+	bz.stop = 1;
+	for (i = 0; i < threads; i++)
+		pthread_join(th[i], NULL);
+	printf("%d clients, %lu decode requests of %d x %d tokens in %d s; "
+	       "%d status probes, slowest %.0f ms; mapped %llu -> %llu bytes "
+	       "while busy\n", threads, bz.ops, BUSY_BATCH, BUSY_TOKENS,
+	       seconds, probes, worst, (unsigned long long)mapped_full,
+	       (unsigned long long)mapped_low);
+	if (bz.err)
+		FAIL("a busy client failed: %s", strerror(-bz.err));
+	if (bz.ops <= ops0)
+		FAIL("the clients made no progress while the probes ran");
+	if (worst > 2000)
+		FAIL("a status call took %.0f ms while data-plane ops ran", worst);
+	if (mapped_low >= mapped_full)
+		FAIL("freed memory was never unmapped while ops ran");
+	kvl_close(extra);
+	free(b);
+	return 0;
+}
+
+/* Peak resident memory of @pid in KiB (VmHWM), or -1. */
+static long peak_rss_kb(int pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/*
+ * Attention requests are checked for size before the daemon allocates or
+ * computes: a block table declared huge (batch 4096 x the whole capacity)
+ * but with short sequences costs only what the sequences need; a block
+ * named twice in one sequence is refused; work beyond the bound is refused
+ * with -E2BIG at once.  The daemon's peak memory must not grow by the
+ * declared table.
+ */
+static int cmd_attn_bounds(int pid)
+{
+	struct kvp_layout l = { .layers = 1, .kv_heads = 8, .head_dim = 128,
+				.dtype = 1 };
+	struct kvp_layout_reply lr;
+	struct kvp_pool_rec pr;
+	struct kvp_attn at;
+	struct kvp_lease lq;
+	uint32_t *region, tpb, blocks[64], i, cap;
+	uint64_t tables = 1 << 20, region_bytes;
+	long rss0, rss1;
+	int fd, mfd, r;
+	struct kvp_hello h;
+	void *m;
+
+	if (pool_rec(&pr) < 0)
+		FAIL("pool status");
+	cap = pr.capacity;
+	/* A region large enough for the declared table, never touched. */
+	region_bytes = tables + (uint64_t)4096 * cap * 4 + (8 << 20);
+	fd = raw_connect();
+	mfd = memfd_create("e2e-big", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || mfd < 0 || ftruncate(mfd, (off_t)region_bytes) ||
+	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK))
+		FAIL("region");
+	m = mmap(NULL, region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	if (m == MAP_FAILED)
+		FAIL("mmap");
+	region = m;
+	memset(&h, 0, sizeof(h));
+	h.version = KVP_VERSION;
+	h.flags = KVP_HELLO_REGION;
+	h.region_bytes = region_bytes;
+	r = raw_op(fd, KVP_OP_HELLO, &h, sizeof(h), mfd);
+	close(mfd);
+	if (r < 0)
+		FAIL("hello: %d", r);
+	r = raw_op(fd, KVP_OP_LAYOUT, &l, sizeof(l), -1);
+	if (r < 0)
+		FAIL("layout: %d", r);
+	memcpy(&lr, rbuf + sizeof(struct kvp_reply), sizeof(lr));
+	tpb = lr.tokens_per_block;
+	lq.count = 64;
+	lq.flags = 0;
+	lq.timeout_ns = 5000000000ULL;
+	r = raw_op(fd, KVP_OP_LEASE, &lq, sizeof(lq), -1);
+	if (r != 64)
+		FAIL("lease 64: %d", r);
+	memcpy(blocks, rbuf + sizeof(struct kvp_reply), sizeof(blocks));
+
+	/* q at 0 (8 MiB is enough for everything below), ctx at 8 MiB,
+	 * tables at 8 MiB + 1 MiB: batch 4096 x capacity entries. */
+	memset(&at, 0, sizeof(at));
+	at.layout_id = lr.layout_id;
+	at.batch = 4096;
+	at.q_heads = 8;
+	at.max_blocks_per_seq = cap;
+	at.off_q = 0;
+	at.off_out = 0;
+	at.off_ctx = 8 << 20;
+	at.off_tables = (8 << 20) + tables;
+	for (i = 0; i < at.batch; i++) {
+		region[(at.off_ctx / 4) + i] = 1;	/* one token each */
+		region[at.off_tables / 4 + (uint64_t)i * cap] = blocks[0];
+	}
+	rss0 = peak_rss_kb(pid);
+	r = raw_op(fd, KVP_OP_ATTN, &at, sizeof(at), -1);
+	rss1 = peak_rss_kb(pid);
+	printf("ATTN batch %u declaring %u blocks per sequence (%llu MiB of "
+	       "tables), 1 token each: %d, daemon peak RSS %ld -> %ld KiB\n",
+	       at.batch, cap, (unsigned long long)at.batch * cap * 4 >> 20, r,
+	       rss0, rss1);
+	if (r != 0)
+		FAIL("short sequences with a huge declared table: %d", r);
+	/* Queries, outputs and the kernels' scratch for 4096 sequences take
+	 * tens of MiB; the declared table (twice 256 MiB) must not. */
+	if (rss1 - rss0 > 128 * 1024)
+		FAIL("the daemon's peak memory grew by %ld KiB", rss1 - rss0);
+
+	/* The same block twice in one sequence. */
+	at.batch = 1;
+	region[at.off_ctx / 4] = 2 * tpb;
+	region[at.off_tables / 4] = blocks[0];
+	region[at.off_tables / 4 + 1] = blocks[0];
+	r = raw_op(fd, KVP_OP_ATTN, &at, sizeof(at), -1);
+	if (r != -EINVAL)
+		FAIL("a block twice in one sequence: want -EINVAL, got %d", r);
+
+	/* Work beyond the bound: 4096 sequences of 64 distinct blocks. */
+	at.batch = 4096;
+	at.q_heads = 128;
+	for (i = 0; i < at.batch; i++) {
+		region[at.off_ctx / 4 + i] = 64 * tpb;
+		memcpy(&region[at.off_tables / 4 + (uint64_t)i * cap], blocks,
+		       sizeof(blocks));
+	}
+	r = raw_op(fd, KVP_OP_ATTN, &at, sizeof(at), -1);
+	if (r != -E2BIG)
+		FAIL("work beyond the bound: want -E2BIG, got %d", r);
+	printf("ATTN: sizes checked before allocating, repeated block -EINVAL, "
+	       "too much work -E2BIG: OK\n");
+	close(fd);
+	munmap(m, region_bytes);
+	return good_client();
+}
+
+/* Leave a socket file nobody listens on at @path (a daemon that died). */
+static int cmd_stale_socket(const char *path)
+{
+	struct sockaddr_un sa;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
+		FAIL("bind %s: %s", path, strerror(errno));
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3)
@@ -887,6 +1686,26 @@ int main(int argc, char **argv)
 		return cmd_bad(argv[3]);
 	if (!strcmp(argv[1], "devbuf-bad"))
 		return cmd_devbuf_bad();
+	if (!strcmp(argv[1], "fd-leak") && argc == 5)
+		return cmd_fd_leak(atoi(argv[3]), atoi(argv[4]));
+	if (!strcmp(argv[1], "fd-exhaust") && argc == 5)
+		return cmd_fd_exhaust(atoi(argv[3]), atoi(argv[4]));
+	if (!strcmp(argv[1], "conn-limit") && argc == 4)
+		return cmd_conn_limit(atoi(argv[3]));
+	if (!strcmp(argv[1], "attn-bounds") && argc == 4)
+		return cmd_attn_bounds(atoi(argv[3]));
+	if (!strcmp(argv[1], "busy") && argc == 5)
+		return cmd_busy(atoi(argv[3]), atoi(argv[4]));
+	if (!strcmp(argv[1], "stale-socket"))
+		return cmd_stale_socket(argv[2]);
+	if (!strcmp(argv[1], "names"))
+		return cmd_names();
+	if (!strcmp(argv[1], "lease-timeout"))
+		return cmd_lease_timeout();
+	if (!strcmp(argv[1], "tenant-set"))
+		return cmd_tenant_set();
+	if (!strcmp(argv[1], "list"))
+		return cmd_list();
 	fprintf(stderr, "usage: see the comment at the top of e2e-util.c\n");
 	return 2;
 }

@@ -60,6 +60,26 @@ start_daemon() {
 	fail "kvpoold did not answer within 10 s"
 }
 
+# Stop the daemon with SIGTERM and check what it logs at exit: the deepest
+# stack a connection thread used must leave half of the stack unused.
+stop_daemon() {
+	kill -TERM "$DPID" 2>/dev/null
+	i=0
+	while kill -0 "$DPID" 2>/dev/null && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill -0 "$DPID" 2>/dev/null && fail "kvpoold did not stop on SIGTERM"
+	wait "$DPID" 2>/dev/null
+	DPID=
+	line=$(grep "deepest connection stack" "$DLOG" | tail -n 1)
+	echo "${line#*notice: }"
+	used=$(echo "$line" | sed -n 's/.*stack: \([0-9]*\) KiB of \([0-9]*\) KiB.*/\1/p')
+	size=$(echo "$line" | sed -n 's/.*stack: \([0-9]*\) KiB of \([0-9]*\) KiB.*/\2/p')
+	[ -n "$used" ] || fail "no stack figure at exit"
+	[ $((used * 2)) -le "$size" ] || fail "connection stacks nearly full: $used of $size KiB"
+}
+
 daemon_alive() {
 	kill -0 "$DPID" 2>/dev/null || fail "kvpoold died"
 	"$UTIL" status "$SOCK" >/dev/null || fail "kvpoold does not answer"

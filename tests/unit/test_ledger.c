@@ -231,6 +231,38 @@ static void tenant_errors(void **state)
 	assert_null(kvpool_tenant_find(p, "web"));
 }
 
+/* The tenant table holds KVPOOL_MAX_TENANTS: beyond, -ENOSPC everywhere. */
+static void tenant_table_full(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_pool *p = f->pool;
+	struct kvpool_lease *l = open_lease(f, &f->alice), *x = NULL;
+	char name[KVPOOL_NAME_LEN];
+	u32 i, start = p->ntenants, n = start;
+
+	for (i = 0; n < KVPOOL_MAX_TENANTS; i++, n++) {
+		snprintf(name, sizeof(name), "t%u", i);
+		assert_int_equal(kvpool_tenant_create(p, name, 1, 0,
+						      KVPOOL_ID_NONE,
+						      KVPOOL_ID_NONE, NULL), 0);
+	}
+	assert_int_equal(p->ntenants, KVPOOL_MAX_TENANTS);
+	assert_int_equal(kvpool_tenant_create(p, "more", 1, 0, KVPOOL_ID_NONE,
+					      KVPOOL_ID_NONE, NULL), -ENOSPC);
+	/* A new uid's automatic tenant does not fit: no lease either. */
+	assert_int_equal(kvpool_lease_open(p, &f->bob, &x), -ENOSPC);
+	assert_int_equal(p->nleases, 1);
+	/* An existing tenant still works. */
+	assert_int_equal(kvpool_lease_attach(l, "t0", &f->root), 0);
+	check(f);
+	kvpool_lease_close(l);
+	while (i--) {
+		snprintf(name, sizeof(name), "t%u", i);
+		assert_int_equal(kvpool_tenant_delete(p, name), 0);
+	}
+	assert_int_equal(p->ntenants, start);
+}
+
 static void tenant_delete_busy(void **state)
 {
 	struct fix *f = *state;
@@ -791,6 +823,170 @@ static void pin_rules(void **state)
 	assert_int_equal(f->pool->nleases, 0);
 }
 
+/* Two-phase grant: pending blocks are nobody's to touch; cancel undoes. */
+static void pending_grant(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_lease *a = open_lease(f, &f->alice);
+	struct kvpool_tenant *t = a->tenant;
+	struct kvpool_wait w = { 0 }, w2 = { 0 };
+	struct kvpool_snapshot out;
+	struct kvpool_lease_info li[2];
+	struct kvpool_block_owner bo[8];
+	u32 x[1], p[4], q[3], bad = 9, dup[2];
+
+	assert_int_equal(grant(a, 1, 0, x), 1);
+	assert_int_equal(kvpool_lease_grant_pending(a, 4, 0, p, &w), 4);
+	/* Charged (rule 1 holds), listed, but not releasable or pinnable. */
+	assert_int_equal(a->held, 5);
+	assert_int_equal(t->cur, 5);
+	assert_int_equal(f->pool->used, 5);
+	assert_int_equal(t->peak, 5);
+	check(f);
+	assert_int_equal(kvpool_snapshot(f->pool, li, 2, bo, 8, &out), 0);
+	assert_int_equal(out.blocks, 5);
+	assert_int_equal(bo[1].lease_id, a->id);
+	assert_int_equal(kvpool_lease_release(a, p, 1), -EINVAL);
+	assert_int_equal(kvpool_lease_check(f->pool, a->id, p, 1, &bad), -EPERM);
+	assert_int_equal(kvpool_lease_pin(f->pool, a->id, &p[1], 1, &bad), -EPERM);
+	/* Release-all leaves pending blocks alone. */
+	assert_int_equal(kvpool_lease_release_all(a), 1);
+	assert_int_equal(a->held, 4);
+	assert_int_equal(grant(a, 1, 0, x), 1);
+
+	/* Cancel, while the owner pins the lease: exactly as before. */
+	a->reclaim_target = 3;	/* as if posted */
+	assert_int_equal(kvpool_lease_pin(f->pool, a->id, x, 1, &bad), 0);
+	dup[0] = dup[1] = p[0];
+	assert_int_equal(kvpool_lease_grant_cancel(a, dup, 2, &w), -EINVAL);
+	assert_int_equal(kvpool_lease_grant_cancel(a, x, 1, &w), -EINVAL);
+	assert_int_equal(kvpool_lease_grant_cancel(a, p, 4, &w), 0);
+	assert_int_equal(a->held, 1);
+	assert_int_equal(t->cur, 1);
+	assert_int_equal(f->pool->used, 1);
+	assert_int_equal(a->reclaim_target, 3);
+	assert_int_equal(t->peak, 1);	/* 5 counted blocks never handed over */
+	assert_int_equal(kvpool_lease_grant_cancel(a, p, 4, &w), -EINVAL);
+	assert_int_equal(kvpool_lease_grant_commit(a, p, 4), -EINVAL);
+	check(f);
+	assert_int_equal(kvpool_lease_unpin(f->pool, a->id), 0);
+
+	/* A later grant's peak stays; commit makes ordinary blocks. */
+	assert_int_equal(kvpool_lease_grant_pending(a, 2, 0, q, &w2), 2);
+	assert_int_equal(grant(a, 2, 0, p), 2);
+	assert_int_equal(t->peak, 5);
+	assert_int_equal(kvpool_lease_grant_commit(a, q, 2), 0);
+	assert_int_equal(kvpool_lease_grant_commit(a, q, 2), -EINVAL);
+	assert_int_equal(kvpool_lease_check(f->pool, a->id, q, 2, &bad), 0);
+	assert_int_equal(kvpool_lease_release(a, q, 2), 2);
+	assert_int_equal(t->peak, 5);
+	check(f);
+
+	/* A close frees pending blocks too. */
+	assert_int_equal(kvpool_lease_grant_pending(a, 3, 0, q, &w), 3);
+	kvpool_lease_close(a);
+	assert_int_equal(f->pool->used, 0);
+	assert_int_equal(t->cur, 0);
+	check(f);
+}
+
+/* min above a finite max is refused everywhere; set_limits is atomic. */
+static void limits_min_max(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_tenant *t;
+
+	assert_int_equal(kvpool_tenant_create(f->pool, "mm", 8, 9, KVPOOL_ID_NONE,
+					      KVPOOL_ID_NONE, &t), -EINVAL);
+	assert_int_equal(kvpool_tenant_create(f->pool, "mm", 8, 8, KVPOOL_ID_NONE,
+					      KVPOOL_ID_NONE, &t), 0);
+	assert_int_equal(kvpool_tenant_set_min(t, 9), -EINVAL);
+	assert_int_equal(kvpool_tenant_set_max(t, 7), -EINVAL);
+	assert_int_equal(t->max, 8);
+	assert_int_equal(t->min, 8);
+	/* A valid max with an invalid min changes nothing, and back. */
+	assert_int_equal(kvpool_tenant_set_limits(t, 20, 65), -EINVAL);
+	assert_int_equal(kvpool_tenant_set_limits(t, 65, 2), -EINVAL);
+	assert_int_equal(kvpool_tenant_set_limits(t, 4, 5), -EINVAL);
+	assert_int_equal(t->max, 8);
+	assert_int_equal(t->min, 8);
+	assert_int_equal(f->pool->unmet_min, 8);
+	/* Lowering both together works in one call. */
+	assert_int_equal(kvpool_tenant_set_limits(t, 4, 2), 0);
+	assert_int_equal(t->max, 4);
+	assert_int_equal(t->min, 2);
+	assert_int_equal(f->pool->unmet_min, 2);
+	assert_int_equal(kvpool_tenant_set_limits(t, KVPOOL_UNLIMITED, 64), 0);
+	check(f);
+}
+
+/* A new max recomputes the tenant's reclaim targets. */
+static void reclaim_withdrawn_by_max(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_lease *a = open_lease(f, &f->alice);
+	struct kvpool_lease *b = open_lease(f, &f->alice);
+	struct kvpool_tenant *t = a->tenant;
+	u32 x[8];
+
+	assert_int_equal(grant(a, 6, 0, x), 6);
+	assert_int_equal(grant(b, 4, 0, x), 4);
+	assert_int_equal(kvpool_tenant_set_max(t, 2), 0);
+	assert_int_equal(a->reclaim_target + b->reclaim_target, 8);
+	/* Raised, still below current: the smaller excess is asked. */
+	assert_int_equal(kvpool_tenant_set_max(t, 7), 0);
+	assert_int_equal(a->reclaim_target + b->reclaim_target, 3);
+	/* Raised to current or above: no target left. */
+	unsigned int rw = f->h.reclaim_wakes;
+	assert_int_equal(kvpool_tenant_set_max(t, 10), 0);
+	assert_int_equal(a->reclaim_target, 0);
+	assert_int_equal(b->reclaim_target, 0);
+	assert_true(f->h.reclaim_wakes > rw);
+	/* A min change alone leaves targets alone. */
+	assert_int_equal(kvpool_tenant_set_max(t, 9), 0);
+	assert_int_equal(a->reclaim_target + b->reclaim_target, 1);
+	assert_int_equal(kvpool_tenant_set_min(t, 1), 0);
+	assert_int_equal(a->reclaim_target + b->reclaim_target, 1);
+	kvpool_lease_close(a);
+	kvpool_lease_close(b);
+	check(f);
+}
+
+/* The owner's CLIENT_CLOSED queue is bounded; the rest is merged. */
+static void closed_queue_bound(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_event ev;
+	u32 i, n = KVPOOL_CLOSED_QUEUE_MAX + 10, x[2], closed = 0, many = 0;
+	u32 blocks = 0;
+
+	while (kvpool_owner_read_event(f->pool, &ev) == 1)
+		;
+	for (i = 0; i < n; i++) {
+		struct kvpool_lease *l = open_lease(f, &f->alice);
+
+		assert_int_equal(grant(l, 1 + i % 2, 0, x), (int)(1 + i % 2));
+		kvpool_lease_close(l);
+	}
+	assert_int_equal(f->pool->nclosed, KVPOOL_CLOSED_QUEUE_MAX);
+	while (kvpool_owner_read_event(f->pool, &ev) == 1) {
+		if (ev.type == KVPOOL_EVENT_CLIENT_CLOSED) {
+			closed++;
+			blocks += ev.blocks;
+		} else if (ev.type == KVPOOL_EVENT_CLOSED_MANY) {
+			many++;
+			assert_int_equal(ev.arg, 10);
+			assert_int_equal(ev.lease_id, 0);
+			blocks += ev.blocks;
+		}
+	}
+	assert_int_equal(closed, KVPOOL_CLOSED_QUEUE_MAX);
+	assert_int_equal(many, 1);
+	assert_int_equal(blocks, n / 2 * 3);
+	assert_int_equal(f->pool->nclosed, 0);
+	check(f);
+}
+
 static void status_fill(void **state)
 {
 	struct fix *f = *state;
@@ -862,6 +1058,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(grow_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(shrink_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(tenant_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(tenant_table_full, setup, teardown),
 		cmocka_unit_test_setup_teardown(tenant_delete_busy, setup, teardown),
 		cmocka_unit_test_setup_teardown(attach_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(lowest_first, setup, teardown),
@@ -880,6 +1077,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(lease_check_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(snapshot_without_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(pin_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(pending_grant, setup, teardown),
+		cmocka_unit_test_setup_teardown(limits_min_max, setup, teardown),
+		cmocka_unit_test_setup_teardown(reclaim_withdrawn_by_max, setup, teardown),
+		cmocka_unit_test_setup_teardown(closed_queue_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(status_fill, setup, teardown),
 		cmocka_unit_test_setup_teardown(invariant_check_catches_corruption, setup, teardown),
 	};

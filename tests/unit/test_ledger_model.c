@@ -197,8 +197,26 @@ static void op_grant(struct model *m)
 		flags |= KVPOOL_LEASE_NONBLOCK;
 	if (!rn(8))
 		flags |= KVPOOL_LEASE_ORPHAN_FAIL;
+	/* A two-phase grant that is cancelled changes nothing. */
+	if (!rn(8)) {
+		u32 used = m->used, held = ml->held;
+
+		got = kvpool_lease_grant_pending(ml->l, count, flags, out, &w);
+		if (got > 0 &&
+		    kvpool_lease_grant_cancel(ml->l, out, (u32)got, &w))
+			FAIL("cancel of a pending grant refused");
+		if (ml->l->held != held || m->pool->used != used)
+			FAIL("cancelled grant changed held/used");
+		memset(&w, 0, sizeof(w));
+	}
 	want = ref_grant(m, li, count, flags);
-	got = kvpool_lease_grant(ml->l, count, flags, out, &w);
+	if (rn(4)) {
+		got = kvpool_lease_grant(ml->l, count, flags, out, &w);
+	} else {
+		got = kvpool_lease_grant_pending(ml->l, count, flags, out, &w);
+		if (got > 0 && kvpool_lease_grant_commit(ml->l, out, (u32)got))
+			FAIL("commit of a pending grant refused");
+	}
 	if (verbose)
 		printf("step %d: grant lease %d count %u flags %u -> %d (want %d)\n",
 		       cur_step, li, count, flags, got, want);
@@ -404,7 +422,8 @@ static void op_tenant(struct model *m)
 	case 0: {	/* create */
 		u32 max = rand_limit(m, true), min_ = rand_limit(m, false);
 		bool bad = min_ > m->capacity ||
-			   (max != KVPOOL_UNLIMITED && max > m->capacity);
+			   (max != KVPOOL_UNLIMITED &&
+			    (max > m->capacity || min_ > max));
 		char name[KVPOOL_NAME_LEN];
 
 		snprintf(name, sizeof(name), "t%d", ti);
@@ -426,7 +445,7 @@ static void op_tenant(struct model *m)
 			return;
 		v = rand_limit(m, true);
 		ret = kvpool_tenant_set_max(kvpool_tenant_find(m->pool, t->name), v);
-		if (v != KVPOOL_UNLIMITED && v > m->capacity) {
+		if (v != KVPOOL_UNLIMITED && (v > m->capacity || v < t->min)) {
 			EXPECT_EQ(ret, -EINVAL, "set max");
 		} else {
 			EXPECT_EQ(ret, 0, "set max");
@@ -438,7 +457,8 @@ static void op_tenant(struct model *m)
 			return;
 		v = rand_limit(m, false);
 		ret = kvpool_tenant_set_min(kvpool_tenant_find(m->pool, t->name), v);
-		if (v > m->capacity) {
+		if (v > m->capacity ||
+		    (t->max != KVPOOL_UNLIMITED && v > t->max)) {
 			EXPECT_EQ(ret, -EINVAL, "set min");
 		} else {
 			EXPECT_EQ(ret, 0, "set min");

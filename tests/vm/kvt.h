@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/klog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -174,6 +175,22 @@ static inline bool kvt_wait_sleeping(pid_t pid)
 		kvt_msleep(10);
 	}
 	return false;
+}
+
+/* Occurrences of @needle in the kernel log (needs CAP_SYSLOG), or -errno. */
+static inline int kvt_klog_count(const char *needle)
+{
+	static char buf[1 << 20];
+	int n = klogctl(3 /* SYSLOG_ACTION_READ_ALL */, buf, sizeof(buf) - 1);
+	int count = 0;
+	char *p;
+
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	for (p = buf; (p = strstr(p, needle)); p += strlen(needle))
+		count++;
+	return count;
 }
 
 /* ---------------------------------------------------------------- */
@@ -481,6 +498,7 @@ struct kvt_nl {
 	uint16_t family;
 	uint32_t event_group;
 	uint32_t seq;
+	bool sendto_kernel;	/* sendto() naming the kernel, not send() */
 };
 
 struct kvt_nlmsg {
@@ -577,8 +595,16 @@ static inline int kvt_nl_talk(struct kvt_nl *nl, struct kvt_nlmsg *m,
 	static char buf[65536];
 	bool dump = m->nh.nlmsg_flags & NLM_F_DUMP;
 
+	struct sockaddr_nl kernel = { .nl_family = AF_NETLINK };
+	ssize_t sent;
+
 	m->nh.nlmsg_flags |= NLM_F_ACK;
-	if (send(nl->fd, m, m->nh.nlmsg_len, 0) < 0)
+	if (nl->sendto_kernel)
+		sent = sendto(nl->fd, m, m->nh.nlmsg_len, 0,
+			      (struct sockaddr *)&kernel, sizeof(kernel));
+	else
+		sent = send(nl->fd, m, m->nh.nlmsg_len, 0);
+	if (sent < 0)
 		return -errno;
 	for (;;) {
 		ssize_t n = recv(nl->fd, buf, sizeof(buf), 0);
@@ -640,27 +666,50 @@ static void kvt_nl_family_cb(struct nlmsghdr *nh, void *arg)
 	}
 }
 
-/* Open a genl socket and resolve the kvpool family. */
-static inline int kvt_nl_open(struct kvt_nl *nl)
+/* Resolve the kvpool family on a bound genl socket @fd (taken over). */
+static inline int kvt_nl_open_fd(struct kvt_nl *nl, int fd)
 {
-	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
 	struct kvt_nlmsg m;
 	struct timeval tv = { .tv_sec = 20 };
 	int ret;
 
 	memset(nl, 0, sizeof(*nl));
-	nl->fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
-	if (nl->fd < 0)
-		return -errno;
+	nl->fd = fd;
 	setsockopt(nl->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (bind(nl->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return -errno;
 	kvt_nl_init_msg(nl, &m, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 0);
 	kvt_nla_str(&m, CTRL_ATTR_FAMILY_NAME, KVPOOL_GENL_NAME);
 	ret = kvt_nl_talk(nl, &m, kvt_nl_family_cb, nl);
 	if (ret)
 		return ret;
 	return nl->family ? 0 : -ENOENT;
+}
+
+/* A bound genl socket, or -errno. */
+static inline int kvt_nl_socket(void)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
+
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -errno;
+	}
+	return fd;
+}
+
+/* Open a genl socket and resolve the kvpool family. */
+static inline int kvt_nl_open(struct kvt_nl *nl)
+{
+	int fd = kvt_nl_socket();
+
+	if (fd < 0) {
+		memset(nl, 0, sizeof(*nl));
+		nl->fd = -1;
+		return fd;
+	}
+	return kvt_nl_open_fd(nl, fd);
 }
 
 static inline int kvt_nl_subscribe(struct kvt_nl *nl)

@@ -196,10 +196,88 @@ static void test_owner_crash(void)
 	close(owner);
 }
 
+/*
+ * An owner that does not read while many client files close: the kernel
+ * keeps at most KVPOOL_CLOSED_QUEUE_MAX CLIENT_CLOSED records and merges
+ * the rest into one CLOSED_MANY record (files and blocks counted), so any
+ * user opening and closing /dev/kvpool cannot grow kernel memory without
+ * bound, and the owner still learns of every close.
+ */
+#define EXTRA_CLOSES	300
+
+static void test_closed_queue_bound(void)
+{
+	int owner = kvt_setup_pool("pb", 16, 16, 16, KVPOOL_UNLIMITED);
+	int n = KVPOOL_CLOSED_QUEUE_MAX + EXTRA_CLOSES, closed = 0, many = 0;
+	long long blocks = 0;
+	struct kvpool_features f;
+	struct kvpool_event ev;
+	int fl, st;
+	pid_t pid;
+
+	memset(&f, 0, sizeof(f));
+	f.requested = KVPOOL_FEAT_CLOSED_MANY;
+	CHECK(!kvt_ioctl(owner, KVPOOL_IOC_FEATURES, &f) &&
+	      (f.enabled & KVPOOL_FEAT_CLOSED_MANY), "FEATURES has CLOSED_MANY");
+	fflush(stdout);
+	pid = fork();
+	if (!pid) {
+		uint32_t b;
+		int i;
+
+		if (kvt_drop(KVT_UID, KVT_GID))
+			_exit(2);
+		for (i = 0; i < n; i++) {
+			int fd = kvt_open();
+
+			if (fd < 0 || kvt_attach(fd, "pb", "") ||
+			    kvt_lease(fd, 1, 0, 0, &b) != 1)
+				_exit(3);
+			close(fd);
+		}
+		_exit(0);
+	}
+	st = kvt_wait(pid);
+	CHECK(st == 0, "uid 1000 bound, leased 1 block and closed %d files (exit %d)", n, st);
+	fl = fcntl(owner, F_GETFL);
+	fcntl(owner, F_SETFL, fl | O_NONBLOCK);
+	while (kvt_read_event(owner, &ev) == 1) {
+		if (ev.type == KVPOOL_EVENT_CLIENT_CLOSED) {
+			closed++;
+			blocks += ev.blocks;
+		} else if (ev.type == KVPOOL_EVENT_CLOSED_MANY) {
+			many++;
+			blocks += ev.blocks;
+			CHECK(ev.arg == EXTRA_CLOSES && ev.lease_id == 0,
+			      "CLOSED_MANY counts the %d merged closes (arg %u)",
+			      EXTRA_CLOSES, ev.arg);
+		}
+	}
+	CHECK(closed == KVPOOL_CLOSED_QUEUE_MAX,
+	      "%d CLIENT_CLOSED records kept (the bound is %d)", closed,
+	      KVPOOL_CLOSED_QUEUE_MAX);
+	CHECK(many == 1, "one CLOSED_MANY record for the rest (%d)", many);
+	CHECK(blocks == n, "every returned block counted (%lld of %d)", blocks, n);
+	/* Once read, the queue takes individual records again. */
+	{
+		int fd = kvt_open_or_die();
+		uint32_t b;
+
+		kvt_attach(fd, "pb", "");
+		kvt_lease(fd, 1, 0, 0, &b);
+		close(fd);
+		CHECK(kvt_find_event(owner, KVPOOL_EVENT_CLIENT_CLOSED, &ev) && ev.blocks == 1,
+		      "after reading, a close gives its own record again");
+	}
+	CHECK(kvt_sysfs_num("pb", NULL, "used") == 0, "used 0");
+	close(owner);
+}
+
 int main(void)
 {
 	kvt_init("crash");
 	test_kill_clients();
 	test_owner_crash();
+	test_closed_queue_bound();
 	return kvt_done();
 }

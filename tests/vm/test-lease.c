@@ -240,6 +240,54 @@ static void test_supplementary(void)
 	close(fd);
 }
 
+/*
+ * A full tenant table: the pool pl2 gets tenants until TENANT_NEW fails
+ * with -ENOSPC; a caller whose per-uid tenant does not exist there yet
+ * cannot bind to it (-ENOSPC, documented), a named tenant still works.
+ */
+static void test_tenant_table_full(void)
+{
+	struct kvt_nl nl;
+	char name[KVPOOL_NAME_LEN];
+	int n = 0, ret = 0, fd;
+	pid_t pid;
+
+	if (kvt_nl_open(&nl)) {
+		CHECK(0, "netlink socket");
+		return;
+	}
+	while (n < 5000) {
+		snprintf(name, sizeof(name), "f%d", n);
+		ret = kvt_nl_tenant(&nl, KVPOOL_CMD_TENANT_NEW, "pl2", name, 1, 0,
+				    KVT_UID, KVPOOL_ID_NONE);
+		if (ret)
+			break;
+		n++;
+	}
+	kvt_nl_close(&nl);
+	CHECK(ret == -ENOSPC && n >= 4000, "TENANT_NEW: -ENOSPC after %d tenants (%d)", n, ret);
+	fflush(stdout);
+	pid = fork();
+	if (!pid) {
+		if (kvt_drop(KVT_UID, KVT_GID))
+			_exit(2);
+		fd = kvt_open();
+		if (fd < 0)
+			_exit(3);
+		if (kvt_attach(fd, "pl2", "") != -ENOSPC)
+			_exit(4);
+		if (kvt_attach(fd, "pl2", "f1") != -ENOSPC)
+			_exit(5);	/* the file could not bind at all */
+		close(fd);
+		fd = kvt_open();
+		if (fd < 0 || kvt_attach(fd, "pl", "tu"))
+			_exit(6);	/* another pool is not affected */
+		_exit(0);
+	}
+	CHECK(kvt_wait(pid) == 0,
+	      "uid 1000 with no tenant in a full table: TENANT_ATTACH -ENOSPC");
+}
+
 int main(void)
 {
 	int owner, pl2;
@@ -281,6 +329,7 @@ int main(void)
 		exit(kvt_done());
 	}
 	CHECK(kvt_wait(pid) == 0, "supplementary group checks passed");
+	test_tenant_table_full();
 	CHECK(kvt_sysfs_num("pl", NULL, "used") == 0,
 	      "every block back after the unprivileged files closed");
 	close(pl2);

@@ -146,6 +146,94 @@ static int run_perm_child(int mode)
 	return kvt_wait(pid);
 }
 
+/* Pass @fd over the unix socket @sock. */
+static int send_fd(int sock, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	char byte = 0;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cm.buf, .msg_controllen = sizeof(cm.buf),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &mh, 0) == 1 ? 0 : -errno;
+}
+
+static int recv_fd(int sock)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	char byte;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cm.buf, .msg_controllen = sizeof(cm.buf),
+	};
+	struct cmsghdr *c;
+	int fd = -1;
+
+	if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1)
+		return -errno;
+	c = CMSG_FIRSTHDR(&mh);
+	if (c && c->cmsg_type == SCM_RIGHTS)
+		memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+/*
+ * The admin capability is needed by the socket's opener too: a socket
+ * opened by uid 1000 and used by root is refused, with send() and with a
+ * sendto() that names the kernel (which netlink_capable() alone lets by).
+ */
+static void test_opener(void)
+{
+	struct kvt_nl nl;
+	struct stat sb;
+	int sv[2], fd;
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv))
+		kvt_die("socketpair");
+	fflush(stdout);
+	pid = fork();
+	if (!pid) {
+		if (kvt_drop(KVT_UID, KVT_GID))
+			_exit(2);
+		fd = kvt_nl_socket();
+		_exit(fd < 0 || send_fd(sv[1], fd) ? 3 : 0);
+	}
+	fd = recv_fd(sv[0]);
+	CHECK(kvt_wait(pid) == 0 && fd >= 0, "uid 1000 opened a genl socket and passed it to root");
+	close(sv[0]);
+	close(sv[1]);
+	if (fd < 0)
+		return;
+	CHECK_RET(kvt_nl_open_fd(&nl, fd), 0, "root resolves the family on it");
+	CHECK_RET(kvt_nl_tenant(&nl, KVPOOL_CMD_TENANT_NEW, "pn", "to", KVT_KEEP, KVT_KEEP,
+				KVT_KEEP, KVT_KEEP), -EPERM,
+		  "root on uid 1000's socket, send(): TENANT_NEW -EPERM");
+	nl.sendto_kernel = true;
+	CHECK_RET(kvt_nl_tenant(&nl, KVPOOL_CMD_TENANT_NEW, "pn", "to", KVT_KEEP, KVT_KEEP,
+				KVT_KEEP, KVT_KEEP), -EPERM,
+		  "root on uid 1000's socket, sendto() the kernel: TENANT_NEW -EPERM");
+	CHECK_RET(kvt_nl_tenant(&nl, KVPOOL_CMD_TENANT_SET, "pn", "t1", 2, KVT_KEEP,
+				KVT_KEEP, KVT_KEEP), -EPERM,
+		  "root on uid 1000's socket, sendto() the kernel: TENANT_SET -EPERM");
+	CHECK(stat(KVT_SYSFS "/pn/tenants/to", &sb) < 0, "no tenant created through it");
+	kvt_nl_close(&nl);
+}
+
 static void test_commands(struct kvt_nl *nl)
 {
 	struct tenant_reply r;
@@ -195,6 +283,20 @@ static void test_commands(struct kvt_nl *nl)
 	CHECK_RET(TN(TENANT_SET, "pn", "t1", 99, 3, K, K), -EINVAL,
 		  "TENANT_SET max above capacity (with a valid min)");
 	CHECK(kvt_sysfs_num("pn", "t1", "blocks.min") == 1, "refused TENANT_SET changed nothing");
+	/* min above a finite max: refused at creation and in every SET. */
+	CHECK_RET(TN(TENANT_NEW, "pn", "t3", 4, 8, K, K), -EINVAL, "TENANT_NEW min above max");
+	CHECK(stat(KVT_SYSFS "/pn/tenants/t3", &sb) < 0, "no t3 created");
+	CHECK_RET(TN(TENANT_SET, "pn", "t1", 4, 6, K, K), -EINVAL, "TENANT_SET min above max");
+	CHECK_RET(TN(TENANT_SET, "pn", "t1", 0, K, K, K), -EINVAL,
+		  "TENANT_SET max below the current min");
+	CHECK_RET(TN(TENANT_SET, "pn", "t1", K, 40, K, K), -EINVAL,
+		  "TENANT_SET min above capacity (max unlimited)");
+	CHECK(kvt_sysfs_num("pn", "t1", "blocks.min") == 1 &&
+	      kvt_sysfs_num("pn", "t1", "blocks.max") == KVPOOL_UNLIMITED,
+	      "refused min/max pairs changed nothing");
+	CHECK_RET(TN(TENANT_SET, "pn", "t1", 0, 0, K, K), 0,
+		  "TENANT_SET lowers max and min together");
+	CHECK_RET(TN(TENANT_SET, "pn", "t1", KVPOOL_UNLIMITED, 1, K, K), 0, "and back");
 	CHECK_RET(TN(TENANT_SET, "pn", "nosuch", 1, K, K, K), -ENOENT, "TENANT_SET unknown");
 
 	CHECK_RET(pool_get(nl, "pn", false, &pr), 0, "POOL_GET pn");
@@ -249,6 +351,7 @@ static void test_commands(struct kvt_nl *nl)
 		CHECK_RET(TN(TENANT_DEL, "pn", "tz", K, K, K, K), 0, "TENANT_DEL tz");
 	}
 
+	test_opener();
 	CHECK(run_perm_child(0) == 0, "uid 1000: admin commands -EPERM, GET allowed");
 	CHECK(run_perm_child(1) == 0, "root without capabilities: admin commands -EPERM");
 	CHECK(run_perm_child(2) == 0, "root with only CAP_NET_ADMIN: TENANT_SET allowed");

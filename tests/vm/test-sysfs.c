@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Quotas and protection through sysfs: blocks.max (refused with -EDQUOT),
- * blocks.min (protected against another tenant), blocks.peak and its reset,
+ * blocks.min (protected against another tenant; never above a finite
+ * blocks.max), blocks.peak and its reset, a new max recomputing the
+ * reclaim targets (raised to current: withdrawn, POLLPRI cleared),
  * blocks.events counters, lowering blocks.max below blocks.current (grants
  * refused, reclaim posted), bad writes (-EINVAL, nothing changed) and
  * writes without CAP_SYS_ADMIN.
@@ -57,7 +59,19 @@ static void test_files(void)
 		  "blocks.max above capacity");
 	CHECK_RET(kvt_sysfs_set("pq", "ta", "blocks.max", "99999999999"), -EINVAL,
 		  "blocks.max overflow");
+	CHECK_RET(kvt_sysfs_set("pq", "ta", "blocks.max", "4294967295"), -EINVAL,
+		  "blocks.max 4294967295: only the word max means unlimited");
 	CHECK(kvt_sysfs_num("pq", "ta", "blocks.max") == 10, "bad writes changed nothing");
+	/* min above a finite max is refused, from either side. */
+	CHECK_RET(kvt_sysfs_set("pq", "ta", "blocks.min", "11"), -EINVAL,
+		  "blocks.min above blocks.max");
+	CHECK_RET(kvt_sysfs_set("pq", "tb", "blocks.max", "11"), -EINVAL,
+		  "blocks.max below blocks.min");
+	CHECK(kvt_sysfs_num("pq", "ta", "blocks.min") == 0 &&
+	      kvt_sysfs_num("pq", "tb", "blocks.max") == KVPOOL_UNLIMITED,
+	      "min > max refusals changed nothing");
+	CHECK_RET(kvt_sysfs_set("pq", "ta", "blocks.min", "10"), 0, "blocks.min equal to blocks.max");
+	CHECK_RET(kvt_sysfs_set("pq", "ta", "blocks.min", "0"), 0, "blocks.min back to 0");
 	CHECK_RET(kvt_sysfs_set("pq", "ta", "blocks.min", "max"), -EINVAL, "blocks.min max");
 	CHECK_RET(kvt_sysfs_set("pq", "ta", "blocks.min", "40"), -EINVAL, "blocks.min above capacity");
 	CHECK(kvt_sysfs_num("pq", "ta", "blocks.min") == 0, "blocks.min unchanged");
@@ -136,6 +150,19 @@ static void test_quota(void)
 	CHECK_RET(kvt_status(a1, &st), 0, "STATUS");
 	CHECK(st.reclaim_target == 3, "reclaim target 3 (got %u)", st.reclaim_target);
 	CHECK(kvt_sysfs_event("pq", "ta", "reclaim") == 1, "events reclaim 1");
+	/* A new max recomputes the target: raised above current, none. */
+	CHECK_RET(kvt_sysfs_set("pq", "ta", "blocks.max", "4"), 0, "raise blocks.max to 4");
+	CHECK(!kvt_status(a1, &st) && st.reclaim_target == 1,
+	      "target now the excess over 4: 1 (got %u)", st.reclaim_target);
+	CHECK(poll(&p, 1, 0) == 1 && (p.revents & POLLPRI), "POLLPRI still raised");
+	CHECK_RET(kvt_sysfs_set("pq", "ta", "blocks.max", "5"), 0,
+		  "raise blocks.max to current (5)");
+	CHECK(!kvt_status(a1, &st) && st.reclaim_target == 0, "target withdrawn (got %u)",
+	      st.reclaim_target);
+	CHECK(poll(&p, 1, 0) == 0, "POLLPRI cleared by raising max");
+	CHECK_RET(kvt_sysfs_set("pq", "ta", "blocks.max", "2"), 0, "lower blocks.max to 2 again");
+	CHECK(!kvt_status(a1, &st) && st.reclaim_target == 3, "target 3 again (got %u)",
+	      st.reclaim_target);
 	CHECK_RET(kvt_release(a1, b + 5, 3), 3, "give back 3");
 	CHECK_RET(kvt_status(a1, &st), 0, "STATUS");
 	CHECK(st.reclaim_target == 0, "target cleared");

@@ -72,6 +72,8 @@
 #define KVPOOL_FEAT_RECLAIM_ORDER (1ULL << 9)
 /* The owner reads KVPOOL_EVENT_SHORT records. */
 #define KVPOOL_FEAT_SHORT_EVENT	(1ULL << 10)
+/* The owner's queue of CLIENT_CLOSED records is bounded (CLOSED_MANY). */
+#define KVPOOL_FEAT_CLOSED_MANY	(1ULL << 11)
 
 #define KVPOOL_FEATURES_ALL	(KVPOOL_FEAT_PARTIAL | KVPOOL_FEAT_WAIT | \
 				 KVPOOL_FEAT_RECLAIM | KVPOOL_FEAT_RECOVERY | \
@@ -79,7 +81,15 @@
 				 KVPOOL_FEAT_LEASE_CHECK | KVPOOL_FEAT_PIN | \
 				 KVPOOL_FEAT_LEASE_MOVE | \
 				 KVPOOL_FEAT_RECLAIM_ORDER | \
-				 KVPOOL_FEAT_SHORT_EVENT)
+				 KVPOOL_FEAT_SHORT_EVENT | \
+				 KVPOOL_FEAT_CLOSED_MANY)
+
+/*
+ * Most CLIENT_CLOSED records kept for the owner per pool (about 200 bytes
+ * each); further closes before the owner reads are merged into one
+ * CLOSED_MANY record.
+ */
+#define KVPOOL_CLOSED_QUEUE_MAX	1024
 
 /**
  * struct kvpool_features - KVPOOL_IOC_FEATURES
@@ -520,6 +530,13 @@ enum kvpool_event_type {
 	 * may give back blocks it holds itself (e.g. unused cached blocks).
 	 */
 	KVPOOL_EVENT_SHORT = 9,
+	/*
+	 * Owner only: more client files closed than KVPOOL_CLOSED_QUEUE_MAX
+	 * records hold while the owner did not read; @arg files (saturating)
+	 * whose CLIENT_CLOSED records were merged into this one, @blocks
+	 * they returned in all.  Read SNAPSHOT to learn which leases remain.
+	 */
+	KVPOOL_EVENT_CLOSED_MANY = 10,
 };
 
 /**
