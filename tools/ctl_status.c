@@ -17,6 +17,7 @@
 #include <linux/kvpool.h>
 
 #include "kvlease.h"
+#include "kvpool_metrics.h"
 #include "kvpoolctl.h"
 
 #define SNAP_MAX_TENANTS	1024
@@ -363,93 +364,71 @@ int ctl_tenant_list(int argc, char **argv)
 
 /* ---------------- metrics ---------------- */
 
-static void metric_head(FILE *f, const char *name, const char *type,
-			const char *help)
+/* The snapshot as the wire records that kvp_metrics_write() takes (the
+ * daemon's /metrics endpoint writes the same records). */
+static int write_metrics(FILE *f, const struct ctl_snap *s)
 {
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
+	struct kvp_metrics_pool mp;
+	struct kvp_tenant_rec *t;
+	struct kvp_client_rec *c;
+	int i, ret;
 
-static void write_metrics(FILE *f, const struct ctl_snap *s)
-{
-	const struct kvl_pool_info *p = &s->pool;
-	const char *pn = p->name;
-	int i;
-
-#define POOL_G(name, help, val)						\
-	do {								\
-		metric_head(f, name, "gauge", help);			\
-		fprintf(f, "%s{pool=\"%s\"} %llu\n", name, pn,		\
-			(unsigned long long)(val));			\
-	} while (0)
-
-	metric_head(f, "kvpool_pool_info", "gauge",
-		    "Pool description (value 1).");
-	fprintf(f, "kvpool_pool_info{pool=\"%s\",mode=\"%s\",backend=\"%s\",state=\"%s\"} 1\n",
-		pn, mode_name(p->mode), p->backend, state_name(p->state));
-	POOL_G("kvpool_pool_block_bytes", "Bytes per block.", p->block_bytes);
-	POOL_G("kvpool_pool_capacity_blocks", "Pool capacity in blocks.",
-	       p->capacity);
-	POOL_G("kvpool_pool_backed_blocks",
-	       "Blocks with physical memory behind them.", p->backed);
-	POOL_G("kvpool_pool_used_blocks", "Leased blocks.", p->used);
-	POOL_G("kvpool_pool_backed_bytes", "Backed memory in bytes.",
-	       p->backed * p->block_bytes);
-	POOL_G("kvpool_pool_used_bytes", "Leased memory in bytes.",
-	       p->used * p->block_bytes);
-	POOL_G("kvpool_pool_chunk_blocks", "Grow/shrink granularity in blocks.",
-	       p->chunk_blocks);
-	POOL_G("kvpool_pool_leases", "Open leases.", p->leases);
-	POOL_G("kvpool_pool_tenants", "Tenants.", (uint64_t)s->ntenants);
-	POOL_G("kvpool_pool_epoch", "Owner epoch (changes on daemon restart).",
-	       p->epoch);
-	POOL_G("kvpool_pool_state",
-	       "Pool state: 1 live (owner attached), 2 orphaned.", p->state);
-
-#define TEN(mname, type, help, field)					\
-	do {								\
-		metric_head(f, mname, type, help);			\
-		for (i = 0; i < s->ntenants; i++)			\
-			fprintf(f, "%s{pool=\"%s\",tenant=\"%s\"} %llu\n", \
-				mname, pn, s->tenants[i].name,		\
-				(unsigned long long)s->tenants[i].field); \
-	} while (0)
-
-	metric_head(f, "kvpool_tenant_max_blocks", "gauge",
-		    "Hard limit in blocks (+Inf: unlimited).");
+	memset(&mp, 0, sizeof(mp));
+	t = calloc((size_t)s->ntenants + 1, sizeof(*t));
+	c = calloc((size_t)s->nclients + 1, sizeof(*c));
+	if (!t || !c) {
+		free(t);
+		free(c);
+		return -ENOMEM;
+	}
+	memcpy(mp.pool.name, s->pool.name, sizeof(mp.pool.name));
+	mp.pool.block_bytes = s->pool.block_bytes;
+	mp.pool.capacity = s->pool.capacity;
+	mp.pool.backed = s->pool.backed;
+	mp.pool.used = s->pool.used;
+	mp.pool.state = s->pool.state;
+	mp.pool.epoch = s->pool.epoch;
+	mp.pool.leases = s->pool.leases;
+	mp.pool.chunk_blocks = s->pool.chunk_blocks;
+	mp.pool.tenants = s->pool.tenants;
+	mp.pool.mode = s->pool.mode == KVL_MODE_MODULE ? KVP_MODE_MODULE :
+		       s->pool.mode == KVL_MODE_DAEMON ? KVP_MODE_INPROC : 0;
+	memcpy(mp.pool.backend, s->pool.backend, sizeof(mp.pool.backend));
 	for (i = 0; i < s->ntenants; i++) {
-		if (s->tenants[i].max == KVPOOL_UNLIMITED)
-			fprintf(f, "kvpool_tenant_max_blocks{pool=\"%s\",tenant=\"%s\"} +Inf\n",
-				pn, s->tenants[i].name);
-		else
-			fprintf(f, "kvpool_tenant_max_blocks{pool=\"%s\",tenant=\"%s\"} %u\n",
-				pn, s->tenants[i].name, s->tenants[i].max);
+		const struct kvl_tenant_info *ti = &s->tenants[i];
+
+		memcpy(t[i].name, ti->name, sizeof(t[i].name));
+		t[i].max = ti->max;
+		t[i].min = ti->min;
+		t[i].current = ti->current;
+		t[i].peak = ti->peak;
+		t[i].ev_max = ti->ev_max;
+		t[i].ev_stall = ti->ev_stall;
+		t[i].ev_reclaim = ti->ev_reclaim;
+		t[i].ev_fail = ti->ev_fail;
+		t[i].uid = ti->uid;
+		t[i].gid = ti->gid;
+		t[i].leases = ti->leases;
 	}
-	TEN("kvpool_tenant_min_blocks", "gauge", "Protected blocks.", min);
-	TEN("kvpool_tenant_current_blocks", "gauge", "Blocks held now.",
-	    current);
-	TEN("kvpool_tenant_peak_blocks", "gauge", "Most blocks ever held.",
-	    peak);
-	TEN("kvpool_tenant_leases", "gauge", "Open leases of the tenant.",
-	    leases);
-	TEN("kvpool_tenant_max_events_total", "counter",
-	    "Grants refused by the tenant's max.", ev_max);
-	TEN("kvpool_tenant_stall_events_total", "counter",
-	    "Callers that waited for blocks.", ev_stall);
-	TEN("kvpool_tenant_reclaim_events_total", "counter",
-	    "Reclaim requests posted to the tenant.", ev_reclaim);
-	TEN("kvpool_tenant_fail_events_total", "counter",
-	    "Grants that failed (timeout, no memory).", ev_fail);
-	if (!s->clients_err) {
-		metric_head(f, "kvpool_client_blocks", "gauge",
-			    "Blocks held by one client (lease).");
-		for (i = 0; i < s->nclients; i++)
-			fprintf(f, "kvpool_client_blocks{pool=\"%s\",tenant=\"%s\",lease=\"%llu\",pid=\"%u\"} %u\n",
-				pn, s->clients[i].tenant,
-				(unsigned long long)s->clients[i].lease_id,
-				s->clients[i].pid, s->clients[i].blocks);
+	for (i = 0; i < s->nclients; i++) {
+		const struct kvl_client_info *ci = &s->clients[i];
+
+		c[i].lease_id = ci->lease_id;
+		c[i].pid = ci->pid;
+		c[i].uid = ci->uid;
+		memcpy(c[i].tenant, ci->tenant, sizeof(c[i].tenant));
+		c[i].blocks = ci->blocks;
+		c[i].connected = ci->connected;
 	}
-#undef POOL_G
-#undef TEN
+	mp.tenants = t;
+	mp.ntenants = (uint32_t)s->ntenants;
+	mp.clients = c;
+	mp.nclients = (uint32_t)s->nclients;
+	mp.have_clients = !s->clients_err;
+	ret = kvp_metrics_write(f, &mp, 1);
+	free(t);
+	free(c);
+	return ret;
 }
 
 int cmd_metrics(int argc, char **argv)
@@ -504,15 +483,22 @@ int cmd_metrics(int argc, char **argv)
 			snap_free(&s);
 			return ctl_fail(output, ret);
 		}
-		write_metrics(f, &s);
-		if (fclose(f) || rename(tmp, output)) {
+		ret = write_metrics(f, &s);
+		if (fclose(f) && !ret)
 			ret = -errno;
+		if (!ret && rename(tmp, output))
+			ret = -errno;
+		if (ret) {
 			unlink(tmp);
 			snap_free(&s);
 			return ctl_fail(output, ret);
 		}
 	} else {
-		write_metrics(stdout, &s);
+		ret = write_metrics(stdout, &s);
+		if (ret) {
+			snap_free(&s);
+			return ctl_fail("metrics", ret);
+		}
 	}
 	snap_free(&s);
 	return CTL_EXIT_OK;

@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvpool_metrics.c - kvpool's metrics series in the Prometheus text
+ * exposition format (see kvpool_metrics.h).  Names carry their unit
+ * (_blocks, _bytes), counters end in _total, every family has HELP and
+ * TYPE lines and appears once, label values are escaped.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "kvpool_metrics.h"
+
+/* KVPOOL_STATE_* and KVPOOL_UNLIMITED of the UAPI, repeated so that this
+ * file needs only the wire protocol. */
+#define M_STATE_LIVE		1
+#define M_STATE_ORPHANED	2
+#define M_UNLIMITED		0xffffffffU
+
+static const char *state_name(uint32_t st)
+{
+	switch (st) {
+	case M_STATE_LIVE: return "live";
+	case M_STATE_ORPHANED: return "orphaned";
+	default: return "unknown";
+	}
+}
+
+static const char *mode_name(uint32_t m)
+{
+	return m == KVP_MODE_MODULE ? "module" :
+	       m == KVP_MODE_INPROC ? "daemon" : "unknown";
+}
+
+/* A label value: at most cap bytes of s, with \ " and newline escaped. */
+static void label(FILE *f, const char *key, const char *s, size_t cap)
+{
+	size_t i, n = strnlen(s, cap);
+
+	fprintf(f, "%s=\"", key);
+	for (i = 0; i < n; i++) {
+		if (s[i] == '\\' || s[i] == '"')
+			fprintf(f, "\\%c", s[i]);
+		else if (s[i] == '\n')
+			fputs("\\n", f);
+		else
+			fputc(s[i], f);
+	}
+	fputc('"', f);
+}
+
+static void head(FILE *f, const char *name, const char *type,
+		 const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void pool_labels(FILE *f, const char *name,
+			const struct kvp_metrics_pool *p)
+{
+	fprintf(f, "%s{", name);
+	label(f, "pool", p->pool.name, sizeof(p->pool.name));
+}
+
+enum pool_val {
+	PV_BLOCK_BYTES, PV_CAPACITY, PV_BACKED, PV_USED, PV_BACKED_BYTES,
+	PV_USED_BYTES, PV_CHUNK, PV_LEASES, PV_TENANTS, PV_EPOCH, PV_STATE,
+};
+
+static uint64_t pool_val(const struct kvp_metrics_pool *p, enum pool_val v)
+{
+	const struct kvp_pool_rec *r = &p->pool;
+
+	switch (v) {
+	case PV_BLOCK_BYTES: return r->block_bytes;
+	case PV_CAPACITY: return r->capacity;
+	case PV_BACKED: return r->backed;
+	case PV_USED: return r->used;
+	case PV_BACKED_BYTES: return (uint64_t)r->backed * r->block_bytes;
+	case PV_USED_BYTES: return (uint64_t)r->used * r->block_bytes;
+	case PV_CHUNK: return r->chunk_blocks;
+	case PV_LEASES: return r->leases;
+	case PV_TENANTS: return p->ntenants;
+	case PV_EPOCH: return r->epoch;
+	case PV_STATE: return r->state;
+	}
+	return 0;
+}
+
+enum tenant_val {
+	TV_MIN, TV_CURRENT, TV_PEAK, TV_LEASES, TV_EV_MAX, TV_EV_STALL,
+	TV_EV_RECLAIM, TV_EV_FAIL,
+};
+
+static uint64_t tenant_val(const struct kvp_tenant_rec *t, enum tenant_val v)
+{
+	switch (v) {
+	case TV_MIN: return t->min;
+	case TV_CURRENT: return t->current;
+	case TV_PEAK: return t->peak;
+	case TV_LEASES: return t->leases;
+	case TV_EV_MAX: return t->ev_max;
+	case TV_EV_STALL: return t->ev_stall;
+	case TV_EV_RECLAIM: return t->ev_reclaim;
+	case TV_EV_FAIL: return t->ev_fail;
+	}
+	return 0;
+}
+
+static const struct {
+	const char *name, *help;
+	enum pool_val v;
+} pool_series[] = {
+	{ "kvpool_pool_block_bytes", "Bytes per block.", PV_BLOCK_BYTES },
+	{ "kvpool_pool_capacity_blocks", "Pool capacity in blocks.",
+	  PV_CAPACITY },
+	{ "kvpool_pool_backed_blocks",
+	  "Blocks with physical memory behind them.", PV_BACKED },
+	{ "kvpool_pool_used_blocks", "Leased blocks.", PV_USED },
+	{ "kvpool_pool_backed_bytes", "Backed memory in bytes.",
+	  PV_BACKED_BYTES },
+	{ "kvpool_pool_used_bytes", "Leased memory in bytes.", PV_USED_BYTES },
+	{ "kvpool_pool_chunk_blocks", "Grow/shrink granularity in blocks.",
+	  PV_CHUNK },
+	{ "kvpool_pool_leases", "Open leases.", PV_LEASES },
+	{ "kvpool_pool_tenants", "Tenants.", PV_TENANTS },
+	{ "kvpool_pool_epoch", "Owner epoch (changes on daemon restart).",
+	  PV_EPOCH },
+	{ "kvpool_pool_state",
+	  "Pool state: 1 live (owner attached), 2 orphaned.", PV_STATE },
+};
+
+static const struct {
+	const char *name, *type, *help;
+	enum tenant_val v;
+} tenant_series[] = {
+	{ "kvpool_tenant_min_blocks", "gauge", "Protected blocks.", TV_MIN },
+	{ "kvpool_tenant_current_blocks", "gauge", "Blocks held now.",
+	  TV_CURRENT },
+	{ "kvpool_tenant_peak_blocks", "gauge", "Most blocks ever held.",
+	  TV_PEAK },
+	{ "kvpool_tenant_leases", "gauge", "Open leases of the tenant.",
+	  TV_LEASES },
+	{ "kvpool_tenant_max_events_total", "counter",
+	  "Grants refused by the tenant's max.", TV_EV_MAX },
+	{ "kvpool_tenant_stall_events_total", "counter",
+	  "Callers that waited for blocks.", TV_EV_STALL },
+	{ "kvpool_tenant_reclaim_events_total", "counter",
+	  "Reclaim requests posted to the tenant.", TV_EV_RECLAIM },
+	{ "kvpool_tenant_fail_events_total", "counter",
+	  "Grants that failed (timeout, no memory).", TV_EV_FAIL },
+};
+
+static void tenant_labels(FILE *f, const char *name,
+			  const struct kvp_metrics_pool *p,
+			  const struct kvp_tenant_rec *t)
+{
+	pool_labels(f, name, p);
+	fputc(',', f);
+	label(f, "tenant", t->name, sizeof(t->name));
+	fputs("} ", f);
+}
+
+int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
+		      unsigned int npools)
+{
+	const struct kvp_metrics_pool *p;
+	unsigned int i, k;
+	uint32_t j;
+	bool clients = false;
+
+	head(f, "kvpool_pool_info", "gauge", "Pool description (value 1).");
+	for (p = pools; p < pools + npools; p++) {
+		pool_labels(f, "kvpool_pool_info", p);
+		fprintf(f, ",mode=\"%s\",", mode_name(p->pool.mode));
+		label(f, "backend", p->pool.backend, sizeof(p->pool.backend));
+		fprintf(f, ",state=\"%s\"} 1\n", state_name(p->pool.state));
+	}
+	for (k = 0; k < sizeof(pool_series) / sizeof(pool_series[0]); k++) {
+		head(f, pool_series[k].name, "gauge", pool_series[k].help);
+		for (p = pools; p < pools + npools; p++) {
+			pool_labels(f, pool_series[k].name, p);
+			fprintf(f, "} %llu\n", (unsigned long long)
+				pool_val(p, pool_series[k].v));
+		}
+	}
+
+	head(f, "kvpool_tenant_max_blocks", "gauge",
+	     "Hard limit in blocks (+Inf: unlimited).");
+	for (p = pools; p < pools + npools; p++) {
+		for (j = 0; j < p->ntenants; j++) {
+			const struct kvp_tenant_rec *t = &p->tenants[j];
+
+			tenant_labels(f, "kvpool_tenant_max_blocks", p, t);
+			if (t->max == M_UNLIMITED)
+				fputs("+Inf\n", f);
+			else
+				fprintf(f, "%u\n", t->max);
+		}
+	}
+	for (k = 0; k < sizeof(tenant_series) / sizeof(tenant_series[0]); k++) {
+		head(f, tenant_series[k].name, tenant_series[k].type,
+		     tenant_series[k].help);
+		for (p = pools; p < pools + npools; p++) {
+			for (j = 0; j < p->ntenants; j++) {
+				tenant_labels(f, tenant_series[k].name, p,
+					      &p->tenants[j]);
+				fprintf(f, "%llu\n", (unsigned long long)
+					tenant_val(&p->tenants[j],
+						   tenant_series[k].v));
+			}
+		}
+	}
+
+	for (i = 0; i < npools; i++)
+		clients |= pools[i].have_clients;
+	if (clients) {
+		head(f, "kvpool_client_blocks", "gauge",
+		     "Blocks held by one client (lease).");
+		for (p = pools; p < pools + npools; p++) {
+			if (!p->have_clients)
+				continue;
+			for (j = 0; j < p->nclients; j++) {
+				const struct kvp_client_rec *c = &p->clients[j];
+
+				pool_labels(f, "kvpool_client_blocks", p);
+				fputc(',', f);
+				label(f, "tenant", c->tenant,
+				      sizeof(c->tenant));
+				fprintf(f, ",lease=\"%llu\",pid=\"%u\"} %u\n",
+					(unsigned long long)c->lease_id,
+					c->pid, c->blocks);
+			}
+		}
+	}
+	if (fflush(f) || ferror(f))
+		return errno ? -errno : -EIO;
+	return 0;
+}
