@@ -13,6 +13,11 @@
 B       ?= build
 PREFIX  ?= /usr/local
 DESTDIR ?=
+# Installation directories (the Debian packages set them: debian/rules).
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+LIBDIR     ?= $(PREFIX)/lib
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+UDEVDIR    ?= $(PREFIX)/lib/udev/rules.d
 CC      ?= gcc
 NVCC    ?= /usr/local/cuda/bin/nvcc
 
@@ -51,6 +56,7 @@ all: real-all
 -include tests/e2e/e2e.mk
 -include tests/tools/tools-tests.mk
 -include tests/gpu/gpu.mk
+-include tests/fuzz/fuzz-config.mk
 
 real-all: $(ALL)
 

@@ -2,22 +2,34 @@
 #
 # daemon/: kvpoold, the pool owner and data-plane server.
 #   $(B)/bin/kvpoold   links the ledger core (kmod/kvpool_ledger.c, compiled
-#                      here), $(B)/lib/libkvkern.a, libcap, libpthread, libdl
+#                      here), the metrics series (include/kvpool_metrics.c),
+#                      $(B)/lib/libkvkern.a, libcap, libinih (kvpoold.conf),
+#                      libmicrohttpd (/metrics), libnl-genl-3 (tenants in
+#                      the module), libpthread, libdl
+#   $(B)/daemon/kvpoold.service, kvpoold.conf   with this build's paths
 
 KVD_CUDA_INC := /usr/local/cuda/include
 KVD_HAVE_CUDA := $(shell test -f $(KVD_CUDA_INC)/cuda.h && grep -qs "^int kvk_cuda_init" kernels/kvkern_cuda.c && echo 1)
 KVD_OBJ := $(B)/obj/daemon
-KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c
-KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) $(KVD_OBJ)/kvpool_ledger.o
-KVD_HDRS := daemon/kvpoold.h daemon/inproc.h include/kvpool_proto.h \
+KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
+	    config.c tenants.c reload.c metrics.c
+KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
+	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
+KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/config.h \
+	    include/kvpool_proto.h include/kvpool_metrics.h \
 	    kernels/kvkern.h kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	    kmod/include/uapi/linux/kvpool.h
+KVD_NL_CFLAGS := $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
+KVD_NL_LIBS := $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -lnl-genl-3 -lnl-3)
+KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon $(KVD_NL_CFLAGS) \
+		-DKVD_CONF_DEFAULT='"$(SYSCONFDIR)/kvpool/kvpoold.conf"'
 ifeq ($(KVD_HAVE_CUDA),1)
-KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -I$(KVD_CUDA_INC)
+KVD_CPPFLAGS += -I$(KVD_CUDA_INC)
 else
-KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -DKVD_NO_CUDA
+KVD_CPPFLAGS += -DKVD_NO_CUDA
 endif
-KVD_LIBS := $(B)/lib/libkvkern.a -lcap -lpthread -ldl -lm
+KVD_LIBS := $(B)/lib/libkvkern.a -lcap -linih -lmicrohttpd $(KVD_NL_LIBS) \
+	    -lpthread -ldl -lm
 
 $(KVD_OBJ)/backend_cuda.o: $(wildcard kernels/kvkern_cuda.c kernels/kvkern_cuda.h)
 
@@ -29,19 +41,36 @@ $(KVD_OBJ)/kvpool_ledger.o: kmod/kvpool_ledger.c kmod/kvpool_ledger.h kmod/kvpoo
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) -c $< -o $@
 
+$(KVD_OBJ)/kvpool_metrics.o: include/kvpool_metrics.c include/kvpool_metrics.h \
+		include/kvpool_proto.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) -c $< -o $@
+
 $(B)/bin/kvpoold: $(KVD_OBJS) $(B)/lib/libkvkern.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -o $@ $(KVD_OBJS) $(KVD_LIBS)
 
 ALL += $(B)/bin/kvpoold
 
+# The unit and the configuration with this build's paths.
+$(B)/daemon/kvpoold.service: daemon/kvpoold.service.in
+	@mkdir -p $(@D)
+	sed -e 's|@SBINDIR@|$(PREFIX)/sbin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' $< >$@
+
+ALL += $(B)/daemon/kvpoold.service
+
+# The configuration is installed only where none exists (never replaced).
 .PHONY: install-daemon
-install-daemon: $(B)/bin/kvpoold
-	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system \
-		$(DESTDIR)$(PREFIX)/lib/udev/rules.d $(DESTDIR)$(PREFIX)/share/man/man8
+install-daemon: $(B)/bin/kvpoold $(B)/daemon/kvpoold.service
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(UDEVDIR) $(DESTDIR)$(PREFIX)/share/man/man8 \
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(SYSCONFDIR)/kvpool
 	install -m 755 $(B)/bin/kvpoold $(DESTDIR)$(PREFIX)/sbin/
-	install -m 644 daemon/kvpoold.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
-	install -m 644 daemon/60-kvpool.rules $(DESTDIR)$(PREFIX)/lib/udev/rules.d/
+	install -m 644 $(B)/daemon/kvpoold.service $(DESTDIR)$(UNITDIR)/
+	install -m 644 daemon/60-kvpool.rules $(DESTDIR)$(UDEVDIR)/
 	install -m 644 Documentation/man/kvpoold.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 644 Documentation/man/kvpoold.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+	[ -e $(DESTDIR)$(SYSCONFDIR)/kvpool/kvpoold.conf ] || \
+		install -m 644 daemon/kvpoold.conf $(DESTDIR)$(SYSCONFDIR)/kvpool/
 
 INSTALL_TGTS += install-daemon

@@ -34,6 +34,7 @@ struct kvd;
 
 void kvd_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+void kvd_log_set_level(int level);
 uint64_t kvd_now_ns(void);
 
 /* A memory backend: reserve the address space of the whole pool once,
@@ -67,6 +68,7 @@ extern const struct kvd_backend_ops kvd_backend_cpu;
 extern const struct kvd_backend_ops kvd_backend_cuda;
 
 struct kvd_opts {
+	const char *config_path;	/* kvpoold.conf(5) */
 	const char *socket_path;
 	const char *device_path;
 	const char *backend;		/* "auto", "cpu", "cuda" */
@@ -74,6 +76,7 @@ struct kvd_opts {
 	const char *user;		/* drop to this user (root only) */
 	const char *admin_group;	/* group allowed admin writes */
 	const char *pool;		/* pool name ("" = by backend) */
+	const char *metrics_listen;	/* ADDR:PORT of /metrics, NULL: off */
 	uint64_t block_bytes;
 	uint32_t capacity;
 	uint32_t chunk_blocks;
@@ -84,7 +87,7 @@ struct kvd_opts {
 	int log_level;
 	bool foreground;
 	bool use_syslog;
-	const char *tenants[64];	/* --tenant specs (in-process) */
+	const char *tenants[64];	/* --tenant specs */
 	int ntenants;
 };
 
@@ -130,6 +133,15 @@ struct kvd {
 	struct kvd_client *clients;
 	unsigned int nclients;
 	volatile int stop;
+
+	/* Tenants the configuration declared last (tenants.c). */
+	char (*conf_tenants)[KVPOOL_NAME_LEN];
+	int nconf_tenants;
+
+	/* The /metrics endpoint (metrics.c): -1 / NULL when off. */
+	int metrics_fd;
+	void *metrics;
+	char metrics_addr[64];		/* bound ADDR:PORT */
 };
 
 /* server.c */
@@ -159,6 +171,26 @@ int kvd_lease_check(struct kvd *d, uint64_t lease_id, const uint32_t *blocks,
 int kvd_lease_unpin(struct kvd *d, uint64_t lease_id);
 uint64_t kvd_mapped_bytes(struct kvd *d);
 void kvd_ledger_pool_rec(struct kvd *d, struct kvp_pool_rec *r);
+
+/* tenants.c: the configuration's tenants, in either ledger. */
+struct kvd_tenant_conf;
+/* Fill up to cap records; returns the number of tenants or -errno. */
+int kvd_tenant_list(struct kvd *d, struct kvp_tenant_rec *out, uint32_t cap);
+/* Limits the pool cannot hold: 0 or -EINVAL (logged with the line). */
+int kvd_tenants_check(struct kvd *d, const struct kvd_tenant_conf *t, int n);
+/* Create/update t[0..n), delete what an earlier call declared and this
+ * one does not (when idle).  0, or the first error (logged). */
+int kvd_tenants_apply(struct kvd *d, const struct kvd_tenant_conf *t, int n);
+
+/* reload.c: apply a re-read configuration (SIGHUP). */
+int kvd_reconfigure(struct kvd *d, const struct kvd_opts *n,
+		    const struct kvd_tenant_conf *t, int nt);
+
+/* metrics.c: the Prometheus endpoint.  bind before dropping privileges
+ * (the address may be a low port), start after; both 0 when off. */
+int kvd_metrics_bind(struct kvd *d);
+int kvd_metrics_start(struct kvd *d);
+void kvd_metrics_stop(struct kvd *d);
 
 /* Backend-specific helpers. */
 void *kvd_cpu_base(struct kvd *d);

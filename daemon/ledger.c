@@ -52,48 +52,10 @@ static const struct kvpool_ledger_ops ip_ops = {
 	.reclaim_wake = ip_reclaim_wake,
 };
 
-/* "name[:max[:min[:uid[:gid]]]]", "max" or "-" for unlimited/none. */
-static int tenant_spec(struct kvd *d, const char *spec)
-{
-	char name[KVPOOL_NAME_LEN] = "";
-	uint32_t v[4] = { KVPOOL_UNLIMITED, 0, KVPOOL_ID_NONE,
-			  KVPOOL_ID_NONE };
-	const char *p = strchr(spec, ':');
-	size_t n = p ? (size_t)(p - spec) : strlen(spec);
-	int i, r;
-
-	if (n >= sizeof(name))
-		return -EINVAL;
-	memcpy(name, spec, n);
-	for (i = 0; p && i < 4; i++) {
-		char *end;
-
-		p++;
-		if (!strncmp(p, "max", 3) || *p == '-') {
-			end = (char *)p + (*p == '-' ? 1 : 3);
-		} else {
-			unsigned long x = strtoul(p, &end, 0);
-
-			if (end == p || x > 0xffffffffUL)
-				return -EINVAL;
-			v[i] = (uint32_t)x;
-		}
-		if (*end && *end != ':')
-			return -EINVAL;
-		p = *end ? end : NULL;
-	}
-	r = kvpool_tenant_create(d->pool, name, v[0], v[1], v[2], v[3], NULL);
-	if (r)
-		kvd_log(KVD_ERR, "tenant %s: %s", spec, strerror(-r));
-	else
-		kvd_log(KVD_INFO, "tenant %s max %u min %u", name, v[0], v[1]);
-	return r;
-}
-
 static int inproc_open(struct kvd *d)
 {
 	struct kvpool_pool_params pp;
-	int i, r;
+	int r;
 
 	memset(&pp, 0, sizeof(pp));
 	memcpy(pp.name, d->pool_name, KVPOOL_NAME_LEN);
@@ -109,12 +71,7 @@ static int inproc_open(struct kvd *d)
 		return r;
 	/* Epochs must differ across daemon lives: use the start time. */
 	d->pool->epoch = d->epoch;
-	for (i = 0; i < d->o.ntenants; i++) {
-		r = tenant_spec(d, d->o.tenants[i]);
-		if (r)
-			return r;
-	}
-	return 0;
+	return 0;	/* named tenants: kvd_tenants_apply() */
 }
 
 /* ---- module --------------------------------------------------------------- */

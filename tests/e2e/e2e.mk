@@ -24,7 +24,7 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-bad-not-held test-bad-outside-region test-bad-truncated \
 	     test-bad-oversized test-bad-unknown-op test-lazy-backing \
 	     test-example test-grow-fail test-reclaim test-privdrop \
-	     test-sequences
+	     test-sequences test-config-reload test-metrics-http
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
 
 # The same end-to-end run inside the VM, ledger in /dev/kvpool.
