@@ -48,7 +48,7 @@ $(KVD_OBJ)/kvpool_metrics.o: include/kvpool_metrics.c include/kvpool_metrics.h \
 
 $(B)/bin/kvpoold: $(KVD_OBJS) $(B)/lib/libkvkern.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) -o $@ $(KVD_OBJS) $(KVD_LIBS)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $(KVD_OBJS) $(KVD_LIBS)
 
 ALL += $(B)/bin/kvpoold
 

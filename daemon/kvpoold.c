@@ -308,7 +308,8 @@ static int drop_privileges(struct kvd *d)
 		return 0;
 	}
 	if (geteuid() != 0) {
-		kvd_log(KVD_ERR, "--user needs root");
+		kvd_log(KVD_ERR, "becoming user %s (--user, or user in the "
+			"configuration file) needs root", d->o.user);
 		return -EPERM;
 	}
 	pw = getpwnam(d->o.user);

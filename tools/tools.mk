@@ -39,7 +39,7 @@ $(TOOLS_OBJ)/kvpool_metrics.o: include/kvpool_metrics.c include/kvpool_metrics.h
 
 $(KVPOOLCTL): $(KVPOOLCTL_OBJS)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(TOOLS_NL_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(TOOLS_NL_LIBS) -lm
 
 ALL += $(KVPOOLCTL)
 
@@ -51,7 +51,8 @@ KVPOOL_BENCH_OBJS := $(patsubst %.c,$(TOOLS_OBJ)/%.o,$(KVPOOL_BENCH_SRCS))
 ifdef KVL_A
 $(KVPOOL_BENCH): $(KVPOOL_BENCH_OBJS) $(KVL_A)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $(KVPOOL_BENCH_OBJS) $(KVL_A) $(TOOLS_NL_LIBS) -lpthread -lm
+	$(CC) $(LDFLAGS) -o $@ $(KVPOOL_BENCH_OBJS) $(KVL_A) $(TOOLS_NL_LIBS) \
+		-lpthread -lm
 
 ALL += $(KVPOOL_BENCH)
 endif
