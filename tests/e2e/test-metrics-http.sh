@@ -5,7 +5,7 @@
 # the text (exposition format and naming conventions); it is the same text
 # as `kvpoolctl metrics`; the figures are the ledger's; HEAD, 404, 405;
 # the endpoint is off by default; a bad address and a port in use are
-# refused at start.
+# refused at start; every series the Grafana dashboard queries exists.
 . "$(dirname "$0")/lib.sh"
 
 CTL=${KVPOOLCTL:-build/bin/kvpoolctl}
@@ -50,6 +50,11 @@ for want in \
 done
 [ "$(grep -c '^kvpool_client_blocks{' "$TMP/http.prom")" = 2 ] ||
 	fail "want 2 kvpool_client_blocks samples"
+# Every series the Grafana dashboard queries exists.
+DASH=Documentation/grafana-kvpool.json
+for m in $(grep -o 'kvpool_[a-z_]*' "$DASH" | sort -u); do
+	grep -q "^# TYPE $m " "$TMP/http.prom" || fail "$DASH queries $m: no such series"
+done
 
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 [ "$(code -I "$URL")" = 200 ] || fail "HEAD /metrics"
