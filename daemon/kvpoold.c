@@ -617,6 +617,7 @@ int main(int argc, char **argv)
 	unlink(d->o.socket_path);
 	kvd_clients_stop(d);
 	kvd_ledger_close(d);
+	free(d->conf_tenants);
 	if (d->be->fini)
 		d->be->fini(d);
 	if (d->cpu)

@@ -39,7 +39,7 @@ $(DEB_CHANGES): $(DEB_INPUTS)
 	cd $(DEB_SRC) && dpkg-buildpackage -us -uc -b >../build.log 2>&1 || \
 		{ tail -n 60 ../build.log; echo "deb: dpkg-buildpackage failed: $(DEB_OUT)/build.log" >&2; exit 1; }
 	rm -rf $(DEB_SRC)
-	lintian --fail-on error --no-tag-display-limit $@ >$(DEB_OUT)/lintian.log 2>&1 || \
+	lintian --fail-on error --tag-display-limit 0 $@ >$(DEB_OUT)/lintian.log 2>&1 || \
 		{ cat $(DEB_OUT)/lintian.log; rm -f $@; echo "deb: lintian reports errors" >&2; exit 1; }
 	@cat $(DEB_OUT)/lintian.log
 	@echo "deb: $(notdir $(DEB_FILES)) in $(DEB_OUT)"
