@@ -253,21 +253,24 @@ static int tenant_del(struct kvd *d, struct kvnl *n, const char *name)
 	return kvnl_tenant(n, d, KVPOOL_CMD_TENANT_DEL, &t);
 }
 
-static void where(const struct kvd_tenant_conf *t, char *buf, size_t len)
+/* "FILE: line N: " for a tenant of the file, "--tenant: " for a flag's. */
+static void where(struct kvd *d, const struct kvd_tenant_conf *t, char *buf,
+		  size_t len)
 {
 	if (t->line)
-		snprintf(buf, len, "line %d: ", t->line);
+		snprintf(buf, len, "%s: line %d: ", d->o.config_path ?
+			 d->o.config_path : KVD_CONF_DEFAULT, t->line);
 	else
 		snprintf(buf, len, "--tenant: ");
 }
 
 int kvd_tenants_check(struct kvd *d, const struct kvd_tenant_conf *t, int n)
 {
-	char at[32];
+	char at[320];
 	int i;
 
 	for (i = 0; i < n; i++) {
-		where(&t[i], at, sizeof(at));
+		where(d, &t[i], at, sizeof(at));
 		if (t[i].max != KVPOOL_UNLIMITED && t[i].max > d->capacity) {
 			kvd_log(KVD_ERR, "%stenant %s: max %u is above the "
 				"pool's capacity %u", at, t[i].name, t[i].max,
@@ -288,7 +291,7 @@ int kvd_tenants_apply(struct kvd *d, const struct kvd_tenant_conf *t, int n)
 {
 	char (*keep)[KVPOOL_NAME_LEN];
 	struct kvnl nl = { 0 };
-	char at[32];
+	char at[320];
 	int i, j, nkeep = 0, r, err = 0;
 
 	r = kvd_tenants_check(d, t, n);
@@ -308,7 +311,7 @@ int kvd_tenants_apply(struct kvd *d, const struct kvd_tenant_conf *t, int n)
 		return -ENOMEM;
 	}
 	for (i = 0; i < n; i++) {
-		where(&t[i], at, sizeof(at));
+		where(d, &t[i], at, sizeof(at));
 		r = tenant_put(d, &nl, &t[i]);
 		if (r) {
 			kvd_log(KVD_ERR, "%stenant %s: %s", at, t[i].name,

@@ -108,7 +108,7 @@ tenant_has fresh "max=8 "
 printf '[pool]\ncapacity = 1024\n[tenant chat]\nmax = 4096\n' >"$CONF"
 kill -HUP "$DPID"
 wait_log "the running configuration stays in force" 2
-grep -q "line 3: tenant chat: max 4096 is above the pool's capacity 2048" \
+grep -q "kvpoold.conf: line 3: tenant chat: max 4096 is above the pool's capacity 2048" \
 	"$DLOG" || fail "no line for a max above capacity"
 tenant_has chat "max=30 "
 
