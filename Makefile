@@ -58,6 +58,7 @@ all: real-all
 -include tests/e2e/e2e.mk
 -include tests/tools/tools-tests.mk
 -include tests/gpu/gpu.mk
+-include python/python.mk
 -include tests/fuzz/fuzz-config.mk
 -include debian/deb.mk
 -include tests/pkg/pkg.mk

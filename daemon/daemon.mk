@@ -3,20 +3,22 @@
 # daemon/: kvpoold, the pool owner and data-plane server.
 #   $(B)/bin/kvpoold   links the ledger core (kmod/kvpool_ledger.c, compiled
 #                      here), the metrics series (include/kvpool_metrics.c),
-#                      $(B)/lib/libkvkern.a, libcap, libinih (kvpoold.conf),
-#                      libmicrohttpd (/metrics), libnl-genl-3 (tenants in
-#                      the module), libpthread, libdl
-#   $(B)/daemon/kvpoold.service, kvpoold.conf   with this build's paths
+#                      $(B)/lib/libkvkern.a, libxxhash (prefix-cache keys),
+#                      libcap, libinih (kvpoold.conf), libmicrohttpd
+#                      (/metrics), libnl-genl-3 (tenants in the module),
+#                      libpthread, libdl
+#   $(B)/daemon/kvpoold.service   the unit with this build's paths
 
 KVD_CUDA_INC := /usr/local/cuda/include
 KVD_HAVE_CUDA := $(shell test -f $(KVD_CUDA_INC)/cuda.h && grep -qs "^int kvk_cuda_init" kernels/kvkern_cuda.c && echo 1)
 KVD_OBJ := $(B)/obj/daemon
 KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
-	    config.c tenants.c reload.c metrics.c
+	    prefix.c prefix_index.c config.c tenants.c reload.c metrics.c
 KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
 	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
-KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/config.h \
-	    include/kvpool_proto.h include/kvpool_metrics.h \
+KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/prefix.h \
+	    daemon/prefix_index.h daemon/config.h include/kvpool_proto.h \
+	    include/kvpool_metrics.h \
 	    kernels/kvkern.h kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	    kmod/include/uapi/linux/kvpool.h
 KVD_NL_CFLAGS := $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
@@ -28,8 +30,8 @@ KVD_CPPFLAGS += -I$(KVD_CUDA_INC)
 else
 KVD_CPPFLAGS += -DKVD_NO_CUDA
 endif
-KVD_LIBS := $(B)/lib/libkvkern.a -lcap -linih -lmicrohttpd $(KVD_NL_LIBS) \
-	    -lpthread -ldl -lm
+KVD_LIBS := $(B)/lib/libkvkern.a -lxxhash -lcap -linih -lmicrohttpd \
+	    $(KVD_NL_LIBS) -lpthread -ldl -lm
 
 $(KVD_OBJ)/backend_cuda.o: $(wildcard kernels/kvkern_cuda.c kernels/kvkern_cuda.h)
 
@@ -74,3 +76,37 @@ install-daemon: $(B)/bin/kvpoold $(B)/daemon/kvpoold.service
 		install -m 644 daemon/kvpoold.conf $(DESTDIR)$(SYSCONFDIR)/kvpool/
 
 INSTALL_TGTS += install-daemon
+
+# The prefix cache's index alone (cmocka), normal and sanitizer builds.
+$(B)/tests/unit/test_prefix_index: tests/unit/test_prefix_index.c \
+		daemon/prefix_index.c daemon/prefix_index.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(CFLAGS_BASE) $< daemon/prefix_index.c \
+		-lcmocka -lxxhash -o $@
+
+$(B)/asan/tests/unit/test_prefix_index: tests/unit/test_prefix_index.c \
+		daemon/prefix_index.c daemon/prefix_index.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(CFLAGS_BASE) $(SAN_FLAGS) $< \
+		daemon/prefix_index.c -lcmocka -lxxhash -o $@
+
+CHECK_PROGS += $(B)/tests/unit/test_prefix_index \
+	       $(B)/asan/tests/unit/test_prefix_index.sh
+
+# make bench-prefix: the prefix cache under 8 replicas of one tenant, cache
+# off and on in one run (tests/bench/bench_prefix.c starts its own kvpoold).
+KVPOOL_BENCH_PREFIX := $(B)/bin/kvpool-bench-prefix
+$(KVPOOL_BENCH_PREFIX): tests/bench/bench_prefix.c daemon/prefix_index.c \
+		daemon/prefix_index.h libkvlease/kvlease.h $(KVL_A)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease -Idaemon $(CFLAGS_BASE) $< \
+		daemon/prefix_index.c -o $@ $(KVL_A) $(KVL_EXTRA_LIBS) \
+		-lxxhash -lpthread -lm
+
+ALL += $(KVPOOL_BENCH_PREFIX)
+
+.PHONY: bench-prefix
+bench-prefix: $(KVPOOL_BENCH_PREFIX) $(B)/bin/kvpoold
+	$(KVPOOL_BENCH_PREFIX) -d $(B)/bin/kvpoold
+
+BENCH += bench-prefix

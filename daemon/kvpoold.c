@@ -25,6 +25,7 @@
 
 #include "config.h"
 #include "kvpoold.h"
+#include "prefix.h"
 
 static int log_level = KVD_NOTICE;
 static bool log_syslog;
@@ -88,6 +89,8 @@ static void usage(FILE *f)
 "      --metrics-listen ADDR:PORT\n"
 "                            serve Prometheus metrics at /metrics (off)\n"
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
+"      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
+"                            every key collides; default 128)\n"
 "  -u, --user NAME           drop to this user after start (as root)\n"
 "  -g, --admin-group NAME    group allowed to change tenants\n"
 "      --syslog              log to syslog even in the foreground\n"
@@ -115,7 +118,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
-	O_SYSLOG, O_BLIMIT, O_METRICS,
+	O_SYSLOG, O_BLIMIT, O_METRICS, O_PFXBITS,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -140,6 +143,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "syslog", no_argument, NULL, O_SYSLOG },
 		{ "backing-limit", required_argument, NULL, O_BLIMIT },
 		{ "metrics-listen", required_argument, NULL, O_METRICS },
+		{ "prefix-hash-bits", required_argument, NULL, O_PFXBITS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -194,6 +198,11 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (parse_u64(optarg, KVPOOL_MAX_CAPACITY, &v))
 				goto bad;
 			o->backing_limit = (uint32_t)v;
+			break;
+		case O_PFXBITS:
+			if (parse_u64(optarg, 128, &v))
+				goto bad;
+			o->prefix_hash_bits = (unsigned int)v;
 			break;
 		case O_TENANT:
 			if (o->ntenants >= 64)
@@ -417,6 +426,11 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 	r = kvd_tenants_apply(d, c->tenants, c->ntenants);
 	if (r)
 		return r;
+	r = kvd_prefix_init(d);
+	if (r) {
+		kvd_log(KVD_ERR, "prefix cache: %s", strerror(-r));
+		return r;
+	}
 	r = kvd_listen(d);
 	if (r) {
 		kvd_log(KVD_ERR, "socket %s: %s", d->o.socket_path,
@@ -443,6 +457,7 @@ static void opts_defaults(struct kvd_opts *o)
 	o->chunk_blocks = 64;
 	o->default_max = KVPOOL_UNLIMITED;
 	o->shrink_delay_ms = 5000;
+	o->prefix_hash_bits = 128;
 	o->log_level = KVD_NOTICE;
 }
 
@@ -599,6 +614,8 @@ int main(int argc, char **argv)
 	if (!r)
 		r = drop_privileges(d);
 	if (!r)
+		r = kvd_prefix_start(d);
+	if (!r)
 		r = kvd_metrics_start(d);
 	if (r) {
 		if (d->listen_fd >= 0)
@@ -616,6 +633,7 @@ int main(int argc, char **argv)
 	close(d->listen_fd);
 	unlink(d->o.socket_path);
 	kvd_clients_stop(d);
+	kvd_prefix_fini(d);
 	kvd_ledger_close(d);
 	free(d->conf_tenants);
 	if (d->be->fini)

@@ -89,6 +89,7 @@ struct kvd_opts {
 	bool use_syslog;
 	const char *tenants[64];	/* --tenant specs */
 	int ntenants;
+	unsigned int prefix_hash_bits;	/* --prefix-hash-bits (tests) */
 };
 
 struct kvd_client;
@@ -126,6 +127,9 @@ struct kvd {
 	/* CPU kernels thread pool (one user at a time, trylock). */
 	struct kvk_cpu *cpu;
 	pthread_mutex_t cpu_lock;
+
+	/* Prefix cache (prefix.c). */
+	struct kvd_prefix *prefix;
 
 	int listen_fd;
 	char sock_dir[108];		/* created by us (chown on --user) */

@@ -20,6 +20,7 @@
 
 #include "kvpoold.h"
 #include "inproc.h"
+#include "prefix.h"
 
 /* ---- in-process callbacks (d->lock held) ------------------------------- */
 
@@ -44,6 +45,8 @@ static void ip_reclaim_wake(struct kvpool_lease *lease)
 {
 	if (lease->host)
 		kvd_client_reclaim(lease->host, lease->reclaim_target);
+	else
+		kvd_prefix_reclaim_wake(lease->pool->host);
 }
 
 static const struct kvpool_ledger_ops ip_ops = {
@@ -275,6 +278,8 @@ static void on_grow(struct kvd *d, uint32_t want)
 	if (r) {
 		kvd_log(KVD_WARN, "grow to %u blocks failed at %u: %s", target,
 			d->mapped, strerror(-r));
+		/* Room inside what is backed, before the waiters give up. */
+		kvd_prefix_evict_pool(d, "", target - d->mapped);
 		ledger_grow(d, 0, KVPOOL_GROW_FAILED);
 	} else {
 		kvd_log(KVD_DEBUG, "backed %u blocks", target);
@@ -318,6 +323,10 @@ void kvd_owner_events(struct kvd *d)
 		case KVPOOL_EVENT_IDLE:
 			d->shrink_at_ns = kvd_now_ns() +
 					  d->o.shrink_delay_ms * 1000000ULL;
+			break;
+		case KVPOOL_EVENT_SHORT:
+			/* Unreferenced cached blocks are given back first. */
+			kvd_prefix_evict_pool(d, ev[i].tenant, ev[i].blocks);
 			break;
 		case KVPOOL_EVENT_CLIENT_CLOSED:
 			kvd_log(KVD_DEBUG, "lease %llu closed, %u blocks back",

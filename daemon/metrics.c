@@ -4,10 +4,10 @@
  * (libmicrohttpd, one internal thread) on the address of --metrics-listen
  * or metrics_listen in kvpoold.conf; off when neither is given.
  *
- * Each scrape takes a fresh snapshot of the pool, its tenants and its
- * leases through the same calls as the admin socket, and writes it with
- * kvp_metrics_write(), the function `kvpoolctl metrics` uses: one set of
- * series, one format.  The socket is bound before the daemon drops root
+ * Each scrape takes a fresh snapshot of the pool, its tenants, its leases
+ * and the prefix caches through the same calls as the admin socket, and
+ * writes it with kvp_metrics_write(), the function `kvpoolctl metrics`
+ * uses: one set of series, one format.  The socket is bound before the daemon drops root
  * (kvd_metrics_bind), the server starts after (kvd_metrics_start), so its
  * thread runs with the daemon's reduced privileges.
  */
@@ -24,6 +24,7 @@
 
 #include "kvpool_metrics.h"
 #include "kvpoold.h"
+#include "prefix.h"
 
 #define METRICS_MAX_CONNECTIONS	16
 #define METRICS_TIMEOUT_S	10
@@ -132,20 +133,66 @@ static void *list_all(struct kvd *d, bool tenants, size_t rec, uint32_t *n,
 	return buf;
 }
 
+/* The prefix caches, through the admin op that lists them (paged). */
+static struct kvp_prefix_rec *prefix_all(struct kvd *d, uint32_t *n, int *err)
+{
+	struct kvp_prefix_rec *out = NULL, *nb;
+	struct kvp_list_reply *lr;
+	struct kvp_list q;
+	uint32_t got = 0;
+	size_t rlen;
+	char *page;
+	int r = 0;
+
+	page = malloc(KVP_MSG_MAX);
+	if (!page) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	lr = (struct kvp_list_reply *)page;
+	for (;;) {
+		memset(&q, 0, sizeof(q));
+		q.start = got;
+		rlen = 0;
+		r = kvd_prefix_admin(d, false, KVP_OP_PREFIX_LIST, &q, sizeof(q),
+				     page, &rlen);
+		if (r < 0)
+			break;
+		if (!lr->count)
+			break;
+		nb = realloc(out, (size_t)(got + lr->count) * sizeof(*out));
+		if (!nb) {
+			r = -ENOMEM;
+			break;
+		}
+		out = nb;
+		memcpy(out + got, lr + 1, (size_t)lr->count * sizeof(*out));
+		got += lr->count;
+		if (got >= lr->total)
+			break;
+	}
+	free(page);
+	*n = r < 0 ? 0 : got;
+	*err = r < 0 ? r : 0;
+	return out;
+}
+
 /* The text of one scrape (malloc'd), or NULL. */
 static char *render(struct kvd *d, size_t *len)
 {
 	struct kvp_metrics_pool mp;
 	struct kvp_tenant_rec *t;
 	struct kvp_client_rec *c;
+	struct kvp_prefix_rec *x;
 	char *text = NULL;
 	FILE *f;
-	int terr, cerr, r;
+	int terr, cerr, xerr, r;
 
 	memset(&mp, 0, sizeof(mp));
 	kvd_ledger_pool_rec(d, &mp.pool);
 	t = list_all(d, true, sizeof(*t), &mp.ntenants, &terr);
 	c = list_all(d, false, sizeof(*c), &mp.nclients, &cerr);
+	x = prefix_all(d, &mp.nprefix, &xerr);
 	if (terr) {
 		kvd_log(KVD_WARN, "metrics: tenant list: %s", strerror(-terr));
 		mp.ntenants = 0;
@@ -153,6 +200,8 @@ static char *render(struct kvd *d, size_t *len)
 	mp.tenants = t;
 	mp.clients = c;
 	mp.have_clients = !cerr && c;
+	mp.prefix = x;
+	mp.have_prefix = !xerr;
 	f = open_memstream(&text, len);
 	if (f) {
 		r = kvp_metrics_write(f, &mp, 1);
@@ -163,6 +212,7 @@ static char *render(struct kvd *d, size_t *len)
 	}
 	free(t);
 	free(c);
+	free(x);
 	return text;
 }
 

@@ -23,6 +23,7 @@
 
 #include "kvpoold.h"
 #include "inproc.h"
+#include "prefix.h"
 
 #define MAX_FDS		2
 #define MAX_BATCH	4096
@@ -46,6 +47,8 @@ struct kvd_client {
 	unsigned int nlayouts;
 	_Atomic uint32_t reclaim_target;
 	uint32_t pins;			/* module ledger pins held by this op */
+	char tenant[KVPOOL_NAME_LEN];	/* module: the lease's, at HELLO */
+	struct kvd_prefix_conn *pfx;	/* cached blocks it references */
 	int fds[MAX_FDS];
 	int nfds;
 	uint8_t in[KVP_MSG_MAX] __attribute__((aligned(16)));
@@ -133,6 +136,43 @@ static void unpin_blocks(struct kvd_client *c)
 		kvd_lease_unpin(c->d, c->lease_id);
 }
 
+/*
+ * Blocks an op only reads: the caller's own, or cached blocks it
+ * references (prefix cache; they stay allocated while it does).  A
+ * cached block it references but would write is -EROFS.
+ */
+static int check_blocks_ro(struct kvd_client *c, const uint32_t *b,
+			   uint32_t n)
+{
+	uint32_t *own, k = 0, i;
+	int r;
+
+	if (!c->pfx)
+		return check_blocks(c, b, n);
+	own = malloc(n ? n * sizeof(*own) : 1);
+	if (!own)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		if (!kvd_prefix_referenced(c->pfx, b[i]))
+			own[k++] = b[i];
+	r = k ? check_blocks(c, own, k) : 0;
+	free(own);
+	return r;
+}
+
+static int check_blocks_rw(struct kvd_client *c, const uint32_t *b,
+			   uint32_t n)
+{
+	int r = check_blocks(c, b, n);
+	uint32_t i;
+
+	if (r == -EPERM && c->pfx)
+		for (i = 0; i < n; i++)
+			if (kvd_prefix_referenced(c->pfx, b[i]))
+				return -EROFS;
+	return r;
+}
+
 /* Every block must be mapped too (a lying ledger must not crash us);
  * called with d->backing held for reading. */
 static int check_mapped(struct kvd_client *c, const uint32_t *b, uint32_t n)
@@ -201,6 +241,8 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 			goto out;
 		}
 		c->lease_id = st.lease_id;
+		memcpy(c->tenant, st.tenant, sizeof(c->tenant));
+		c->tenant[sizeof(c->tenant) - 1] = 0;
 	} else {
 		struct kvpool_cred cred = {
 			.uid = c->cred.uid, .gid = c->cred.gid,
@@ -322,7 +364,8 @@ static int op_kv(struct kvd_client *c, const struct kvp_kv *q, bool write)
 			r = -EINVAL;
 			goto out;
 		}
-	r = check_blocks(c, blocks, q->ntok);
+	r = write ? check_blocks_rw(c, blocks, q->ntok) :
+		    check_blocks_ro(c, blocks, q->ntok);
 	if (r)
 		goto out;
 	pthread_rwlock_rdlock(&d->backing);
@@ -386,7 +429,7 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 		for (i = 0; i < nb; i++)
 			used[nused++] = tables[b * mbs + i];
 	}
-	r = check_blocks(c, used, nused);
+	r = check_blocks_ro(c, used, nused);
 	if (r)
 		goto out;
 	pthread_rwlock_rdlock(&d->backing);
@@ -430,9 +473,9 @@ static int op_copy(struct kvd_client *c, const struct kvp_copy *q)
 	if (!r)
 		r = region_u32(c, q->off_dst, q->n, &dst);
 	if (!r)
-		r = check_blocks(c, src, q->n);
+		r = check_blocks_ro(c, src, q->n);
 	if (!r)
-		r = check_blocks(c, dst, q->n);
+		r = check_blocks_rw(c, dst, q->n);
 	if (r)
 		goto out;
 	pthread_rwlock_rdlock(&d->backing);
@@ -504,8 +547,21 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 
 		if (!c->admin)
 			return -EACCES;
+		/* A tenant's own cache leases must not keep it alive. */
+		if (h->op == KVP_OP_TENANT_DEL && inproc) {
+			char name[KVPOOL_NAME_LEN];
+
+			memcpy(name, t->name, sizeof(name));
+			name[sizeof(name) - 1] = 0;
+			kvd_prefix_flush(d, name);
+		}
 		return kvd_ip_tenant_op(d, h->op, t);
 	}
+	case KVP_OP_PREFIX_LIST:
+	case KVP_OP_PREFIX_FLUSH:
+	case KVP_OP_PREFIX_SHARE:
+		return kvd_prefix_admin(d, c->admin, h->op, body, blen, rbody,
+					rlen);
 	case KVP_OP_TENANT_LIST:
 	case KVP_OP_CLIENT_LIST: {
 		const struct kvp_list *q = BODY(struct kvp_list);
@@ -545,6 +601,9 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 	case KVP_OP_ATTACH: case KVP_OP_LEASE: case KVP_OP_RELEASE:
 	case KVP_OP_STATUS: case KVP_OP_LAYOUT: case KVP_OP_WRITE_KV:
 	case KVP_OP_READ_KV: case KVP_OP_ATTN: case KVP_OP_COPY:
+	case KVP_OP_PREFIX_MATCH: case KVP_OP_PREFIX_PUBLISH:
+	case KVP_OP_PREFIX_UNREF: case KVP_OP_PREFIX_EVICT:
+	case KVP_OP_LAYOUT_MODEL:
 		if (!c->hello)
 			return -ENOTCONN;
 		break;
@@ -622,6 +681,10 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		return op_attn(c, BODY(struct kvp_attn));
 	case KVP_OP_COPY:
 		return op_copy(c, BODY(struct kvp_copy));
+	case KVP_OP_PREFIX_MATCH: case KVP_OP_PREFIX_PUBLISH:
+	case KVP_OP_PREFIX_UNREF: case KVP_OP_PREFIX_EVICT:
+	case KVP_OP_LAYOUT_MODEL:
+		return kvd_prefix_op(c, h->op, body, blen, rbody, rlen);
 	}
 	return -EOPNOTSUPP;
 }
@@ -739,6 +802,7 @@ static void client_free(struct kvd_client *c)
 		}
 	d->nclients--;
 	pthread_mutex_unlock(&d->clients_lock);
+	kvd_prefix_conn_close(d, c->pfx);
 	if (c->lease)
 		kvd_ip_lease_close(d, c->lease);
 	if (c->region)
@@ -777,6 +841,59 @@ static void *client_main(void *arg)
 		(unsigned long long)c->lease_id);
 	client_free(c);
 	return NULL;
+}
+
+/* ---- a connection's parts, for prefix.c ------------------------------- */
+
+int kvd_client_region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
+			  uint64_t size, void **p)
+{
+	return region_ptr(c, off, n, size, p);
+}
+
+int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
+			  uint32_t **out)
+{
+	return region_u32(c, off, n, out);
+}
+
+const struct kvk_layout *kvd_client_layout(struct kvd_client *c, uint32_t id)
+{
+	return get_layout(c, id);
+}
+
+int kvd_client_layout_add(struct kvd_client *c, const struct kvp_layout *l,
+			  struct kvp_layout_reply *rep)
+{
+	return op_layout(c, l, rep);
+}
+
+uint64_t kvd_client_lease_id(const struct kvd_client *c)
+{
+	return c->lease_id;
+}
+
+struct kvd *kvd_client_daemon(struct kvd_client *c)
+{
+	return c->d;
+}
+
+void kvd_client_tenant(struct kvd_client *c, char name[KVPOOL_NAME_LEN])
+{
+	struct kvd *d = c->d;
+
+	if (d->mode != KVP_MODE_INPROC || !c->lease) {
+		memcpy(name, c->tenant, KVPOOL_NAME_LEN);
+		return;
+	}
+	pthread_mutex_lock(&d->lock);
+	memcpy(name, c->lease->tenant->name, KVPOOL_NAME_LEN);
+	pthread_mutex_unlock(&d->lock);
+}
+
+struct kvd_prefix_conn **kvd_client_prefix(struct kvd_client *c)
+{
+	return &c->pfx;
 }
 
 /* ---- hooks for the ledger (d->lock held) ------------------------------ */

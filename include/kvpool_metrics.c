@@ -150,6 +150,46 @@ static const struct {
 	  "Grants that failed (timeout, no memory).", TV_EV_FAIL },
 };
 
+enum prefix_val {
+	XV_CACHED, XV_REFERENCED, XV_HITS, XV_MISSES, XV_HIT_TOKENS,
+	XV_EVICTIONS, XV_PUBLISHED,
+};
+
+static uint64_t prefix_val(const struct kvp_prefix_rec *x, enum prefix_val v)
+{
+	switch (v) {
+	case XV_CACHED: return x->cached;
+	case XV_REFERENCED: return x->referenced;
+	case XV_HITS: return x->hits;
+	case XV_MISSES: return x->misses;
+	case XV_HIT_TOKENS: return x->hit_tokens;
+	case XV_EVICTIONS: return x->evictions;
+	case XV_PUBLISHED: return x->published;
+	}
+	return 0;
+}
+
+static const struct {
+	const char *name, *type, *help;
+	enum prefix_val v;
+} prefix_series[] = {
+	{ "kvpool_prefix_cached_blocks", "gauge",
+	  "Blocks in the tenant's prefix cache (counted in its current).",
+	  XV_CACHED },
+	{ "kvpool_prefix_referenced_blocks", "gauge",
+	  "Cached blocks in use by some sequence.", XV_REFERENCED },
+	{ "kvpool_prefix_hits_total", "counter",
+	  "Full blocks found in the prefix cache.", XV_HITS },
+	{ "kvpool_prefix_misses_total", "counter",
+	  "Full blocks looked up and not found.", XV_MISSES },
+	{ "kvpool_prefix_hit_tokens_total", "counter",
+	  "Tokens in the blocks found (prefill not computed).", XV_HIT_TOKENS },
+	{ "kvpool_prefix_evictions_total", "counter",
+	  "Unreferenced cached blocks given back.", XV_EVICTIONS },
+	{ "kvpool_prefix_published_total", "counter",
+	  "Blocks added to the prefix cache.", XV_PUBLISHED },
+};
+
 static void tenant_labels(FILE *f, const char *name,
 			  const struct kvp_metrics_pool *p,
 			  const struct kvp_tenant_rec *t)
@@ -166,7 +206,7 @@ int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
 	const struct kvp_metrics_pool *p;
 	unsigned int i, k;
 	uint32_t j;
-	bool clients = false;
+	bool clients = false, prefix = false;
 
 	head(f, "kvpool_pool_info", "gauge", "Pool description (value 1).");
 	for (p = pools; p < pools + npools; p++) {
@@ -229,6 +269,26 @@ int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
 				fprintf(f, ",lease=\"%llu\",pid=\"%u\"} %u\n",
 					(unsigned long long)c->lease_id,
 					c->pid, c->blocks);
+			}
+		}
+	}
+	for (i = 0; i < npools; i++)
+		prefix |= pools[i].have_prefix;
+	for (k = 0; prefix &&
+	     k < sizeof(prefix_series) / sizeof(prefix_series[0]); k++) {
+		head(f, prefix_series[k].name, prefix_series[k].type,
+		     prefix_series[k].help);
+		for (p = pools; p < pools + npools; p++) {
+			if (!p->have_prefix)
+				continue;
+			for (j = 0; j < p->nprefix; j++) {
+				const struct kvp_prefix_rec *x = &p->prefix[j];
+
+				pool_labels(f, prefix_series[k].name, p);
+				fputc(',', f);
+				label(f, "tenant", x->tenant, sizeof(x->tenant));
+				fprintf(f, "} %llu\n", (unsigned long long)
+					prefix_val(x, prefix_series[k].v));
 			}
 		}
 	}

@@ -26,6 +26,9 @@ struct kvp_metrics_pool {
 	const struct kvp_client_rec *clients;
 	uint32_t nclients;
 	bool have_clients;	/* false: leases unknown, series left out */
+	const struct kvp_prefix_rec *prefix;	/* the tenants' prefix caches */
+	uint32_t nprefix;
+	bool have_prefix;	/* false: no kvpoold to ask, series left out */
 };
 
 /*

@@ -103,6 +103,20 @@ enum kvp_op {
 	KVP_OP_POOL_STATUS = 36, /* (no body) -> struct kvp_pool_rec */
 	KVP_OP_CLIENT_LIST = 37, /* struct kvp_list -> struct kvp_list_reply +
 				  * struct kvp_client_rec[count] */
+	/* prefix cache, data plane (see "prefix cache" below) */
+	KVP_OP_PREFIX_MATCH = 48,   /* struct kvp_prefix_match ->
+				     * struct kvp_prefix_match_reply */
+	KVP_OP_PREFIX_PUBLISH = 49, /* struct kvp_prefix_publish ->
+				     * struct kvp_prefix_publish_reply */
+	KVP_OP_PREFIX_UNREF = 50,   /* struct kvp_prefix_unref -> - */
+	KVP_OP_PREFIX_EVICT = 51,   /* struct kvp_prefix_evict -> - */
+	KVP_OP_LAYOUT_MODEL = 52,   /* struct kvp_layout_model ->
+				     * struct kvp_layout_reply */
+	/* prefix cache, admin (no HELLO needed) */
+	KVP_OP_PREFIX_LIST = 56,    /* struct kvp_list -> struct kvp_list_reply
+				     * + struct kvp_prefix_rec[count] */
+	KVP_OP_PREFIX_FLUSH = 57,   /* struct kvp_prefix_tenant -> - */
+	KVP_OP_PREFIX_SHARE = 58,   /* struct kvp_prefix_tenant -> - */
 };
 
 /* Asynchronous records from the daemon (req_id 0, body below). */
@@ -295,6 +309,131 @@ struct kvp_client_rec {
 	char tenant[KVP_NAME_LEN];
 	uint32_t blocks;
 	uint32_t connected;	/* 1: has a data-plane connection */
+};
+
+/* ---- prefix cache ------------------------------------------------------ */
+
+/*
+ * A tenant's prefix cache, kept by the daemon for all its processes: full
+ * blocks named by a hash chain of their token ids (the daemon computes the
+ * keys; clients send token ids, never keys), verified on every hit.
+ * Cached blocks are held by the daemon in two leases charged to the
+ * tenant: "hot" (referenced by some connection) and "cold" (unreferenced,
+ * LRU, given back first under pressure).  A connection references a
+ * cached block from MATCH (or PUBLISH) until UNREF or until it closes; it
+ * may read referenced blocks (READ_KV, ATTN, COPY's source) but never
+ * write them (-EROFS).  Errors besides the general ones:
+ *   -ENOKEY	the layout was declared without a model identity
+ *		(KVP_OP_LAYOUT instead of KVP_OP_LAYOUT_MODEL);
+ *   -EPERM	PUBLISH names a block the caller neither holds nor references;
+ *   -EXDEV	PUBLISH: the lease was moved to another tenant since HELLO;
+ *   -EOPNOTSUPP the ledger cannot move blocks (a module without
+ *		KVPOOL_FEAT_LEASE_MOVE).
+ * On any error nothing changed.
+ */
+#define KVP_MODEL_LEN		64
+/* Most token ids in one MATCH or PUBLISH. */
+#define KVP_PREFIX_MAX_TOKENS	(1U << 20)
+
+/* LAYOUT_MODEL: a layout and the model whose KV it stores; the model
+ * identity is this string (name and revision, NUL-terminated, not empty)
+ * and the layout itself, so two models never share a cached block. */
+struct kvp_layout_model {
+	struct kvp_layout layout;
+	char model[KVP_MODEL_LEN];
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+/* MATCH: the longest cached prefix of full blocks of token ids
+ * u32 tokens[ntok] at off_tokens; the blocks go to u32 [max_blocks] at
+ * off_blocks; status = blocks matched (now referenced by the caller). */
+struct kvp_prefix_match {
+	uint32_t layout_id;
+	uint32_t ntok;		/* 0..KVP_PREFIX_MAX_TOKENS; partial tail ignored */
+	uint64_t off_tokens;
+	uint64_t off_blocks;
+	uint32_t max_blocks;	/* at most this many blocks */
+	uint32_t flags;		/* must be 0 */
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+struct kvp_prefix_match_reply {
+	uint32_t blocks;	/* blocks matched */
+	uint32_t tokens;	/* blocks * tokens_per_block */
+	uint64_t daemon_ns;	/* time the daemon spent (lookup + attach) */
+	uint64_t reserved[2];
+};
+
+/* PUBLISH: the first nblocks full blocks of a sequence, u32 blocks at
+ * off_blocks (held by the caller, or cached blocks it references), their
+ * token ids u32 [ntok = nblocks * tokens_per_block] at off_tokens.  For
+ * each block the daemon writes u32 result[i] at off_result: the cached
+ * block that now stands for position i (the caller's own, moved into the
+ * cache, or one that was cached already: the caller then frees its own).
+ * Every result block is referenced by the caller.  status = blocks moved
+ * into the cache. */
+struct kvp_prefix_publish {
+	uint32_t layout_id;
+	uint32_t nblocks;	/* 1..KVP_IO_MAX_BLOCKS */
+	uint32_t ntok;		/* nblocks * tokens_per_block, else -EINVAL */
+	uint32_t flags;		/* must be 0 */
+	uint64_t off_tokens;
+	uint64_t off_blocks;
+	uint64_t off_result;
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+struct kvp_prefix_publish_reply {
+	uint32_t added;		/* blocks moved from the caller's lease */
+	uint32_t shared;	/* positions already cached (deduplicated) */
+	uint64_t reserved[2];
+};
+
+/* UNREF: drop the caller's references to u32 blocks[n] at off_blocks
+ * (every one must be referenced, no repeats: -EINVAL, nothing dropped),
+ * or to every block with KVP_PREFIX_UNREF_ALL (n 0).  status = dropped. */
+#define KVP_PREFIX_UNREF_ALL	(1U << 0)
+struct kvp_prefix_unref {
+	uint32_t n;		/* 0..KVP_IO_MAX_BLOCKS */
+	uint32_t flags;
+	uint64_t off_blocks;
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+/* EVICT: give back up to count unreferenced cached blocks of the caller's
+ * tenant, least recently used first; status = blocks given back. */
+struct kvp_prefix_evict {
+	uint32_t count;		/* >= 1 */
+	uint32_t flags;		/* must be 0 */
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+/* PREFIX_FLUSH: give back every unreferenced cached block of tenant and
+ * stop finding its referenced ones (they go when their last reference
+ * does); status = blocks given back.  PREFIX_SHARE: tenant joins the
+ * shared namespace ns ("" : back to its own), after a flush. */
+struct kvp_prefix_tenant {
+	char pool[KVP_NAME_LEN];	/* empty: the daemon's pool */
+	char tenant[KVP_NAME_LEN];
+	char ns[KVP_NAME_LEN];		/* PREFIX_SHARE only, else empty */
+	uint32_t flags;			/* must be 0 */
+	uint32_t pad;
+	uint64_t reserved[2];
+};
+
+struct kvp_prefix_rec {
+	char tenant[KVP_NAME_LEN];
+	char ns[KVP_NAME_LEN];		/* shared namespace, "" if its own */
+	uint64_t hot_lease;		/* lease ids (0: not open) */
+	uint64_t cold_lease;
+	uint32_t cached;		/* cached blocks charged to it */
+	uint32_t referenced;		/* of which referenced */
+	uint64_t hits;			/* blocks found by MATCH */
+	uint64_t misses;		/* full blocks asked for, not found */
+	uint64_t hit_tokens;		/* tokens in the blocks found */
+	uint64_t evictions;		/* blocks given back (LRU) */
+	uint64_t published;		/* blocks moved into the cache */
+	uint64_t reserved[2];
 };
 
 /* ---- async -------------------------------------------------------------- */

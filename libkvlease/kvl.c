@@ -206,6 +206,11 @@ static int hello(struct kvl_ctx *ctx)
 		if (!ctx->refcnt)
 			return -ENOMEM;
 	}
+	if (ctx->pfx_ref && rep.capacity != ctx->capacity) {
+		free(ctx->pfx_ref);	/* references died with the connection */
+		ctx->pfx_ref = NULL;
+		ctx->npfx = 0;
+	}
 	ctx->block_bytes = rep.block_bytes;
 	ctx->capacity = rep.capacity;
 	memcpy(ctx->pool, rep.pool, KVL_NAME_LEN);
@@ -215,15 +220,23 @@ static int hello(struct kvl_ctx *ctx)
 	/* Layouts are per connection: declare them again, same ids. */
 	for (i = 0; i < ctx->nlayouts; i++) {
 		struct kvl_layout_slot *s = &ctx->layouts[i];
-		struct kvp_layout lq = {
-			.layers = s->l.layers, .kv_heads = s->l.kv_heads,
-			.head_dim = s->l.head_dim, .dtype = s->l.dtype,
-			.rope_base = s->l.rope_base,
-		};
+		struct kvp_layout_model lm;
 		struct kvp_layout_reply lr;
 
-		r = rpc_raw(ctx, KVP_OP_LAYOUT, &lq, sizeof(lq), NULL, 0, &lr,
-			    sizeof(lr), NULL);
+		memset(&lm, 0, sizeof(lm));
+		lm.layout.layers = s->l.layers;
+		lm.layout.kv_heads = s->l.kv_heads;
+		lm.layout.head_dim = s->l.head_dim;
+		lm.layout.dtype = s->l.dtype;
+		lm.layout.rope_base = s->l.rope_base;
+		memcpy(lm.model, s->model, sizeof(lm.model));
+		if (s->model[0])
+			r = rpc_raw(ctx, KVP_OP_LAYOUT_MODEL, &lm, sizeof(lm),
+				    NULL, 0, &lr, sizeof(lr), NULL);
+		else
+			r = rpc_raw(ctx, KVP_OP_LAYOUT, &lm.layout,
+				    sizeof(lm.layout), NULL, 0, &lr, sizeof(lr),
+				    NULL);
 		if (r < 0)
 			return r;
 		s->id = lr.layout_id;
@@ -261,7 +274,8 @@ static int reconnect(struct kvl_ctx *ctx)
 	ctx->epoch = rep->epoch;
 	/* With the in-process ledger the lease died with the connection;
 	 * with the module only the contents did, and only on a new epoch. */
-	if (ctx->mode == KVL_MODE_DAEMON || ctx->epoch != old) {
+	/* References to cached blocks die with the connection, too. */
+	if (ctx->mode == KVL_MODE_DAEMON || ctx->epoch != old || ctx->npfx) {
 		kvl_logf(ctx, KVL_LOG_WARNING, "kvpoold epoch %llu -> %llu: "
 			 "block contents lost%s", (unsigned long long)old,
 			 (unsigned long long)ctx->epoch,
@@ -297,6 +311,12 @@ static int rpc(struct kvl_ctx *ctx, uint16_t op, const void *body,
 			return r;
 	}
 	return -ECONNRESET;
+}
+
+int kvl_rpc(struct kvl_ctx *ctx, uint16_t op, const void *body, size_t blen,
+	    void *rbody, size_t rcap, size_t *rlen)
+{
+	return rpc(ctx, op, body, blen, rbody, rcap, rlen);
 }
 
 /* ---- open / close ----------------------------------------------------- */
@@ -451,6 +471,7 @@ KVL_EXPORT void kvl_close(struct kvl_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	ctx->closing = true;	/* closing the socket drops our references */
 	while (ctx->seqs)
 		kvl_seq_free(ctx->seqs);
 	if (ctx->sock >= 0)
@@ -463,6 +484,8 @@ KVL_EXPORT void kvl_close(struct kvl_ctx *ctx)
 		close(ctx->memfd);
 	free(ctx->refcnt);
 	free(ctx->cache);
+	free(ctx->pfx_ref);
+	free(ctx->unref_q);
 	free(ctx->socket_path);
 	free(ctx->device_path);
 	free(ctx);
@@ -593,8 +616,11 @@ KVL_EXPORT int kvl_release_all(struct kvl_ctx *ctx)
 {
 	int r = release_raw(ctx, NULL, 0, KVPOOL_RELEASE_ALL);
 
-	if (r >= 0)
+	if (r >= 0) {
+		/* cached blocks were never in the lease: drop them too */
+		kvl_prefix_forget(ctx, true);
 		kvl_seq_forget_all(ctx);
+	}
 	return r;
 }
 

@@ -792,6 +792,9 @@ int kvl_admin_tenant_add(struct kvl_admin *adm, const char *pool,
 			     uid, gid);
 }
 
+static int daemon_prefix(struct kvl_admin *a, uint16_t op, const char *pool,
+			 const char *tenant, const char *ns);
+
 int kvl_admin_tenant_del(struct kvl_admin *adm, const char *pool,
 			 const char *name)
 {
@@ -799,6 +802,10 @@ int kvl_admin_tenant_del(struct kvl_admin *adm, const char *pool,
 
 	if (ret)
 		return ret;
+	/* The daemon's cache leases of the tenant must not keep it alive
+	 * (the in-process ledger does this itself). */
+	if (adm->mode == KVL_MODE_MODULE && adm->sock >= 0)
+		daemon_prefix(adm, KVP_OP_PREFIX_FLUSH, pool, name, NULL);
 	if (adm->mode == KVL_MODE_MODULE)
 		return nl_tenant(adm, KVPOOL_CMD_TENANT_DEL, pool, name, 0, 0,
 				 0, 0);
@@ -901,4 +908,95 @@ int kvl_admin_client_list(struct kvl_admin *adm, const char *pool,
 	return daemon_list(adm, KVP_OP_CLIENT_LIST, pool,
 			   sizeof(struct kvp_client_rec), out, sizeof(*out),
 			   cap, fill_client);
+}
+
+/* ---------------------------------------------------------------- */
+/* Prefix caches (kvpoold)                                          */
+/* ---------------------------------------------------------------- */
+
+static int daemon_prefix(struct kvl_admin *a, uint16_t op, const char *pool,
+			 const char *tenant, const char *ns)
+{
+	struct kvp_prefix_tenant q;
+
+	memset(&q, 0, sizeof(q));
+	copy_name(q.pool, pool, sizeof(q.pool));
+	copy_name(q.tenant, tenant, sizeof(q.tenant));
+	copy_name(q.ns, ns, sizeof(q.ns));
+	return daemon_call(a, op, &q, sizeof(q), NULL, 0, NULL);
+}
+
+static void fill_prefix(void *out, size_t i, const void *rec)
+{
+	const struct kvp_prefix_rec *r = rec;
+	struct kvl_prefix_info *p = (struct kvl_prefix_info *)out + i;
+
+	memset(p, 0, sizeof(*p));
+	memcpy(p->tenant, r->tenant, sizeof(p->tenant));
+	p->tenant[KVL_NAME_LEN - 1] = '\0';
+	memcpy(p->ns, r->ns, sizeof(p->ns));
+	p->ns[KVL_NAME_LEN - 1] = '\0';
+	p->hot_lease = r->hot_lease;
+	p->cold_lease = r->cold_lease;
+	p->cached = r->cached;
+	p->referenced = r->referenced;
+	p->hits = r->hits;
+	p->misses = r->misses;
+	p->hit_tokens = r->hit_tokens;
+	p->evictions = r->evictions;
+	p->published = r->published;
+}
+
+int kvl_admin_prefix_list(struct kvl_admin *adm, const char *pool,
+			  struct kvl_prefix_info *out, size_t cap)
+{
+	int ret;
+
+	if (!adm || (cap && !out))
+		return -EINVAL;
+	ret = check_name(pool, true);
+	if (ret)
+		return ret;
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;	/* only kvpoold keeps the caches */
+	return daemon_list(adm, KVP_OP_PREFIX_LIST, pool,
+			   sizeof(struct kvp_prefix_rec), out, sizeof(*out),
+			   cap, fill_prefix);
+}
+
+int kvl_admin_prefix_flush(struct kvl_admin *adm, const char *pool,
+			   const char *tenant)
+{
+	int ret;
+
+	if (!adm)
+		return -EINVAL;
+	ret = check_name(tenant, false);
+	if (!ret)
+		ret = check_name(pool, true);
+	if (ret)
+		return ret;
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;
+	return daemon_prefix(adm, KVP_OP_PREFIX_FLUSH, pool, tenant, NULL);
+}
+
+int kvl_admin_prefix_share(struct kvl_admin *adm, const char *pool,
+			   const char *tenant, const char *ns)
+{
+	int ret;
+
+	if (!adm)
+		return -EINVAL;
+	ret = check_name(tenant, false);
+	if (!ret)
+		ret = check_name(pool, true);
+	if (!ret)
+		ret = check_name(ns, true);
+	if (ret)
+		return ret;
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;
+	ret = daemon_prefix(adm, KVP_OP_PREFIX_SHARE, pool, tenant, ns);
+	return ret < 0 ? ret : 0;
 }

@@ -6,7 +6,11 @@
  * p % tokens_per_block of block table[p / tokens_per_block].  Blocks come
  * from a per-context cache of leased blocks, refilled lease_batch at a
  * time.  Forks share full blocks (a per-block reference count); writing
- * into a shared block copies it first (copy-on-write).
+ * into a shared block copies it first (copy-on-write).  Blocks of the
+ * tenant's prefix cache (kvl_prefix.c) sit in tables like the others but
+ * are not in our lease and are read-only: writing into one always copies
+ * it, and its last local reference is dropped at the daemon instead of
+ * going back to the block cache.
  */
 #include <errno.h>
 #include <math.h>
@@ -18,7 +22,7 @@
 int kvl_release_internal(struct kvl_ctx *ctx, const uint32_t *blocks,
 			 uint32_t count);
 
-static int refcnt_init(struct kvl_ctx *ctx)
+int kvl_seq_refcnt_init(struct kvl_ctx *ctx)
 {
 	if (ctx->refcnt)
 		return 0;
@@ -61,6 +65,11 @@ static int cache_fill(struct kvl_ctx *ctx, uint32_t need)
 		/* Extra blocks are welcome, the missing ones are needed. */
 		r = kvl_lease(ctx, want, KVL_LEASE_PARTIAL, ctx->timeout_ns,
 			      buf);
+		/* At the tenant's max: its unused cached blocks go first. */
+		if (r == -EDQUOT && ctx->sock >= 0 &&
+		    kvl_prefix_evict(ctx, missing) > 0)
+			r = kvl_lease(ctx, want, KVL_LEASE_PARTIAL,
+				      ctx->timeout_ns, buf);
 		if (r == -EDQUOT && want > missing) {
 			free(buf);
 			want = missing;
@@ -114,7 +123,7 @@ KVL_EXPORT int kvl_seq_create(struct kvl_ctx *ctx, int layout,
 	*out = NULL;
 	if (layout < 0 || (unsigned int)layout >= ctx->nlayouts)
 		return -EINVAL;
-	r = refcnt_init(ctx);
+	r = kvl_seq_refcnt_init(ctx);
 	if (r)
 		return r;
 	s = calloc(1, sizeof(*s));
@@ -128,9 +137,13 @@ KVL_EXPORT int kvl_seq_create(struct kvl_ctx *ctx, int layout,
 	return 0;
 }
 
-static void put_block(struct kvl_ctx *ctx, uint32_t b)
+void kvl_seq_put_block(struct kvl_ctx *ctx, uint32_t b)
 {
-	if (ctx->refcnt[b] && --ctx->refcnt[b] == 0)
+	if (!ctx->refcnt[b] || --ctx->refcnt[b])
+		return;
+	if (kvl_pfx_cached(ctx, b))
+		kvl_prefix_unref(ctx, b);
+	else
 		cache_push(ctx, b);
 }
 
@@ -149,14 +162,16 @@ KVL_EXPORT void kvl_seq_free(struct kvl_seq *s)
 			break;
 		}
 	for (i = 0; i < s->nblocks; i++)
-		put_block(ctx, s->table[i]);
+		kvl_seq_put_block(ctx, s->table[i]);
 	free(s->table);
+	free(s->tok);
 	free(s);
+	kvl_prefix_unref_flush(ctx);
 	if (ctx->sock >= 0 || ctx->mode == KVL_MODE_MODULE)
 		cache_trim(ctx, 2 * ctx->lease_batch);
 }
 
-static int table_grow(struct kvl_seq *s, uint32_t n)
+int kvl_seq_table_grow(struct kvl_seq *s, uint32_t n)
 {
 	if (n > s->cap) {
 		uint32_t cap = s->cap ? s->cap : 8;
@@ -185,7 +200,7 @@ KVL_EXPORT int kvl_seq_append(struct kvl_seq *s, uint32_t ntok)
 		return -EOVERFLOW;
 	need = (uint32_t)((len + tpb - 1) / tpb);
 	if (need > s->nblocks) {
-		r = table_grow(s, need);
+		r = kvl_seq_table_grow(s, need);
 		if (r)
 			return r;
 		r = cache_fill(ctx, need - s->nblocks);
@@ -210,8 +225,10 @@ KVL_EXPORT int kvl_seq_truncate(struct kvl_seq *s, uint32_t len)
 		return -EINVAL;
 	keep = (len + tpb - 1) / tpb;
 	while (s->nblocks > keep)
-		put_block(s->ctx, s->table[--s->nblocks]);
+		kvl_seq_put_block(s->ctx, s->table[--s->nblocks]);
 	s->len = len;
+	kvl_seq_tokens_truncate(s, len);
+	kvl_prefix_unref_flush(s->ctx);
 	return 0;
 }
 
@@ -235,7 +252,7 @@ static int cow(struct kvl_seq *s, uint32_t i)
 	uint32_t old = s->table[i], nb;
 	int r;
 
-	if (ctx->refcnt[old] <= 1)
+	if (ctx->refcnt[old] <= 1 && !kvl_pfx_cached(ctx, old))
 		return 0;
 	r = cache_fill(ctx, 1);
 	if (r)
@@ -246,7 +263,7 @@ static int cow(struct kvl_seq *s, uint32_t i)
 		return r;
 	ctx->ncache--;
 	ctx->refcnt[nb] = 1;
-	ctx->refcnt[old]--;
+	kvl_seq_put_block(ctx, old);	/* the last use of a cached block */
 	s->table[i] = nb;
 	return 0;
 }
@@ -286,6 +303,7 @@ KVL_EXPORT int kvl_seq_write_kv(struct kvl_seq *s, uint32_t layer,
 	uint32_t *b, *sl;
 	int r = positions(s, pos, ntok, true, &b, &sl);
 
+	kvl_prefix_unref_flush(s->ctx);
 	if (r)
 		return r;
 	r = kvl_write_kv(s->ctx, s->layout, layer, ntok, b, sl, k, v);
@@ -385,7 +403,7 @@ KVL_EXPORT int kvl_seq_fork(struct kvl_seq *s, struct kvl_seq **child)
 	r = kvl_seq_create(ctx, s->layout, &c);
 	if (r)
 		return r;
-	r = table_grow(c, s->nblocks ? s->nblocks : 1);
+	r = kvl_seq_table_grow(c, s->nblocks ? s->nblocks : 1);
 	if (r)
 		goto err;
 	for (i = 0; i < full; i++) {
@@ -409,6 +427,15 @@ KVL_EXPORT int kvl_seq_fork(struct kvl_seq *s, struct kvl_seq **child)
 		c->table[c->nblocks++] = nb;
 	}
 	c->len = s->len;
+	if (s->ntok_known) {
+		c->tok = malloc(s->ntok_known * sizeof(*c->tok));
+		if (!c->tok) {
+			r = -ENOMEM;
+			goto err;
+		}
+		memcpy(c->tok, s->tok, s->ntok_known * sizeof(*c->tok));
+		c->ntok_known = c->tok_cap = s->ntok_known;
+	}
 	*child = c;
 	return 0;
 err:
@@ -425,11 +452,20 @@ void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost)
 
 	for (s = ctx->seqs; s; s = s->next) {
 		if (!lease_lost)
-			for (i = 0; i < s->nblocks; i++)
-				put_block(ctx, s->table[i]);
+			for (i = 0; i < s->nblocks; i++) {
+				uint32_t b = s->table[i];
+
+				/* the daemon dropped our references */
+				if (kvl_pfx_cached(ctx, b))
+					ctx->refcnt[b]--;
+				else
+					kvl_seq_put_block(ctx, b);
+			}
 		s->nblocks = 0;
 		s->len = 0;
+		s->ntok_known = 0;
 	}
+	kvl_prefix_forget(ctx, false);
 	if (lease_lost) {
 		ctx->ncache = 0;
 		if (ctx->refcnt)

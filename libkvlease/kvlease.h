@@ -241,6 +241,40 @@ uint32_t kvl_seq_len(const struct kvl_seq *seq);
 int kvl_seq_block_table(const struct kvl_seq *seq, const uint32_t **table,
 			uint32_t *nblocks);
 
+/* ---- prefix cache (kvl_prefix.c) -------------------------------------- */
+
+/*
+ * kvpoold keeps one prefix cache per tenant, shared by all its processes:
+ * full blocks named by a hash chain of their token ids and the model's
+ * identity, verified on every hit, charged to the tenant and held by the
+ * daemon (they outlive the process that computed them).  A sequence that
+ * matches cached blocks references them read-only; writing into one
+ * copies it first.  See Documentation/prefix-cache.rst.
+ */
+#define KVL_MODEL_LEN		64
+
+/* kvl_layout_declare() plus the model's identity (name and revision,
+ * 1..63 characters): the cache keys of this layout's sequences. */
+int kvl_layout_declare_model(struct kvl_ctx *ctx, struct kvl_layout *l,
+			     const char *model);
+/* kvl_seq_append() carrying the token ids of the new positions. */
+int kvl_seq_append_tokens(struct kvl_seq *seq, const uint32_t *tokens,
+			  uint32_t ntok);
+/* The token ids known, from position 0: *ntok of them. */
+int kvl_seq_tokens(const struct kvl_seq *seq, const uint32_t **tokens,
+		   uint32_t *ntok);
+/* On a new (empty) sequence: attach the longest cached prefix of full
+ * blocks of tokens[0..ntok); returns the tokens matched (a multiple of
+ * tokens_per_block, possibly 0).  Pass ntok - 1 to keep the last token
+ * to compute.  -ENOKEY: the layout has no model identity. */
+int kvl_seq_match(struct kvl_seq *seq, const uint32_t *tokens, uint32_t ntok);
+/* Offer the sequence's full blocks (with known token ids) to the cache;
+ * returns the blocks it added (0: all were cached already). */
+int kvl_seq_publish(struct kvl_seq *seq);
+/* Give back up to count unreferenced cached blocks of this tenant, least
+ * recently used first (room under the tenant's max); returns how many. */
+int kvl_prefix_evict(struct kvl_ctx *ctx, uint32_t count);
+
 /* ---- admin (kvl_admin.c) --------------------------------------------- */
 
 struct kvl_pool_info {
@@ -286,6 +320,22 @@ struct kvl_client_info {
 	uint64_t reserved[2];
 };
 
+/* A tenant's prefix cache (kvl_admin_prefix_list). */
+struct kvl_prefix_info {
+	char tenant[KVL_NAME_LEN];
+	char ns[KVL_NAME_LEN];	/* shared namespace, "" for its own */
+	uint64_t hot_lease;	/* the daemon's leases for it (0: none) */
+	uint64_t cold_lease;
+	uint32_t cached;	/* cached blocks charged to the tenant */
+	uint32_t referenced;	/* of which in use by some sequence */
+	uint64_t hits;		/* blocks found by match */
+	uint64_t misses;	/* full blocks asked for and not found */
+	uint64_t hit_tokens;	/* tokens in the blocks found */
+	uint64_t evictions;	/* blocks given back */
+	uint64_t published;	/* blocks added by publish */
+	uint64_t reserved[2];
+};
+
 /* socket_path NULL: $KVPOOL_SOCKET or default. */
 int kvl_admin_open(const char *socket_path, struct kvl_admin **out);
 void kvl_admin_close(struct kvl_admin *adm);
@@ -306,6 +356,17 @@ int kvl_admin_pool_status(struct kvl_admin *adm, struct kvl_pool_info *out);
 /* Fills up to cap entries; returns the total number of leases. */
 int kvl_admin_client_list(struct kvl_admin *adm, const char *pool,
 			  struct kvl_client_info *out, size_t cap);
+/* Prefix caches (kvpoold only: -EOPNOTSUPP without it).  Fills up to cap
+ * entries; returns the number of tenants with a cache. */
+int kvl_admin_prefix_list(struct kvl_admin *adm, const char *pool,
+			  struct kvl_prefix_info *out, size_t cap);
+/* Give back a tenant's unreferenced cached blocks; returns how many. */
+int kvl_admin_prefix_flush(struct kvl_admin *adm, const char *pool,
+			   const char *tenant);
+/* The tenant joins the shared namespace ns (NULL or "": its own again);
+ * its cache is flushed. */
+int kvl_admin_prefix_share(struct kvl_admin *adm, const char *pool,
+			   const char *tenant, const char *ns);
 
 #ifdef __cplusplus
 }

@@ -30,12 +30,16 @@ struct ctl_snap {
 	struct kvl_client_info *clients;
 	int nclients;
 	int clients_err;	/* -EOPNOTSUPP: module without kvpoold */
+	struct kvl_prefix_info *prefix;	/* kvpoold's prefix caches */
+	int nprefix;
+	int prefix_err;
 };
 
 static void snap_free(struct ctl_snap *s)
 {
 	free(s->tenants);
 	free(s->clients);
+	free(s->prefix);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -46,7 +50,8 @@ static int snap_get(struct kvl_admin *adm, struct ctl_snap *s)
 	memset(s, 0, sizeof(*s));
 	s->tenants = calloc(SNAP_MAX_TENANTS, sizeof(*s->tenants));
 	s->clients = calloc(SNAP_MAX_CLIENTS, sizeof(*s->clients));
-	if (!s->tenants || !s->clients) {
+	s->prefix = calloc(SNAP_MAX_TENANTS, sizeof(*s->prefix));
+	if (!s->tenants || !s->clients || !s->prefix) {
 		snap_free(s);
 		return -ENOMEM;
 	}
@@ -72,6 +77,9 @@ static int snap_get(struct kvl_admin *adm, struct ctl_snap *s)
 	} else {
 		s->nclients = ret < SNAP_MAX_CLIENTS ? ret : SNAP_MAX_CLIENTS;
 	}
+	s->prefix_err = ctl_prefix_get(adm, ctl_g.pool ? ctl_g.pool :
+				       s->pool.name, s->prefix,
+				       SNAP_MAX_TENANTS, &s->nprefix);
 	return 0;
 fail:
 	snap_free(s);
@@ -176,7 +184,9 @@ static void print_clients(const struct ctl_snap *s)
 
 		printf("%-8llu %8u %6u %-16s %8u %s\n",
 		       (unsigned long long)c->lease_id, c->pid, c->uid,
-		       c->tenant, c->blocks, c->connected ? "yes" : "no");
+		       c->tenant, c->blocks,
+		       ctl_prefix_lease(s->prefix, s->nprefix, c->lease_id) ?
+		       "cache" : c->connected ? "yes" : "no");
 	}
 	if (!s->nclients)
 		printf("(no clients)\n");
@@ -266,6 +276,8 @@ static void json_clients(struct jw *w, const struct ctl_snap *s)
 		jw_str(w, "tenant", c->tenant);
 		jw_u64(w, "blocks", c->blocks);
 		jw_bool(w, "connected", c->connected);
+		jw_bool(w, "prefix_cache",
+			ctl_prefix_lease(s->prefix, s->nprefix, c->lease_id));
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
@@ -279,6 +291,7 @@ static void json_status(const struct ctl_snap *s)
 	jw_obj(&w, NULL);
 	json_pool(&w, &s->pool);
 	json_tenants(&w, s);
+	ctl_prefix_json(&w, s->prefix, s->nprefix, s->prefix_err);
 	json_clients(&w, s);
 	jw_obj_end(&w);
 	jw_end(&w);
@@ -321,6 +334,7 @@ int cmd_status(int argc, char **argv)
 	} else {
 		print_pool(&s.pool);
 		print_tenants(&s);
+		ctl_prefix_print(s.prefix, s.nprefix, s.prefix_err);
 		print_clients(&s);
 	}
 	snap_free(&s);
@@ -371,14 +385,17 @@ static int write_metrics(FILE *f, const struct ctl_snap *s)
 	struct kvp_metrics_pool mp;
 	struct kvp_tenant_rec *t;
 	struct kvp_client_rec *c;
+	struct kvp_prefix_rec *pr;
 	int i, ret;
 
 	memset(&mp, 0, sizeof(mp));
 	t = calloc((size_t)s->ntenants + 1, sizeof(*t));
 	c = calloc((size_t)s->nclients + 1, sizeof(*c));
-	if (!t || !c) {
+	pr = calloc((size_t)s->nprefix + 1, sizeof(*pr));
+	if (!t || !c || !pr) {
 		free(t);
 		free(c);
+		free(pr);
 		return -ENOMEM;
 	}
 	memcpy(mp.pool.name, s->pool.name, sizeof(mp.pool.name));
@@ -420,14 +437,33 @@ static int write_metrics(FILE *f, const struct ctl_snap *s)
 		c[i].blocks = ci->blocks;
 		c[i].connected = ci->connected;
 	}
+	for (i = 0; i < s->nprefix && !s->prefix_err; i++) {
+		const struct kvl_prefix_info *pi = &s->prefix[i];
+
+		memcpy(pr[i].tenant, pi->tenant, sizeof(pr[i].tenant));
+		memcpy(pr[i].ns, pi->ns, sizeof(pr[i].ns));
+		pr[i].hot_lease = pi->hot_lease;
+		pr[i].cold_lease = pi->cold_lease;
+		pr[i].cached = pi->cached;
+		pr[i].referenced = pi->referenced;
+		pr[i].hits = pi->hits;
+		pr[i].misses = pi->misses;
+		pr[i].hit_tokens = pi->hit_tokens;
+		pr[i].evictions = pi->evictions;
+		pr[i].published = pi->published;
+	}
 	mp.tenants = t;
 	mp.ntenants = (uint32_t)s->ntenants;
 	mp.clients = c;
 	mp.nclients = (uint32_t)s->nclients;
 	mp.have_clients = !s->clients_err;
+	mp.prefix = pr;
+	mp.nprefix = s->prefix_err ? 0 : (uint32_t)s->nprefix;
+	mp.have_prefix = !s->prefix_err;
 	ret = kvp_metrics_write(f, &mp, 1);
 	free(t);
 	free(c);
+	free(pr);
 	return ret;
 }
 
@@ -617,6 +653,7 @@ int cmd_top(int argc, char **argv)
 		printf("   (%s)\n", once ? "one frame" :
 		       "q or Ctrl-C quits");
 		print_tenants(&s);
+		ctl_prefix_print(s.prefix, s.nprefix, s.prefix_err);
 		print_clients(&s);
 		fflush(stdout);
 		prev_t = now;
