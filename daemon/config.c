@@ -224,10 +224,13 @@ static const struct key keys[] = {
 	{ "default_max", SEC_POOL, KVD_K_DEFAULT_MAX },
 	{ "shrink_delay_ms", SEC_POOL, KVD_K_SHRINK_DELAY_MS },
 	{ "backing_limit", SEC_POOL, KVD_K_BACKING_LIMIT },
+	{ "tier", SEC_POOL, KVD_K_TIER },		/* repeatable */
+	{ "nvme_io", SEC_POOL, KVD_K_NVME_IO },
 };
 
 static const char *const backends[] = { "auto", "cpu", "cuda", NULL };
 static const char *const ledgers[] = { "auto", "module", "inproc", NULL };
+static const char *const nvme_ios[] = { "auto", "uring", "pread", NULL };
 static const char *const levels[] = {
 	"error", "warning", "notice", "info", "debug", NULL,
 };
@@ -323,12 +326,34 @@ static const char *set_key(struct kvd_conf *c, enum kvd_conf_key k,
 			return "must be 0 (none) to 67108864 blocks";
 		c->backing_limit = (uint32_t)x;
 		return NULL;
+	case KVD_K_TIER:
+		if (c->ntiers >= KVD_MAX_TIERS - 1)
+			return "at most 3 tiers below the top pool";
+		if (!strncmp(v, "nvme:", 5) && v[5] != '/')
+			return "the file needs an absolute path";
+		if (kvd_tier_spec_parse(v, &c->tiers[c->ntiers]))
+			return "must be dram:SIZE[:NAME] or "
+			       "nvme:PATH:SIZE[:NAME] (SIZE in blocks, or bytes "
+			       "with K, M, G or T)";
+		for (i = 0; i < c->ntiers; i++)
+			if (c->tiers[c->ntiers].name[0] &&
+			    !strcmp(c->tiers[i].name, c->tiers[c->ntiers].name))
+				return "a tier of that name is given already";
+		c->ntiers++;
+		return NULL;
+	case KVD_K_NVME_IO:
+		if (!one_of(v, nvme_ios))
+			return "must be auto, uring or pread";
+		return copy_str(c->nvme_io, sizeof(c->nvme_io), v) ? "?" : NULL;
 	default:
 		return "unknown key";
 	}
 }
 
-/* ---- [tenant NAME] --------------------------------------------------- */
+/* ---- [tenant NAME], [tenant POOL/NAME] -------------------------------- */
+
+/* "%s%s%s" arguments: POOL/NAME, or NAME without a pool. */
+#define TENANT_ID(t) (t)->pool, (t)->pool[0] ? "/" : "", (t)->name
 
 enum { TK_MAX = 1, TK_MIN = 2, TK_UID = 4, TK_GID = 8 };
 
@@ -376,8 +401,8 @@ static void tenant_end(struct ps *s)
 	struct kvd_tenant_conf *t = s->tenant;
 
 	if (t && t->max != KVPOOL_UNLIMITED && t->min > t->max)
-		fail(s, t->line, "tenant %s: min %u is above max %u", t->name,
-		     t->min, t->max);
+		fail(s, t->line, "tenant %s%s%s: min %u is above max %u",
+		     TENANT_ID(t), t->min, t->max);
 	s->tenant = NULL;
 }
 
@@ -387,7 +412,8 @@ static void section(struct ps *s, const char *hdr, size_t len)
 {
 	char name[KVD_CONF_MAX_LINE + 1];
 	struct kvd_tenant_conf *t;
-	const char *arg;
+	const char *pool = "";
+	char *arg, *slash;
 	size_t kind;
 	int i;
 
@@ -427,12 +453,25 @@ static void section(struct ps *s, const char *hdr, size_t len)
 	}
 	if (kind != 6 || strncmp(name, "tenant", 6)) {
 		fail(s, s->line, "unknown section [%s] (expected [daemon], "
-		     "[pool] or [tenant NAME])", name);
+		     "[pool] or [tenant [POOL/]NAME])", name);
 		return;
 	}
 	if (!*arg) {
-		fail(s, s->line, "[tenant] needs a name: [tenant NAME]");
+		fail(s, s->line, "[tenant] needs a name: [tenant NAME] or "
+		     "[tenant POOL/NAME]");
 		return;
+	}
+	slash = strchr(arg, '/');
+	if (slash) {
+		*slash = '\0';
+		if (kvpool_name_valid(arg)) {
+			fail(s, s->line, "bad pool name '%s' in [tenant "
+			     "POOL/NAME] (1 to 31 letters, digits, '_', '-' "
+			     "or '.', starting with a letter or digit)", arg);
+			return;
+		}
+		pool = arg;
+		arg = slash + 1;
 	}
 	if (kvpool_name_valid(arg)) {
 		fail(s, s->line, "bad tenant name '%s' (1 to 31 letters, "
@@ -441,9 +480,11 @@ static void section(struct ps *s, const char *hdr, size_t len)
 		return;
 	}
 	for (i = 0; i < s->c->ntenants; i++) {
-		if (!strcmp(s->c->tenants[i].name, arg)) {
-			fail(s, s->line, "tenant %s given twice (first on "
-			     "line %d)", arg, s->c->tenants[i].line);
+		if (!strcmp(s->c->tenants[i].pool, pool) &&
+		    !strcmp(s->c->tenants[i].name, arg)) {
+			fail(s, s->line, "tenant %s%s%s given twice (first on "
+			     "line %d)", pool, pool[0] ? "/" : "", arg,
+			     s->c->tenants[i].line);
 			return;
 		}
 	}
@@ -453,6 +494,7 @@ static void section(struct ps *s, const char *hdr, size_t len)
 	}
 	t = &s->c->tenants[s->c->ntenants++];
 	tenant_defaults(t);
+	memcpy(t->pool, pool, strlen(pool) + 1);
 	memcpy(t->name, arg, strlen(arg) + 1);
 	t->line = s->line;
 	s->tenant = t;
@@ -549,14 +591,14 @@ static int handler(void *user, const char *section_name, const char *name,
 			if (!strcmp(name, tkeys[i]))
 				break;
 		if (i == 4) {
-			fail(s, s->line, "unknown key '%s' in [tenant %s] "
+			fail(s, s->line, "unknown key '%s' in [tenant %s%s%s] "
 			     "(expected max, min, uid or gid)", name,
-			     s->tenant->name);
+			     TENANT_ID(s->tenant));
 			return 0;
 		}
 		if (s->tenant_keys & (1U << i)) {
-			fail(s, s->line, "%s set twice in [tenant %s]", name,
-			     s->tenant->name);
+			fail(s, s->line, "%s set twice in [tenant %s%s%s]",
+			     name, TENANT_ID(s->tenant));
 			return 0;
 		}
 		s->tenant_keys |= (uint8_t)(1U << i);
@@ -575,7 +617,7 @@ static int handler(void *user, const char *section_name, const char *name,
 		     s->sec == SEC_DAEMON ? "daemon" : "pool");
 		return 0;
 	}
-	if (s->key_line[keys[i].key]) {
+	if (s->key_line[keys[i].key] && keys[i].key != KVD_K_TIER) {
 		fail(s, s->line, "%s set twice (first on line %d)", name,
 		     s->key_line[keys[i].key]);
 		return 0;
@@ -718,6 +760,12 @@ void kvd_conf_to_opts(const struct kvd_conf *c, struct kvd_opts *o)
 		o->shrink_delay_ms = c->shrink_delay_ms;
 	if (SET(KVD_K_BACKING_LIMIT))
 		o->backing_limit = c->backing_limit;
+	if (SET(KVD_K_TIER)) {
+		memcpy(o->tiers, c->tiers, sizeof(o->tiers));
+		o->ntiers = c->ntiers;
+	}
+	if (SET(KVD_K_NVME_IO))
+		o->nvme_io = c->nvme_io;
 #undef SET
 }
 
@@ -739,7 +787,17 @@ int kvd_tenant_spec_parse(const char *spec, struct kvd_tenant_conf *t)
 		}
 		*p++ = '\0';
 	}
-	if (p || kvpool_name_valid(field[0]))
+	if (p)
+		return -EINVAL;
+	p = strchr(field[0], '/');
+	if (p) {
+		*p++ = '\0';
+		if (kvpool_name_valid(field[0]))
+			return -EINVAL;
+		memcpy(t->pool, field[0], strlen(field[0]) + 1);
+		field[0] = p;
+	}
+	if (kvpool_name_valid(field[0]))
 		return -EINVAL;
 	memcpy(t->name, field[0], strlen(field[0]) + 1);
 	for (i = 1; i < n; i++) {
@@ -762,12 +820,14 @@ int kvd_conf_add_specs(struct kvd_conf *c, const char *const *specs, int n,
 	for (i = 0; i < n; i++) {
 		if (kvd_tenant_spec_parse(specs[i], &t)) {
 			snprintf(err, errlen, "--tenant %s: expected "
-				 "NAME[:MAX[:MIN[:UID[:GID]]]] with MIN <= MAX",
+				 "[POOL/]NAME[:MAX[:MIN[:UID[:GID]]]] with "
+				 "MIN <= MAX",
 				 specs[i]);
 			return -EINVAL;
 		}
 		for (j = 0; j < c->ntenants; j++)
-			if (!strcmp(c->tenants[j].name, t.name))
+			if (!strcmp(c->tenants[j].pool, t.pool) &&
+			    !strcmp(c->tenants[j].name, t.name))
 				break;
 		if (j == KVD_CONF_MAX_TENANTS) {
 			snprintf(err, errlen, "more than %d tenants",

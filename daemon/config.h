@@ -2,8 +2,8 @@
 /*
  * config.h - kvpoold's configuration file (kvpoold.conf(5)).
  *
- * An INI file parsed with libinih: [daemon], [pool] and [tenant NAME]
- * sections of "key = value" lines.  kvd_conf_parse() turns the text into a
+ * An INI file parsed with libinih: [daemon], [pool] and [tenant NAME] (or
+ * [tenant POOL/NAME]) sections of "key = value" lines.  kvd_conf_parse() turns the text into a
  * struct kvd_conf, checking every value the way the command-line flags are
  * checked; the first error comes back as "line N: ..." and the struct is
  * then unusable.  The parser touches nothing else: the daemon decides what
@@ -17,7 +17,7 @@
 
 #include <linux/kvpool.h>
 
-struct kvd_opts;
+#include "kvpoold.h"
 
 /* Where the daemon looks when no --config is given. */
 #ifndef KVD_CONF_DEFAULT
@@ -36,11 +36,14 @@ enum kvd_conf_key {
 	KVD_K_METRICS_LISTEN,
 	KVD_K_POOL_NAME, KVD_K_BLOCK_BYTES, KVD_K_CAPACITY, KVD_K_CHUNK_BLOCKS,
 	KVD_K_DEFAULT_MAX, KVD_K_SHRINK_DELAY_MS, KVD_K_BACKING_LIMIT,
+	KVD_K_TIER, KVD_K_NVME_IO,
 	KVD_K_NKEYS,
 };
 
-/* A tenant: from a [tenant NAME] section or a --tenant flag. */
+/* A tenant: from a [tenant [POOL/]NAME] section or a --tenant flag. */
 struct kvd_tenant_conf {
+	char pool[KVPOOL_NAME_LEN];	/* "": the top pool (and no limit in
+					 * the lower ones) */
 	char name[KVPOOL_NAME_LEN];
 	uint32_t max;		/* KVPOOL_UNLIMITED: no limit */
 	uint32_t min;
@@ -65,6 +68,9 @@ struct kvd_conf {
 	uint32_t default_max;
 	uint32_t shrink_delay_ms;
 	uint32_t backing_limit;
+	int ntiers;			/* tier = lines, in order */
+	struct kvd_tier_spec tiers[KVD_MAX_TIERS - 1];
+	char nvme_io[8];
 	int cuda_device;
 	int log_level;			/* KVD_ERR .. KVD_DEBUG */
 	int ntenants;
@@ -85,18 +91,19 @@ int kvd_conf_parse(const char *text, size_t len, struct kvd_conf *c,
 int kvd_conf_load(const char *path, struct kvd_conf *c, char *err,
 		  size_t errlen);
 
-/* Copy every key the file set into o (its strings point into c). */
+/* Copy every key the file set into o (its strings point into c); the
+ * file's tiers too. */
 void kvd_conf_to_opts(const struct kvd_conf *c, struct kvd_opts *o);
 
 /*
- * A --tenant spec, NAME[:MAX[:MIN[:UID[:GID]]]] ("max" or "-": unlimited /
- * nobody), checked like a [tenant] section.  0 or -EINVAL.
+ * A --tenant spec, [POOL/]NAME[:MAX[:MIN[:UID[:GID]]]] ("max" or "-":
+ * unlimited / nobody), checked like a [tenant] section.  0 or -EINVAL.
  */
 int kvd_tenant_spec_parse(const char *spec, struct kvd_tenant_conf *t);
 
 /*
  * Add --tenant specs to c's tenants; a spec replaces the file's tenant of
- * the same name (flags override the file).  0 or -EINVAL (err says why).
+ * the same pool and name (flags override the file).  0 or -EINVAL (err says why).
  */
 int kvd_conf_add_specs(struct kvd_conf *c, const char *const *specs, int n,
 		       char *err, size_t errlen);

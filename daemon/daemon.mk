@@ -4,21 +4,23 @@
 #   $(B)/bin/kvpoold   links the ledger core (kmod/kvpool_ledger.c, compiled
 #                      here), the metrics series (include/kvpool_metrics.c),
 #                      $(B)/lib/libkvkern.a, libxxhash (prefix-cache keys),
-#                      libcap, libinih (kvpoold.conf), libmicrohttpd
-#                      (/metrics), libnl-genl-3 (tenants in the module),
-#                      libpthread, libdl
+#                      libcap, liburing (when its headers are installed;
+#                      pread/pwrite otherwise), libinih (kvpoold.conf),
+#                      libmicrohttpd (/metrics), libnl-genl-3 (tenants in
+#                      the module), libpthread, libdl
 #   $(B)/daemon/kvpoold.service   the unit with this build's paths
 
 KVD_CUDA_INC := /usr/local/cuda/include
 KVD_HAVE_CUDA := $(shell test -f $(KVD_CUDA_INC)/cuda.h && grep -qs "^int kvk_cuda_init" kernels/kvkern_cuda.c && echo 1)
 KVD_OBJ := $(B)/obj/daemon
 KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
-	    prefix.c prefix_index.c config.c tenants.c reload.c metrics.c
+	    prefix.c prefix_index.c tier.c tier_spec.c tier_dram.c tier_nvme.c \
+	    swap.c config.c tenants.c reload.c metrics.c
 KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
 	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
 KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/prefix.h \
-	    daemon/prefix_index.h daemon/config.h include/kvpool_proto.h \
-	    include/kvpool_metrics.h \
+	    daemon/prefix_index.h daemon/swap.h daemon/config.h \
+	    include/kvpool_proto.h include/kvpool_metrics.h \
 	    kernels/kvkern.h kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	    kmod/include/uapi/linux/kvpool.h
 KVD_NL_CFLAGS := $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
@@ -30,8 +32,15 @@ KVD_CPPFLAGS += -I$(KVD_CUDA_INC)
 else
 KVD_CPPFLAGS += -DKVD_NO_CUDA
 endif
-KVD_LIBS := $(B)/lib/libkvkern.a -lxxhash -lcap -linih -lmicrohttpd \
-	    $(KVD_NL_LIBS) -lpthread -ldl -lm
+KVD_HAVE_URING := $(shell pkg-config --exists liburing 2>/dev/null && echo 1)
+ifeq ($(KVD_HAVE_URING),1)
+KVD_URING_LIBS := $(shell pkg-config --libs liburing)
+else
+KVD_CPPFLAGS += -DKVD_NO_URING
+KVD_URING_LIBS :=
+endif
+KVD_LIBS := $(B)/lib/libkvkern.a -lxxhash -lcap $(KVD_URING_LIBS) -linih \
+	    -lmicrohttpd $(KVD_NL_LIBS) -lpthread -ldl -lm
 
 $(KVD_OBJ)/backend_cuda.o: $(wildcard kernels/kvkern_cuda.c kernels/kvkern_cuda.h)
 

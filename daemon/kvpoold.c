@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * kvpoold - the kvpool daemon: owns the pool's memory (GPU or host),
- * backs it lazily, serves the data plane and, without the kernel module,
- * hosts the ledger itself.  See Documentation/daemon.rst and kvpoold(8).
+ * kvpoold - the kvpool daemon: owns a pool per memory tier (GPU or host
+ * memory on top, then host DRAM and a file below), backs them lazily,
+ * serves the data plane (swaps between tiers included) and, without the
+ * kernel module, hosts the ledger itself.  See Documentation/daemon.rst,
+ * Documentation/tiers.rst and kvpoold(8).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -85,7 +87,14 @@ static void usage(FILE *f)
 "      --shrink-delay-ms N   idle time before a shrink (default 5000)\n"
 "      --backing-limit N     never back more than N blocks (grows beyond\n"
 "                            fail: waiting clients get -ENOMEM)\n"
-"      --tenant SPEC         NAME[:MAX[:MIN[:UID[:GID]]]] (repeatable)\n"
+"      --tenant SPEC         [POOL/]NAME[:MAX[:MIN[:UID[:GID]]]] (repeatable;\n"
+"                            without POOL/: limits in the top pool, no\n"
+"                            limit in the lower ones)\n"
+"      --tier SPEC           a lower tier: dram:SIZE[:NAME] (host memory) or\n"
+"                            nvme:PATH:SIZE[:NAME] (a file); SIZE in blocks\n"
+"                            or bytes with K/M/G/T; repeat (up to 3)\n"
+"      --nvme-io MODE        auto (default: io_uring if it works), uring or\n"
+"                            pread\n"
 "      --metrics-listen ADDR:PORT\n"
 "                            serve Prometheus metrics at /metrics (off)\n"
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
@@ -118,7 +127,8 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
-	O_SYSLOG, O_BLIMIT, O_METRICS, O_PFXBITS,
+	O_SYSLOG, O_BLIMIT, O_METRICS, O_TIER, O_NVMEIO, O_INJECT,
+	O_PFXBITS,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -143,6 +153,9 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "syslog", no_argument, NULL, O_SYSLOG },
 		{ "backing-limit", required_argument, NULL, O_BLIMIT },
 		{ "metrics-listen", required_argument, NULL, O_METRICS },
+		{ "tier", required_argument, NULL, O_TIER },
+		{ "nvme-io", required_argument, NULL, O_NVMEIO },
+		{ "inject-io-error", required_argument, NULL, O_INJECT },
 		{ "prefix-hash-bits", required_argument, NULL, O_PFXBITS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -213,6 +226,22 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (kvd_listen_addr_check(optarg))
 				goto bad;
 			o->metrics_listen = optarg;
+			break;
+		case O_TIER:
+			if (kvd_tier_parse(o, optarg))
+				goto bad;
+			break;
+		case O_NVMEIO:
+			if (strcmp(optarg, "auto") && strcmp(optarg, "uring") &&
+			    strcmp(optarg, "pread"))
+				goto bad;
+			o->nvme_io = optarg;
+			break;
+		case O_INJECT:
+			/* tests: every Nth file I/O of a lower tier fails */
+			if (parse_u64(optarg, 1000000000, &v))
+				goto bad;
+			o->inject_io_error = (uint32_t)v;
 			break;
 		case O_CUDADEV:
 			if (parse_u64(optarg, 64, &v))
@@ -372,45 +401,19 @@ static int drop_privileges(struct kvd *d)
 
 static int setup(struct kvd *d, const struct kvd_conf *c)
 {
-	uint64_t align = 4096;
-	pthread_condattr_t ca;
 	int r;
 
-	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->clients_lock, NULL);
 	pthread_mutex_init(&d->cpu_lock, NULL);
-	pthread_rwlock_init(&d->backing, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&d->waiters, &ca);
-	pthread_condattr_destroy(&ca);
 
 	r = pick_backend(d);
 	if (!r)
 		r = pick_ledger(d);
 	if (r)
 		return r;
-	snprintf(d->pool_name, sizeof(d->pool_name), "%s",
-		 d->o.pool && d->o.pool[0] ? d->o.pool :
-		 d->be == &kvd_backend_cuda ? "gpu0" : "host");
-	d->block_bytes = d->o.block_bytes;
-	d->capacity = d->o.capacity;
-	d->chunk_blocks = d->o.chunk_blocks;
-	r = d->be->init(d, &align);
-	if (r) {
-		kvd_log(KVD_ERR, "backend %s: %s", d->be->name, strerror(-r));
+	r = kvd_pools_init(d);
+	if (r)
 		return r;
-	}
-	/* A chunk must be a whole number of the backend's mapping units. */
-	while (((uint64_t)d->chunk_blocks * d->block_bytes) % align &&
-	       d->chunk_blocks < d->capacity)
-		d->chunk_blocks++;
-	if (d->chunk_blocks > d->capacity)
-		d->chunk_blocks = d->capacity;
-	if (d->chunk_blocks != d->o.chunk_blocks)
-		kvd_log(KVD_NOTICE, "chunk_blocks %u -> %u (%s granularity "
-			"%llu)", d->o.chunk_blocks, d->chunk_blocks,
-			d->be->name, (unsigned long long)align);
 	if (d->be == &kvd_backend_cpu &&
 	    kvk_cpu_init(&d->cpu, 0) != 0)
 		d->cpu = NULL;
@@ -429,6 +432,11 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 	r = kvd_prefix_init(d);
 	if (r) {
 		kvd_log(KVD_ERR, "prefix cache: %s", strerror(-r));
+		return r;
+	}
+	r = kvd_swap_start(d);
+	if (r) {
+		kvd_log(KVD_ERR, "swap workers: %s", strerror(-r));
 		return r;
 	}
 	r = kvd_listen(d);
@@ -463,7 +471,8 @@ static void opts_defaults(struct kvd_opts *o)
 
 /*
  * The options: the defaults, then the configuration file (c), then the
- * flags; --tenant flags replace the file's tenants of the same name.
+ * flags; --tenant flags replace the file's tenants of the same pool and
+ * name, --tier flags all of the file's tiers.
  * 0, 2 for a bad flag (usage printed) or -errno for a bad file (logged).
  */
 static int load_options(struct kvd_opts *o, struct kvd_conf *c, int argc,
@@ -489,8 +498,14 @@ static int load_options(struct kvd_opts *o, struct kvd_conf *c, int argc,
 	}
 	opts_defaults(o);
 	kvd_conf_to_opts(c, o);
+	/* --tier flags replace the file's tiers (all of them) */
+	o->ntiers = 0;
 	if (parse(o, argc, argv))
 		return 2;
+	if (!o->ntiers) {
+		memcpy(o->tiers, c->tiers, sizeof(o->tiers));
+		o->ntiers = c->ntiers;
+	}
 	r = kvd_conf_add_specs(c, o->tenants, o->ntenants, err, sizeof(err));
 	if (r) {
 		kvd_log(KVD_ERR, "%s", err);
@@ -520,24 +535,34 @@ static void reload(struct kvd *d, int argc, char **argv)
 static int run(struct kvd *d, int sfd, int argc, char **argv)
 {
 	for (;;) {
-		struct pollfd pf[3] = {
-			{ .fd = d->listen_fd, .events = POLLIN },
-			{ .fd = kvd_owner_poll_fd(d), .events = POLLIN },
-			{ .fd = sfd, .events = POLLIN },
-		};
+		struct pollfd pf[2 + KVD_MAX_TIERS];
 		int timeout = 1000;
+		unsigned int i;
 
-		if (d->shrink_at_ns) {
-			uint64_t now = kvd_now_ns();
-			int64_t left = (int64_t)(d->shrink_at_ns - now);
-
-			timeout = left <= 0 ? 0 : (int)(left / 1000000 + 1);
-			if (timeout > 1000)
-				timeout = 1000;
+		pf[0].fd = d->listen_fd;
+		pf[1].fd = sfd;
+		for (i = 0; i < d->npools; i++)
+			pf[2 + i].fd = kvd_owner_poll_fd(&d->pools[i]);
+		for (i = 0; i < 2 + d->npools; i++) {
+			pf[i].events = POLLIN;
+			pf[i].revents = 0;
 		}
-		if (poll(pf, 3, timeout) < 0 && errno != EINTR)
+		for (i = 0; i < d->npools; i++) {
+			uint64_t at = d->pools[i].shrink_at_ns, now;
+			int64_t left;
+			int t;
+
+			if (!at)
+				continue;
+			now = kvd_now_ns();
+			left = (int64_t)(at - now);
+			t = left <= 0 ? 0 : (int)(left / 1000000 + 1);
+			if (t < timeout)
+				timeout = t;
+		}
+		if (poll(pf, 2 + d->npools, timeout) < 0 && errno != EINTR)
 			return -errno;
-		if (pf[2].revents & POLLIN) {
+		if (pf[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
 			if (read(sfd, &si, sizeof(si)) != sizeof(si)) {
@@ -552,20 +577,22 @@ static int run(struct kvd *d, int sfd, int argc, char **argv)
 				return 0;
 			}
 		}
-		if (pf[1].revents & POLLIN)
-			kvd_owner_events(d);
+		for (i = 0; i < d->npools; i++)
+			if (pf[2 + i].revents & POLLIN)
+				kvd_owner_events(&d->pools[i]);
 		if (pf[0].revents & POLLIN)
 			kvd_accept(d);
-		kvd_owner_timer(d);
+		for (i = 0; i < d->npools; i++)
+			kvd_owner_timer(&d->pools[i]);
 	}
 }
-
 int main(int argc, char **argv)
 {
 	static struct kvd dd;
 	static struct kvd_conf conf;	/* d->o's strings point into it */
 	struct kvd *d = &dd;
 	sigset_t ss;
+	unsigned int i;
 	int sfd, r;
 
 	d->listen_fd = -1;
@@ -599,6 +626,8 @@ int main(int argc, char **argv)
 		log_syslog = true;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	/* a file tier past a file size limit fails with EFBIG instead */
+	signal(SIGXFSZ, SIG_IGN);
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGTERM);
 	sigaddset(&ss, SIGINT);
@@ -624,20 +653,26 @@ int main(int argc, char **argv)
 	}
 	kvd_log(KVD_NOTICE, "serving %s: pool %s, %s backend, %s ledger, "
 		"%u blocks of %llu bytes, chunk %u, epoch %llu",
-		d->o.socket_path, d->pool_name, d->be->name,
+		d->o.socket_path, d->top->name, d->be->name,
 		d->mode == KVP_MODE_MODULE ? "module" : "in-process",
-		d->capacity, (unsigned long long)d->block_bytes,
-		d->chunk_blocks, (unsigned long long)d->epoch);
+		d->top->capacity, (unsigned long long)d->top->block_bytes,
+		d->top->chunk_blocks, (unsigned long long)d->epoch);
+	for (i = 1; i < d->npools; i++)
+		kvd_log(KVD_NOTICE, "tier %u: pool %s (%s%s%s), %u blocks, "
+			"chunk %u", i, d->pools[i].name,
+			kvd_tier_kind_name(d->pools[i].kind),
+			d->pools[i].path[0] ? " " : "", d->pools[i].path,
+			d->pools[i].capacity, d->pools[i].chunk_blocks);
 	r = run(d, sfd, argc, argv);
 	kvd_metrics_stop(d);
 	close(d->listen_fd);
 	unlink(d->o.socket_path);
 	kvd_clients_stop(d);
+	kvd_swap_stop(d);
 	kvd_prefix_fini(d);
 	kvd_ledger_close(d);
 	free(d->conf_tenants);
-	if (d->be->fini)
-		d->be->fini(d);
+	kvd_pools_fini(d);
 	if (d->cpu)
 		kvk_cpu_free(d->cpu);
 	return r ? 1 : 0;

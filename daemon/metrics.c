@@ -4,8 +4,10 @@
  * (libmicrohttpd, one internal thread) on the address of --metrics-listen
  * or metrics_listen in kvpoold.conf; off when neither is given.
  *
- * Each scrape takes a fresh snapshot of the pool, its tenants, its leases
- * and the prefix caches through the same calls as the admin socket, and
+ * Each scrape takes a fresh snapshot of the top pool, its tenants, its
+ * leases, the prefix caches and, with lower tiers, every tier (its pool,
+ * swap counters and tenants) and the clients' sequences, through the same
+ * calls as the admin socket, and
  * writes it with kvp_metrics_write(), the function `kvpoolctl metrics`
  * uses: one set of series, one format.  The socket is bound before the daemon drops root
  * (kvd_metrics_bind), the server starts after (kvd_metrics_start), so its
@@ -102,9 +104,12 @@ out:
 	return r;
 }
 
-/* List into a buffer that grows until everything fits. */
-static void *list_all(struct kvd *d, bool tenants, size_t rec, uint32_t *n,
-		      int *err)
+enum list_kind { L_TENANTS, L_CLIENTS, L_CLIENT_TIERS };
+
+/* List pool p's tenants or leases, or the clients' tiers, into a buffer
+ * that grows until everything fits. */
+static void *list_all(struct kvd_pool *p, enum list_kind what, size_t rec,
+		      uint32_t *n, int *err)
 {
 	uint32_t cap = METRICS_FIRST_CLIENTS, total = 0;
 	void *buf = NULL;
@@ -118,11 +123,17 @@ static void *list_all(struct kvd *d, bool tenants, size_t rec, uint32_t *n,
 			break;
 		}
 		buf = nb;
-		if (tenants) {
-			r = kvd_tenant_list(d, buf, cap);
+		switch (what) {
+		case L_TENANTS:
+			r = kvd_tenant_list(p, buf, cap);
 			total = r < 0 ? 0 : (uint32_t)r;
-		} else {
-			r = kvd_fill_client_list(d, buf, 0, cap, &total);
+			break;
+		case L_CLIENTS:
+			r = kvd_fill_client_list(p, buf, 0, cap, &total);
+			break;
+		case L_CLIENT_TIERS:
+			r = kvd_fill_client_tiers(p->d, buf, 0, cap, &total);
+			break;
 		}
 		if (r < 0 || total <= cap)
 			break;
@@ -131,6 +142,39 @@ static void *list_all(struct kvd *d, bool tenants, size_t rec, uint32_t *n,
 	*n = total < cap ? total : cap;
 	*err = r < 0 ? r : 0;
 	return buf;
+}
+
+/* The tiers, when the daemon has lower ones; what was allocated goes to
+ * lists (freed by the caller). */
+static void tiers_get(struct kvd *d, struct kvp_metrics_tiers *m,
+		      struct kvp_tier_rec *tr, void **lists)
+{
+	uint32_t total, k;
+	int err;
+
+	memset(m, 0, sizeof(*m));
+	if (d->npools < 2)
+		return;
+	m->ntiers = (uint32_t)kvd_fill_tier_list(d, tr, 0, KVP_MAX_TIERS,
+						 &total);
+	m->tiers = tr;
+	for (k = 1; k < m->ntiers; k++) {
+		lists[k] = list_all(&d->pools[k], L_TENANTS,
+				    sizeof(struct kvp_tenant_rec),
+				    &m->ntenants[k], &err);
+		if (err) {
+			kvd_log(KVD_WARN, "metrics: tenant list of %s: %s",
+				d->pools[k].name, strerror(-err));
+			m->ntenants[k] = 0;
+		}
+		m->tenants[k] = lists[k];
+	}
+	lists[0] = list_all(d->top, L_CLIENT_TIERS,
+			    sizeof(struct kvp_client_tier_rec), &m->nclients,
+			    &err);
+	if (err)
+		m->nclients = 0;
+	m->clients = lists[0];
 }
 
 /* The prefix caches, through the admin op that lists them (paged). */
@@ -180,18 +224,21 @@ static struct kvp_prefix_rec *prefix_all(struct kvd *d, uint32_t *n, int *err)
 /* The text of one scrape (malloc'd), or NULL. */
 static char *render(struct kvd *d, size_t *len)
 {
+	struct kvp_tier_rec tr[KVP_MAX_TIERS];
+	void *lists[KVP_MAX_TIERS] = { NULL };
 	struct kvp_metrics_pool mp;
+	struct kvp_metrics_tiers mt;
 	struct kvp_tenant_rec *t;
 	struct kvp_client_rec *c;
 	struct kvp_prefix_rec *x;
 	char *text = NULL;
 	FILE *f;
-	int terr, cerr, xerr, r;
+	int terr, cerr, xerr, r, i;
 
 	memset(&mp, 0, sizeof(mp));
-	kvd_ledger_pool_rec(d, &mp.pool);
-	t = list_all(d, true, sizeof(*t), &mp.ntenants, &terr);
-	c = list_all(d, false, sizeof(*c), &mp.nclients, &cerr);
+	kvd_ledger_pool_rec(d->top, &mp.pool);
+	t = list_all(d->top, L_TENANTS, sizeof(*t), &mp.ntenants, &terr);
+	c = list_all(d->top, L_CLIENTS, sizeof(*c), &mp.nclients, &cerr);
 	x = prefix_all(d, &mp.nprefix, &xerr);
 	if (terr) {
 		kvd_log(KVD_WARN, "metrics: tenant list: %s", strerror(-terr));
@@ -202,14 +249,17 @@ static char *render(struct kvd *d, size_t *len)
 	mp.have_clients = !cerr && c;
 	mp.prefix = x;
 	mp.have_prefix = !xerr;
+	tiers_get(d, &mt, tr, lists);
 	f = open_memstream(&text, len);
 	if (f) {
-		r = kvp_metrics_write(f, &mp, 1);
+		r = kvp_metrics_write(f, &mp, 1, &mt);
 		if (fclose(f) || r) {
 			free(text);
 			text = NULL;
 		}
 	}
+	for (i = 0; i < KVP_MAX_TIERS; i++)
+		free(lists[i]);
 	free(t);
 	free(c);
 	free(x);

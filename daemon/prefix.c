@@ -25,7 +25,7 @@
  * Where lower tiers exist, eviction is the place to demote instead of
  * drop (evict_blocks()).
  *
- * Locking: p->lock around everything here, taken before d->lock.
+ * Locking: p->lock around everything here, taken before d->top->lock.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -198,8 +198,8 @@ static int lease_open(struct kvd *d, struct pfx_lease *pl, const char *tenant,
 		struct kvpool_lease *l;
 		int r;
 
-		pthread_mutex_lock(&d->lock);
-		r = kvpool_lease_open(d->pool, &cred, &l);
+		pthread_mutex_lock(&d->top->lock);
+		r = kvpool_lease_open(d->top->pool, &cred, &l);
 		if (!r) {
 			r = kvpool_lease_attach(l, tenant, &cred);
 			if (!r)
@@ -212,7 +212,7 @@ static int lease_open(struct kvd *d, struct pfx_lease *pl, const char *tenant,
 				pl->id = l->id;
 			}
 		}
-		pthread_mutex_unlock(&d->lock);
+		pthread_mutex_unlock(&d->top->lock);
 		return r;
 	} else {
 		struct kvpool_tenant_attach ta;
@@ -221,7 +221,7 @@ static int lease_open(struct kvd *d, struct pfx_lease *pl, const char *tenant,
 		if (fd < 0)
 			return -errno;
 		memset(&ta, 0, sizeof(ta));
-		memcpy(ta.pool, d->pool_name, KVPOOL_NAME_LEN);
+		memcpy(ta.pool, d->top->name, KVPOOL_NAME_LEN);
 		name_copy(ta.tenant, tenant);
 		ta.flags = order == KVPOOL_RECLAIM_FIRST ?
 			   KVPOOL_ATTACH_RECLAIM_FIRST :
@@ -243,9 +243,9 @@ static void lease_close(struct kvd *d, struct pfx_lease *pl)
 	if (!pl->id)
 		return;
 	if (d->mode == KVP_MODE_INPROC) {
-		pthread_mutex_lock(&d->lock);
+		pthread_mutex_lock(&d->top->lock);
 		kvpool_lease_close(pl->lease);
-		pthread_mutex_unlock(&d->lock);
+		pthread_mutex_unlock(&d->top->lock);
 	} else {
 		close(pl->fd);
 	}
@@ -263,9 +263,9 @@ static int lease_move(struct kvd *d, uint64_t from, uint64_t to,
 	if (!n)
 		return 0;
 	if (d->mode == KVP_MODE_INPROC) {
-		pthread_mutex_lock(&d->lock);
-		r = kvpool_lease_move(d->pool, from, to, blocks, n, &bad);
-		pthread_mutex_unlock(&d->lock);
+		pthread_mutex_lock(&d->top->lock);
+		r = kvpool_lease_move(d->top->pool, from, to, blocks, n, &bad);
+		pthread_mutex_unlock(&d->top->lock);
 		return r < 0 ? r : 0;
 	}
 	memset(&m, 0, sizeof(m));
@@ -273,7 +273,7 @@ static int lease_move(struct kvd *d, uint64_t from, uint64_t to,
 	m.from_lease = from;
 	m.to_lease = to;
 	m.count = n;
-	return ioctl(d->owner_fd, KVPOOL_IOC_LEASE_MOVE, &m) ? -errno : 0;
+	return ioctl(d->top->owner_fd, KVPOOL_IOC_LEASE_MOVE, &m) ? -errno : 0;
 }
 
 static int lease_release(struct kvd *d, struct pfx_lease *pl,
@@ -285,9 +285,9 @@ static int lease_release(struct kvd *d, struct pfx_lease *pl,
 	if (!n)
 		return 0;
 	if (d->mode == KVP_MODE_INPROC) {
-		pthread_mutex_lock(&d->lock);
+		pthread_mutex_lock(&d->top->lock);
 		r = kvpool_lease_release(pl->lease, blocks, n);
-		pthread_mutex_unlock(&d->lock);
+		pthread_mutex_unlock(&d->top->lock);
 		return r < 0 ? r : 0;
 	}
 	memset(&rl, 0, sizeof(rl));
@@ -303,11 +303,11 @@ static int lease_status(struct kvd *d, struct pfx_lease *pl, uint32_t *target,
 	struct kvpool_status st;
 
 	if (d->mode == KVP_MODE_INPROC) {
-		pthread_mutex_lock(&d->lock);
+		pthread_mutex_lock(&d->top->lock);
 		*target = pl->lease->reclaim_target;
 		*cur = pl->lease->tenant->cur;
 		*min = pl->lease->tenant->min;
-		pthread_mutex_unlock(&d->lock);
+		pthread_mutex_unlock(&d->top->lock);
 		return 0;
 	}
 	memset(&st, 0, sizeof(st));
@@ -845,7 +845,7 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 		parent = key;
 	}
 	/* The blocks that stay the caller's must be the caller's. */
-	if (ndedup && kvd_lease_check(d, lease_id, dedup, ndedup, false)) {
+	if (ndedup && kvd_lease_check(d->top, lease_id, dedup, ndedup, false)) {
 		r = -EPERM;
 		goto out_unlock;
 	}
@@ -1065,7 +1065,7 @@ int kvd_prefix_admin(struct kvd *d, bool admin, uint16_t op, const void *body,
 
 		if (q->pad || !memchr(q->pool, 0, sizeof(q->pool)))
 			return -EINVAL;
-		if (q->pool[0] && strncmp(q->pool, d->pool_name,
+		if (q->pool[0] && strncmp(q->pool, d->top->name,
 					  KVPOOL_NAME_LEN))
 			return -ENOENT;
 		pthread_mutex_lock(&p->lock);
@@ -1091,14 +1091,14 @@ int kvd_prefix_admin(struct kvd *d, bool admin, uint16_t op, const void *body,
 			return -EINVAL;
 		if (!admin)
 			return -EACCES;
-		if (q->pool[0] && strncmp(q->pool, d->pool_name,
+		if (q->pool[0] && strncmp(q->pool, d->top->name,
 					  KVPOOL_NAME_LEN))
 			return -ENOENT;
 		if (d->mode == KVP_MODE_INPROC) {
-			pthread_mutex_lock(&d->lock);
-			if (!kvpool_tenant_find(d->pool, q->tenant))
+			pthread_mutex_lock(&d->top->lock);
+			if (!kvpool_tenant_find(d->top->pool, q->tenant))
 				r = -ENOENT;
-			pthread_mutex_unlock(&d->lock);
+			pthread_mutex_unlock(&d->top->lock);
 			if (r)
 				return r;
 		}
@@ -1361,7 +1361,7 @@ int kvd_prefix_init(struct kvd *d)
 
 		memset(&f, 0, sizeof(f));
 		f.requested = need;
-		if (ioctl(d->owner_fd, KVPOOL_IOC_FEATURES, &f) ||
+		if (ioctl(d->top->owner_fd, KVPOOL_IOC_FEATURES, &f) ||
 		    (f.enabled & need) != need) {
 			kvd_log(KVD_WARN, "prefix cache off: the module cannot "
 				"move blocks between leases");

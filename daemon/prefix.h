@@ -5,11 +5,11 @@
  * to the tenant ("hot": referenced, "cold": unreferenced, LRU), and the
  * hooks that the rest of the daemon calls.
  *
- * Locking: prefix.c has one mutex of its own, taken before d->lock (the
- * in-process ledger) and never while d->lock is held.  The functions
+ * Locking: prefix.c has one mutex of its own, taken before d->top->lock (the
+ * in-process ledger) and never while it is held.  The functions
  * below take it themselves, except kvd_prefix_referenced() (lock-free:
  * a connection's references change only in its own thread) and
- * kvd_prefix_reclaim_wake() (called with d->lock held; takes nothing).
+ * kvd_prefix_reclaim_wake() (called with d->top->lock held; takes nothing).
  */
 #ifndef KVPOOLD_PREFIX_H
 #define KVPOOLD_PREFIX_H
@@ -56,7 +56,7 @@ uint32_t kvd_prefix_evict_tenant(struct kvd *d, const char *tenant,
 uint32_t kvd_prefix_evict_pool(struct kvd *d, const char *asker, uint32_t n);
 /* Flush @tenant's cache (see KVP_OP_PREFIX_FLUSH): blocks given back. */
 uint32_t kvd_prefix_flush(struct kvd *d, const char *tenant);
-/* In-process ledger, d->lock held: a lease without a client (maybe one
+/* In-process ledger, d->top->lock held: a lease without a client (maybe one
  * of the cache's) got a reclaim target. */
 void kvd_prefix_reclaim_wake(struct kvd *d);
 

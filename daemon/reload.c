@@ -71,17 +71,29 @@ int kvd_reconfigure(struct kvd *d, const struct kvd_opts *n,
 		restart_note("chunk_blocks");
 	if (o->cuda_device != n->cuda_device)
 		restart_note("cuda_device");
+	if (o->ntiers != n->ntiers ||
+	    memcmp(o->tiers, n->tiers, sizeof(o->tiers[0]) * (size_t)n->ntiers))
+		restart_note("tiers");
+	if (differ(o->nvme_io, n->nvme_io))
+		restart_note("nvme_io");
 
 	kvd_log_set_level(n->log_level);
 	d->o.log_level = n->log_level;
 	d->admin_gid = gid;
 	d->o.shrink_delay_ms = n->shrink_delay_ms;
 	d->o.backing_limit = n->backing_limit;
+	d->top->backing_limit = n->backing_limit;	/* the top pool's */
 	if (o->default_max != n->default_max) {
 		if (d->mode == KVP_MODE_INPROC) {
-			pthread_mutex_lock(&d->lock);
-			d->pool->default_max = n->default_max;
-			pthread_mutex_unlock(&d->lock);
+			unsigned int i;
+
+			for (i = 0; i < d->npools; i++) {
+				struct kvd_pool *p = &d->pools[i];
+
+				pthread_mutex_lock(&p->lock);
+				p->pool->default_max = n->default_max;
+				pthread_mutex_unlock(&p->lock);
+			}
 			d->o.default_max = n->default_max;
 		} else {
 			kvd_log(KVD_WARN, "reload: default_max changed: the "

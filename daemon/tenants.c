@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * tenants.c - named tenants the daemon's configuration declares, in
- * either ledger: the in-process core (under d->lock, through the same
- * calls as the admin socket) or the module, through its generic netlink
- * family "kvpool" (the daemon keeps CAP_SYS_ADMIN with the module, which
- * the family's admin commands accept).
+ * tenants.c - named tenants the daemon's configuration declares, in every
+ * pool (tier) it owns and in either ledger: the in-process core (under the
+ * pool's lock, through the same calls as the admin socket) or the module,
+ * through its generic netlink family "kvpool" (the daemon keeps
+ * CAP_SYS_ADMIN with the module, which the family's admin commands
+ * accept).
+ *
+ * A tenant declared without a pool has its limits in the top pool and is
+ * also created, with no limit, in every lower pool that does not have it
+ * (so that it can swap); one declared as POOL/NAME has its limits in that
+ * pool, and wins there over the implicit entry.
  *
  * kvd_tenants_apply() brings the ledger in line with a declared list: it
  * creates what is missing, sets max/min/uid/gid where they differ, and
@@ -95,10 +101,10 @@ static struct nl_msg *kvnl_new(struct kvnl *n, uint8_t cmd, int flags,
 }
 
 /* TENANT_NEW / TENANT_SET / TENANT_DEL with an acknowledgement. */
-static int kvnl_tenant(struct kvnl *n, struct kvd *d, uint8_t cmd,
-		     const struct kvd_tenant_conf *t)
+static int kvnl_tenant(struct kvnl *n, const char *pool, uint8_t cmd,
+		       const struct kvd_tenant_conf *t)
 {
-	struct nl_msg *m = kvnl_new(n, cmd, NLM_F_ACK, d->pool_name);
+	struct nl_msg *m = kvnl_new(n, cmd, NLM_F_ACK, pool);
 	int r;
 
 	if (!m)
@@ -164,12 +170,12 @@ static int dump_cb(struct nl_msg *msg, void *arg)
 	return NL_OK;
 }
 
-static int kvnl_dump(struct kvnl *n, struct kvd *d, struct kvp_tenant_rec *out,
-		   uint32_t cap)
+static int kvnl_dump(struct kvnl *n, const char *pool,
+		     struct kvp_tenant_rec *out, uint32_t cap)
 {
 	struct dump dp = { .out = out, .cap = cap };
 	struct nl_msg *m = kvnl_new(n, KVPOOL_CMD_TENANT_GET, NLM_F_DUMP,
-				  d->pool_name);
+				    pool);
 	int r;
 
 	if (!m)
@@ -189,20 +195,21 @@ static int kvnl_dump(struct kvnl *n, struct kvd *d, struct kvp_tenant_rec *out,
 
 /* ---- either ledger -------------------------------------------------------- */
 
-int kvd_tenant_list(struct kvd *d, struct kvp_tenant_rec *out, uint32_t cap)
+int kvd_tenant_list(struct kvd_pool *p, struct kvp_tenant_rec *out,
+		    uint32_t cap)
 {
 	struct kvnl n;
 	uint32_t total = 0;
 	int r;
 
-	if (d->mode == KVP_MODE_INPROC) {
-		r = kvd_ip_tenant_list(d, out, 0, cap, &total);
+	if (p->d->mode == KVP_MODE_INPROC) {
+		r = kvd_ip_tenant_list(p, out, 0, cap, &total);
 		return r < 0 ? r : (int)total;
 	}
 	r = kvnl_open(&n);
 	if (r)
 		return r;
-	r = kvnl_dump(&n, d, out, cap);
+	r = kvnl_dump(&n, p->name, out, cap);
 	kvnl_close(&n);
 	return r;
 }
@@ -219,38 +226,42 @@ static void to_wire(const struct kvd_tenant_conf *t, const char *pool,
 	w->gid = t->gid;
 }
 
-/* Create t, or set its limits if it exists. */
-static int tenant_put(struct kvd *d, struct kvnl *n,
-		      const struct kvd_tenant_conf *t)
+/* Create t in pool p, or (unless create_only) set its limits if it
+ * exists there. */
+static int tenant_put(struct kvd_pool *p, struct kvnl *n,
+		      const struct kvd_tenant_conf *t, bool create_only)
 {
 	struct kvp_tenant w;
 	int r;
 
-	if (d->mode == KVP_MODE_INPROC) {
-		to_wire(t, d->pool_name, &w);
-		r = kvd_ip_tenant_op(d, KVP_OP_TENANT_ADD, &w);
+	if (p->d->mode == KVP_MODE_INPROC) {
+		to_wire(t, p->name, &w);
+		r = kvd_ip_tenant_op(p->d, KVP_OP_TENANT_ADD, &w);
 		if (r == -EEXIST)
-			r = kvd_ip_tenant_op(d, KVP_OP_TENANT_SET, &w);
+			r = create_only ? 0 :
+			    kvd_ip_tenant_op(p->d, KVP_OP_TENANT_SET, &w);
 		return r;
 	}
-	r = kvnl_tenant(n, d, KVPOOL_CMD_TENANT_NEW, t);
+	r = kvnl_tenant(n, p->name, KVPOOL_CMD_TENANT_NEW, t);
 	if (r == -EEXIST)
-		r = kvnl_tenant(n, d, KVPOOL_CMD_TENANT_SET, t);
+		r = create_only ? 0 :
+		    kvnl_tenant(n, p->name, KVPOOL_CMD_TENANT_SET, t);
 	return r;
 }
 
-static int tenant_del(struct kvd *d, struct kvnl *n, const char *name)
+static int tenant_del(struct kvd *d, struct kvnl *n,
+		      const struct kvd_tenant_ref *ref)
 {
 	struct kvd_tenant_conf t;
 	struct kvp_tenant w;
 
 	memset(&t, 0, sizeof(t));
-	snprintf(t.name, sizeof(t.name), "%s", name);
+	memcpy(t.name, ref->name, sizeof(t.name));
 	if (d->mode == KVP_MODE_INPROC) {
-		to_wire(&t, d->pool_name, &w);
+		to_wire(&t, ref->pool, &w);
 		return kvd_ip_tenant_op(d, KVP_OP_TENANT_DEL, &w);
 	}
-	return kvnl_tenant(n, d, KVPOOL_CMD_TENANT_DEL, &t);
+	return kvnl_tenant(n, ref->pool, KVPOOL_CMD_TENANT_DEL, &t);
 }
 
 /* "FILE: line N: " for a tenant of the file, "--tenant: " for a flag's. */
@@ -264,34 +275,133 @@ static void where(struct kvd *d, const struct kvd_tenant_conf *t, char *buf,
 		snprintf(buf, len, "--tenant: ");
 }
 
+/* The pool a declared tenant has its limits in (NULL: no such pool). */
+static struct kvd_pool *conf_pool(struct kvd *d,
+				  const struct kvd_tenant_conf *t)
+{
+	return kvd_pool_by_name(d, t->pool);
+}
+
 int kvd_tenants_check(struct kvd *d, const struct kvd_tenant_conf *t, int n)
 {
+	struct kvd_pool *p;
 	char at[320];
 	int i;
 
 	for (i = 0; i < n; i++) {
 		where(d, &t[i], at, sizeof(at));
-		if (t[i].max != KVPOOL_UNLIMITED && t[i].max > d->capacity) {
-			kvd_log(KVD_ERR, "%stenant %s: max %u is above the "
-				"pool's capacity %u", at, t[i].name, t[i].max,
-				d->capacity);
+		p = conf_pool(d, &t[i]);
+		if (!p) {
+			kvd_log(KVD_ERR, "%stenant %s/%s: the daemon has no "
+				"pool %s", at, t[i].pool, t[i].name,
+				t[i].pool);
 			return -EINVAL;
 		}
-		if (t[i].min > d->capacity) {
-			kvd_log(KVD_ERR, "%stenant %s: min %u is above the "
-				"pool's capacity %u", at, t[i].name, t[i].min,
-				d->capacity);
+		if (t[i].max != KVPOOL_UNLIMITED && t[i].max > p->capacity) {
+			kvd_log(KVD_ERR, "%stenant %s: max %u is above pool "
+				"%s's capacity %u", at, t[i].name, t[i].max,
+				p->name, p->capacity);
+			return -EINVAL;
+		}
+		if (t[i].min > p->capacity) {
+			kvd_log(KVD_ERR, "%stenant %s: min %u is above pool "
+				"%s's capacity %u", at, t[i].name, t[i].min,
+				p->name, p->capacity);
 			return -EINVAL;
 		}
 	}
 	return 0;
 }
 
+/* Is (pool, name) in refs[0..n)? */
+static bool ref_in(const struct kvd_tenant_ref *refs, int n,
+		   const char *pool, const char *name)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(refs[i].pool, pool) && !strcmp(refs[i].name, name))
+			return true;
+	return false;
+}
+
+/* Is name declared for pool q explicitly (q/name)? */
+static bool explicit_in(struct kvd *d, const struct kvd_tenant_conf *t,
+			int n, const struct kvd_pool *q, const char *name)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (t[i].pool[0] && conf_pool(d, &t[i]) == q &&
+		    !strcmp(t[i].name, name))
+			return true;
+	return false;
+}
+
+static void ref_add(struct kvd_tenant_ref *refs, int *n, const char *pool,
+		    const char *name)
+{
+	if (ref_in(refs, *n, pool, name))
+		return;
+	snprintf(refs[*n].pool, sizeof(refs[*n].pool), "%s", pool);
+	snprintf(refs[*n].name, sizeof(refs[*n].name), "%s", name);
+	(*n)++;
+}
+
+/* Put one declared tenant in its pool (and, without a pool, in every
+ * lower one); the pairs it now has go into keep. */
+static int tenant_declare(struct kvd *d, struct kvnl *nl,
+			  const struct kvd_tenant_conf *t,
+			  const struct kvd_tenant_conf *all, int n,
+			  struct kvd_tenant_ref *keep, int *nkeep)
+{
+	struct kvd_pool *p = conf_pool(d, t);
+	struct kvd_tenant_conf lower;
+	unsigned int k;
+	char at[320];
+	int r, err = 0;
+
+	where(d, t, at, sizeof(at));
+	r = tenant_put(p, nl, t, false);
+	if (r) {
+		kvd_log(KVD_ERR, "%stenant %s in %s: %s", at, t->name, p->name,
+			strerror(-r));
+		return r;
+	}
+	ref_add(keep, nkeep, p->name, t->name);
+	if (t->max == KVPOOL_UNLIMITED)
+		kvd_log(KVD_INFO, "tenant %s in %s: max max min %u", t->name,
+			p->name, t->min);
+	else
+		kvd_log(KVD_INFO, "tenant %s in %s: max %u min %u", t->name,
+			p->name, t->max, t->min);
+	if (t->pool[0])
+		return 0;
+	lower = *t;
+	lower.max = KVPOOL_UNLIMITED;
+	lower.min = 0;
+	for (k = 0; k < d->npools; k++) {
+		struct kvd_pool *q = &d->pools[k];
+
+		if (q == d->top || explicit_in(d, all, n, q, t->name))
+			continue;
+		r = tenant_put(q, nl, &lower, true);
+		if (r) {
+			kvd_log(KVD_ERR, "%stenant %s in %s: %s", at, t->name,
+				q->name, strerror(-r));
+			if (!err)
+				err = r;
+			continue;
+		}
+		ref_add(keep, nkeep, q->name, t->name);
+	}
+	return err;
+}
+
 int kvd_tenants_apply(struct kvd *d, const struct kvd_tenant_conf *t, int n)
 {
-	char (*keep)[KVPOOL_NAME_LEN];
+	struct kvd_tenant_ref *keep;
 	struct kvnl nl = { 0 };
-	char at[320];
 	int i, j, nkeep = 0, r, err = 0;
 
 	r = kvd_tenants_check(d, t, n);
@@ -305,51 +415,36 @@ int kvd_tenants_apply(struct kvd *d, const struct kvd_tenant_conf *t, int n)
 			return r;
 		}
 	}
-	keep = calloc((size_t)n + (size_t)d->nconf_tenants + 1, sizeof(*keep));
+	keep = calloc((size_t)n * d->npools + (size_t)d->nconf_tenants + 1,
+		      sizeof(*keep));
 	if (!keep) {
 		kvnl_close(&nl);
 		return -ENOMEM;
 	}
 	for (i = 0; i < n; i++) {
-		where(d, &t[i], at, sizeof(at));
-		r = tenant_put(d, &nl, &t[i]);
-		if (r) {
-			kvd_log(KVD_ERR, "%stenant %s: %s", at, t[i].name,
-				strerror(-r));
-			if (!err)
-				err = r;
-			continue;
-		}
-		memcpy(keep[nkeep++], t[i].name, KVPOOL_NAME_LEN);
-		if (t[i].max == KVPOOL_UNLIMITED)
-			kvd_log(KVD_INFO, "tenant %s max max min %u",
-				t[i].name, t[i].min);
-		else
-			kvd_log(KVD_INFO, "tenant %s max %u min %u",
-				t[i].name, t[i].max, t[i].min);
+		r = tenant_declare(d, &nl, &t[i], t, n, keep, &nkeep);
+		if (r && !err)
+			err = r;
 	}
 	/* Declared before, not now: delete it once it is idle. */
 	for (j = 0; j < d->nconf_tenants; j++) {
-		const char *name = d->conf_tenants[j];
+		const struct kvd_tenant_ref *ref = &d->conf_tenants[j];
 
-		for (i = 0; i < n; i++)
-			if (!strcmp(t[i].name, name))
-				break;
-		if (i < n)
+		if (ref_in(keep, nkeep, ref->pool, ref->name))
 			continue;
-		r = tenant_del(d, &nl, name);
+		r = tenant_del(d, &nl, ref);
 		if (r == -EBUSY) {
-			kvd_log(KVD_NOTICE, "tenant %s is no longer configured "
-				"but holds blocks: kept until a reload finds "
-				"it idle", name);
-			memcpy(keep[nkeep++], name, KVPOOL_NAME_LEN);
+			kvd_log(KVD_NOTICE, "tenant %s in %s is no longer "
+				"configured but holds blocks: kept until a "
+				"reload finds it idle", ref->name, ref->pool);
+			keep[nkeep++] = *ref;
 		} else if (r && r != -ENOENT) {
-			kvd_log(KVD_WARN, "tenant %s: delete: %s", name,
-				strerror(-r));
-			memcpy(keep[nkeep++], name, KVPOOL_NAME_LEN);
+			kvd_log(KVD_WARN, "tenant %s in %s: delete: %s",
+				ref->name, ref->pool, strerror(-r));
+			keep[nkeep++] = *ref;
 		} else if (!r) {
-			kvd_log(KVD_INFO, "tenant %s deleted (no longer "
-				"configured)", name);
+			kvd_log(KVD_INFO, "tenant %s in %s deleted (no longer "
+				"configured)", ref->name, ref->pool);
 		}
 	}
 	kvnl_close(&nl);

@@ -200,8 +200,154 @@ static void tenant_labels(FILE *f, const char *name,
 	fputs("} ", f);
 }
 
+/* ---- tiers ------------------------------------------------------------ */
+
+static const char *tier_kind(uint32_t k)
+{
+	switch (k) {
+	case KVP_TIER_TOP: return "top";
+	case KVP_TIER_DRAM: return "dram";
+	case KVP_TIER_NVME: return "nvme";
+	default: return "unknown";
+	}
+}
+
+enum tier_val {
+	RV_CAPACITY, RV_BACKED, RV_USED, RV_BYTES_IN, RV_BYTES_OUT,
+	RV_BLOCKS_IN, RV_BLOCKS_OUT, RV_ERRORS,
+};
+
+static uint64_t tier_val(const struct kvp_tier_rec *x, enum tier_val v)
+{
+	switch (v) {
+	case RV_CAPACITY: return x->pool.capacity;
+	case RV_BACKED: return x->pool.backed;
+	case RV_USED: return x->pool.used;
+	case RV_BYTES_IN: return x->bytes_in;
+	case RV_BYTES_OUT: return x->bytes_out;
+	case RV_BLOCKS_IN: return x->blocks_in;
+	case RV_BLOCKS_OUT: return x->blocks_out;
+	case RV_ERRORS: return x->errors;
+	}
+	return 0;
+}
+
+static const struct {
+	const char *name, *type, *help;
+	enum tier_val v;
+} tier_series[] = {
+	{ "kvpool_tier_capacity_blocks", "gauge", "Tier capacity in blocks.",
+	  RV_CAPACITY },
+	{ "kvpool_tier_backed_blocks", "gauge",
+	  "Tier blocks with memory or file space behind them.", RV_BACKED },
+	{ "kvpool_tier_used_blocks", "gauge", "Tier blocks leased.", RV_USED },
+	{ "kvpool_tier_swap_in_bytes_total", "counter",
+	  "Bytes copied into this tier by swaps.", RV_BYTES_IN },
+	{ "kvpool_tier_swap_out_bytes_total", "counter",
+	  "Bytes copied out of this tier by swaps.", RV_BYTES_OUT },
+	{ "kvpool_tier_swap_in_blocks_total", "counter",
+	  "Blocks copied into this tier by swaps.", RV_BLOCKS_IN },
+	{ "kvpool_tier_swap_out_blocks_total", "counter",
+	  "Blocks copied out of this tier by swaps.", RV_BLOCKS_OUT },
+	{ "kvpool_tier_swap_errors_total", "counter",
+	  "Swaps with this tier at one end that failed.", RV_ERRORS },
+};
+
+static void tier_labels(FILE *f, const char *name,
+			const struct kvp_tier_rec *x)
+{
+	fprintf(f, "%s{", name);
+	label(f, "pool", x->pool.name, sizeof(x->pool.name));
+	fprintf(f, ",tier=\"%u\"", x->tier);
+}
+
+static void write_tiers(FILE *f, const struct kvp_metrics_tiers *m)
+{
+	static const char *const states[] = { "resident", "swapped",
+					      "dropped" };
+	const struct kvp_tier_rec *x;
+	unsigned int k, b, s;
+	uint32_t i, j;
+
+	head(f, "kvpool_tier_info", "gauge", "A tier of the daemon (value 1).");
+	for (x = m->tiers; x < m->tiers + m->ntiers; x++) {
+		tier_labels(f, "kvpool_tier_info", x);
+		fprintf(f, ",kind=\"%s\"} 1\n", tier_kind(x->kind));
+	}
+	for (k = 0; k < sizeof(tier_series) / sizeof(tier_series[0]); k++) {
+		head(f, tier_series[k].name, tier_series[k].type,
+		     tier_series[k].help);
+		for (x = m->tiers; x < m->tiers + m->ntiers; x++) {
+			tier_labels(f, tier_series[k].name, x);
+			fprintf(f, "} %llu\n", (unsigned long long)
+				tier_val(x, tier_series[k].v));
+		}
+	}
+	head(f, "kvpool_tier_swap_copy_seconds_total", "counter",
+	     "Time spent copying, by direction.");
+	for (x = m->tiers; x < m->tiers + m->ntiers; x++) {
+		tier_labels(f, "kvpool_tier_swap_copy_seconds_total", x);
+		fprintf(f, ",dir=\"in\"} %.6f\n", (double)x->copy_in_ns / 1e9);
+		tier_labels(f, "kvpool_tier_swap_copy_seconds_total", x);
+		fprintf(f, ",dir=\"out\"} %.6f\n",
+			(double)x->copy_out_ns / 1e9);
+	}
+	/* bucket b counts jobs of [2^b, 2^(b+1)) us: le is 2^(b+1) us; the
+	 * daemon keeps no sum of latencies, so there is no _sum sample */
+	head(f, "kvpool_tier_swap_latency_seconds", "histogram",
+	     "Swap latency, submit to done.");
+	for (x = m->tiers; x < m->tiers + m->ntiers; x++) {
+		uint64_t cum = 0;
+
+		for (b = 0; b < KVP_LAT_BUCKETS; b++) {
+			cum += x->lat_us[b];
+			tier_labels(f, "kvpool_tier_swap_latency_seconds_bucket",
+				    x);
+			fprintf(f, ",le=\"%g\"} %llu\n",
+				(double)(2ULL << b) / 1e6,
+				(unsigned long long)cum);
+		}
+		tier_labels(f, "kvpool_tier_swap_latency_seconds_bucket", x);
+		fprintf(f, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+		tier_labels(f, "kvpool_tier_swap_latency_seconds_count", x);
+		fprintf(f, "} %llu\n", (unsigned long long)cum);
+	}
+	head(f, "kvpool_tier_tenant_current_blocks", "gauge",
+	     "Blocks a tenant holds in a lower tier.");
+	for (k = 1; k < m->ntiers && k < KVP_MAX_TIERS; k++) {
+		for (j = 0; j < m->ntenants[k]; j++) {
+			const struct kvp_tenant_rec *t = &m->tenants[k][j];
+
+			fputs("kvpool_tier_tenant_current_blocks{", f);
+			label(f, "pool", m->tiers[k].pool.name,
+			      sizeof(m->tiers[k].pool.name));
+			fputc(',', f);
+			label(f, "tenant", t->name, sizeof(t->name));
+			fprintf(f, "} %u\n", t->current);
+		}
+	}
+	head(f, "kvpool_client_sequences", "gauge",
+	     "A client's sequences by state, as it reports them.");
+	for (i = 0; i < m->nclients; i++) {
+		const struct kvp_client_tier_rec *c = &m->clients[i];
+		uint32_t n[3], sw = 0;
+
+		for (k = 1; k < KVP_MAX_TIERS; k++)
+			sw += c->seqs.swapped[k];
+		n[0] = c->seqs.resident;
+		n[1] = sw;
+		n[2] = c->seqs.dropped;
+		for (s = 0; s < 3; s++)
+			fprintf(f, "kvpool_client_sequences{lease=\"%llu\","
+				"state=\"%s\"} %u\n",
+				(unsigned long long)c->lease_id, states[s],
+				n[s]);
+	}
+}
+
 int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
-		      unsigned int npools)
+		      unsigned int npools,
+		      const struct kvp_metrics_tiers *tiers)
 {
 	const struct kvp_metrics_pool *p;
 	unsigned int i, k;
@@ -292,6 +438,8 @@ int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
 			}
 		}
 	}
+	if (tiers && tiers->ntiers > 1)
+		write_tiers(f, tiers);
 	if (fflush(f) || ferror(f))
 		return errno ? -errno : -EIO;
 	return 0;

@@ -32,10 +32,26 @@ struct kvp_metrics_pool {
 };
 
 /*
+ * The tiers of a kvpoold with lower tiers: every pool it owns (top first)
+ * with its swap counters, the tenants of each lower pool, and the clients'
+ * blocks and sequences per tier.
+ */
+struct kvp_metrics_tiers {
+	const struct kvp_tier_rec *tiers;	/* [0]: the top pool */
+	uint32_t ntiers;
+	const struct kvp_tenant_rec *tenants[KVP_MAX_TIERS];	/* [0] unused */
+	uint32_t ntenants[KVP_MAX_TIERS];
+	const struct kvp_client_tier_rec *clients;
+	uint32_t nclients;
+};
+
+/*
  * Write every series for npools pools (each family once, with a sample per
- * pool, tenant or lease).  0, or -errno if writing failed.
+ * pool, tenant or lease), and the tier series when tiers is not NULL and
+ * has lower tiers (ntiers > 1).  0, or -errno if writing failed.
  */
 int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
-		      unsigned int npools);
+		      unsigned int npools,
+		      const struct kvp_metrics_tiers *tiers);
 
 #endif /* KVPOOL_METRICS_H */

@@ -2,6 +2,7 @@
 /*
  * kvl.c - libkvlease: context, transports (module ioctls or the daemon's
  * in-process ledger), leases, and the data-plane calls on raw blocks.
+ * Lower tiers and swaps: kvl_tier.c; pressure policies: kvl_policy.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -146,11 +147,9 @@ static int rpc_raw(struct kvl_ctx *ctx, uint16_t op, const void *body,
 			return n == 0 ? -ECONNRESET : -errno;
 		if ((size_t)n < sizeof(*rep) || rep->hdr.magic != KVP_MAGIC)
 			return -EPROTO;
-		if (rep->hdr.op == KVP_EV_RECLAIM) {
-			const struct kvp_ev_reclaim *ev = (void *)(rep + 1);
-
-			if ((size_t)n >= sizeof(*rep) + sizeof(*ev))
-				ctx->reclaim_target = ev->target;
+		if (rep->hdr.op == KVP_EV_RECLAIM ||
+		    rep->hdr.op == KVP_EV_SWAP_DONE) {
+			kvl_note_event(ctx, ctx->msg, (size_t)n);
 			continue;
 		}
 		if (rep->hdr.req_id != id)
@@ -272,6 +271,7 @@ static int reconnect(struct kvl_ctx *ctx)
 	if (r)
 		return r;
 	ctx->epoch = rep->epoch;
+	kvl_tiers_reconnect(ctx);
 	/* With the in-process ledger the lease died with the connection;
 	 * with the module only the contents did, and only on a new epoch. */
 	/* References to cached blocks die with the connection, too. */
@@ -288,6 +288,44 @@ static int reconnect(struct kvl_ctx *ctx)
 
 /* rpc with recovery: a lost daemon makes the call fail with -ESTALE (or
  * be retried once when nothing was lost). */
+static int rpc(struct kvl_ctx *ctx, uint16_t op, const void *body,
+	       size_t blen, void *rbody, size_t rcap, size_t *rlen);
+
+int kvl_rpc(struct kvl_ctx *ctx, uint16_t op, const void *body, size_t blen,
+	    void *rbody, size_t rcap, size_t *rlen)
+{
+	return rpc(ctx, op, body, blen, rbody, rcap, rlen);
+}
+
+/* A request whose reply nobody waits for (the next rpc skips it). */
+void kvl_send_only(struct kvl_ctx *ctx, uint16_t op, const void *body,
+		   size_t blen)
+{
+	uint8_t msg[sizeof(struct kvp_hdr) + 256] __attribute__((aligned(8)));
+	struct kvp_hdr *h = (struct kvp_hdr *)msg;
+
+	if (ctx->sock < 0 || blen > 256)
+		return;
+	memset(h, 0, sizeof(*h));
+	h->magic = KVP_MAGIC;
+	h->op = op;
+	h->len = (uint32_t)(sizeof(*h) + blen);
+	h->req_id = ++ctx->req_id;
+	if (!h->req_id)
+		h->req_id = ++ctx->req_id;
+	memcpy(h + 1, body, blen);
+	if (send(ctx->sock, msg, h->len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		/* informational only */
+	}
+}
+
+int kvl_rpc_fd(struct kvl_ctx *ctx, uint16_t op, const void *body,
+	       size_t blen, int fd, void *rbody, size_t rcap, size_t *rlen)
+{
+	return rpc_raw(ctx, op, body, blen, &fd, fd >= 0 ? 1 : 0, rbody,
+		       rcap, rlen);
+}
+
 static int rpc(struct kvl_ctx *ctx, uint16_t op, const void *body,
 	       size_t blen, void *rbody, size_t rcap, size_t *rlen)
 {
@@ -311,12 +349,6 @@ static int rpc(struct kvl_ctx *ctx, uint16_t op, const void *body,
 			return r;
 	}
 	return -ECONNRESET;
-}
-
-int kvl_rpc(struct kvl_ctx *ctx, uint16_t op, const void *body, size_t blen,
-	    void *rbody, size_t rcap, size_t *rlen)
-{
-	return rpc(ctx, op, body, blen, rbody, rcap, rlen);
 }
 
 /* ---- open / close ----------------------------------------------------- */
@@ -383,9 +415,11 @@ KVL_EXPORT int kvl_open(const struct kvl_opts *opts, struct kvl_ctx **out)
 		memset(&def, 0, sizeof(def));
 		opts = &def;
 	}
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 3; i++)
 		if (opts->reserved[i])
 			return -EINVAL;
+	if (opts->policy > KVL_POLICY_FAIL)
+		return -EINVAL;
 	if (opts->flags & ~(KVL_OPEN_NO_DAEMON | KVL_OPEN_NO_MODULE |
 			    KVL_OPEN_NO_RECONNECT))
 		return -EINVAL;
@@ -407,6 +441,8 @@ KVL_EXPORT int kvl_open(const struct kvl_opts *opts, struct kvl_ctx **out)
 	ctx->log = opts->log;
 	ctx->log_arg = opts->log_arg;
 	ctx->log_level = opts->log_level ? opts->log_level : KVL_LOG_WARNING;
+	ctx->policy = opts->policy ? opts->policy : KVL_POLICY_STALL;
+	ctx->stall_ms = opts->stall_ms;
 	s = opts->socket_path;
 	if (!s || !s[0])
 		s = getenv(KVL_SOCKET_ENV);
@@ -474,6 +510,7 @@ KVL_EXPORT void kvl_close(struct kvl_ctx *ctx)
 	ctx->closing = true;	/* closing the socket drops our references */
 	while (ctx->seqs)
 		kvl_seq_free(ctx->seqs);
+	kvl_tiers_close(ctx);
 	if (ctx->sock >= 0)
 		close(ctx->sock);
 	if (ctx->dev_fd >= 0)
@@ -484,6 +521,7 @@ KVL_EXPORT void kvl_close(struct kvl_ctx *ctx)
 		close(ctx->memfd);
 	free(ctx->refcnt);
 	free(ctx->cache);
+	free(ctx->dropped);
 	free(ctx->pfx_ref);
 	free(ctx->unref_q);
 	free(ctx->socket_path);
@@ -604,8 +642,6 @@ KVL_EXPORT int kvl_release(struct kvl_ctx *ctx, const uint32_t *blocks,
 }
 
 /* Internal: blocks the library gives back from its cache. */
-int kvl_release_internal(struct kvl_ctx *ctx, const uint32_t *blocks,
-			 uint32_t count);
 int kvl_release_internal(struct kvl_ctx *ctx, const uint32_t *blocks,
 			 uint32_t count)
 {
@@ -739,15 +775,21 @@ struct ralloc {
 	uint64_t used;
 };
 
-static uint64_t rput(struct kvl_ctx *ctx, struct ralloc *ra,
-		     const void *src, uint64_t bytes)
+uint64_t kvl_region_put(struct kvl_ctx *ctx, uint64_t *used, const void *src,
+			uint64_t bytes)
 {
-	uint64_t off = ra->used;
+	uint64_t off = *used;
 
-	ra->used += (bytes + 63) & ~63ULL;
+	*used += (bytes + 63) & ~63ULL;
 	if (src)
 		memcpy(ctx->region + off, src, bytes);
 	return off;
+}
+
+static uint64_t rput(struct kvl_ctx *ctx, struct ralloc *ra,
+		     const void *src, uint64_t bytes)
+{
+	return kvl_region_put(ctx, &ra->used, src, bytes);
 }
 
 static int kv_io(struct kvl_ctx *ctx, int layout, uint32_t layer,

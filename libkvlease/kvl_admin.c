@@ -911,6 +911,98 @@ int kvl_admin_client_list(struct kvl_admin *adm, const char *pool,
 }
 
 /* ---------------------------------------------------------------- */
+/* Tiers (the daemon's pools) and clients per tier                  */
+/* ---------------------------------------------------------------- */
+
+static void fill_tier(void *out, size_t i, const void *rec)
+{
+	const struct kvp_tier_rec *r = rec;
+	struct kvl_tier_stats *t = (struct kvl_tier_stats *)out + i;
+	const struct kvp_pool_rec *p = &r->pool;
+	unsigned int k;
+
+	memset(t, 0, sizeof(*t));
+	memcpy(t->pool.name, p->name, sizeof(t->pool.name));
+	t->pool.name[KVL_NAME_LEN - 1] = '\0';
+	t->pool.block_bytes = p->block_bytes;
+	t->pool.capacity = p->capacity;
+	t->pool.backed = p->backed;
+	t->pool.used = p->used;
+	t->pool.state = p->state;
+	t->pool.epoch = p->epoch;
+	t->pool.leases = p->leases;
+	t->pool.chunk_blocks = p->chunk_blocks;
+	t->pool.tenants = p->tenants;
+	t->pool.mode = p->mode == KVP_MODE_MODULE ? KVL_MODE_MODULE :
+						    KVL_MODE_DAEMON;
+	memcpy(t->pool.backend, p->backend, sizeof(t->pool.backend));
+	t->pool.backend[sizeof(t->pool.backend) - 1] = '\0';
+	t->tier = r->tier;
+	t->kind = r->kind;
+	t->flags = r->flags;
+	t->swaps = r->swaps;
+	t->blocks_in = r->blocks_in;
+	t->blocks_out = r->blocks_out;
+	t->bytes_in = r->bytes_in;
+	t->bytes_out = r->bytes_out;
+	t->copy_in_ns = r->copy_in_ns;
+	t->copy_out_ns = r->copy_out_ns;
+	t->errors = r->errors;
+	for (k = 0; k < 16 && k < KVP_LAT_BUCKETS; k++)
+		t->lat_us[k] = r->lat_us[k];
+	t->mapped_bytes = p->mapped_bytes;
+}
+
+int kvl_admin_tier_list(struct kvl_admin *adm, struct kvl_tier_stats *out,
+			size_t cap)
+{
+	if (!adm || (cap && !out))
+		return -EINVAL;
+	/* the pools' owner (kvpoold) knows every tier and its swaps */
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;
+	return daemon_list(adm, KVP_OP_TIER_LIST, NULL,
+			   sizeof(struct kvp_tier_rec), out, sizeof(*out), cap,
+			   fill_tier);
+}
+
+static void fill_client_tiers(void *out, size_t i, const void *rec)
+{
+	const struct kvp_client_tier_rec *r = rec;
+	struct kvl_client_tiers *c = (struct kvl_client_tiers *)out + i;
+	unsigned int k;
+
+	memset(c, 0, sizeof(*c));
+	c->lease_id = r->lease_id;
+	c->pid = r->pid;
+	c->uid = r->uid;
+	memcpy(c->tenant, r->tenant, sizeof(c->tenant));
+	c->tenant[KVL_NAME_LEN - 1] = '\0';
+	for (k = 0; k < KVL_MAX_TIERS && k < KVP_MAX_TIERS; k++) {
+		c->blocks[k] = r->blocks[k];
+		c->joined[k] = r->tier_lease[k] != 0;
+		c->seq_swapped[k] = r->seqs.swapped[k];
+	}
+	c->seq_resident = r->seqs.resident;
+	c->seq_dropped = r->seqs.dropped;
+	c->swaps = r->swaps;
+	c->bytes_out = r->bytes_out;
+	c->bytes_in = r->bytes_in;
+}
+
+int kvl_admin_client_tiers(struct kvl_admin *adm,
+			   struct kvl_client_tiers *out, size_t cap)
+{
+	if (!adm || (cap && !out))
+		return -EINVAL;
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;
+	return daemon_list(adm, KVP_OP_CLIENT_TIERS, NULL,
+			   sizeof(struct kvp_client_tier_rec), out,
+			   sizeof(*out), cap, fill_client_tiers);
+}
+
+/* ---------------------------------------------------------------- */
 /* Prefix caches (kvpoold)                                          */
 /* ---------------------------------------------------------------- */
 

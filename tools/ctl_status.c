@@ -2,7 +2,9 @@
 /*
  * ctl_status.c - `kvpoolctl status`, `top` and `metrics`: one snapshot of
  * the pool, its tenants and its clients through the admin API, printed
- * three ways.
+ * three ways; with lower tiers, every tier too (its pool, its tenants'
+ * current, swaps in and out, copy rate and latency) and the clients'
+ * blocks and sequences per tier.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -30,6 +32,13 @@ struct ctl_snap {
 	struct kvl_client_info *clients;
 	int nclients;
 	int clients_err;	/* -EOPNOTSUPP: module without kvpoold */
+	/* tiers (only from kvpoold; ntiers 0 without lower tiers) */
+	struct kvl_tier_stats tiers[KVL_MAX_TIERS];
+	int ntiers;
+	struct kvl_tenant_info *ttenants[KVL_MAX_TIERS];	/* [0] unused */
+	int nttenants[KVL_MAX_TIERS];
+	struct kvl_client_tiers *ctiers;
+	int nctiers;
 	struct kvl_prefix_info *prefix;	/* kvpoold's prefix caches */
 	int nprefix;
 	int prefix_err;
@@ -37,10 +46,41 @@ struct ctl_snap {
 
 static void snap_free(struct ctl_snap *s)
 {
+	int i;
+
 	free(s->tenants);
 	free(s->clients);
+	for (i = 0; i < KVL_MAX_TIERS; i++)
+		free(s->ttenants[i]);
+	free(s->ctiers);
 	free(s->prefix);
 	memset(s, 0, sizeof(*s));
+}
+
+/* Lower tiers, when the daemon has any. */
+static void snap_tiers(struct kvl_admin *adm, struct ctl_snap *s)
+{
+	int n = kvl_admin_tier_list(adm, s->tiers, KVL_MAX_TIERS), i, r;
+
+	if (n <= 1)
+		return;
+	s->ntiers = n < KVL_MAX_TIERS ? n : KVL_MAX_TIERS;
+	for (i = 1; i < s->ntiers; i++) {
+		s->ttenants[i] = calloc(SNAP_MAX_TENANTS,
+					sizeof(*s->ttenants[i]));
+		if (!s->ttenants[i])
+			continue;
+		r = kvl_admin_tenant_list(adm, s->tiers[i].pool.name,
+					  s->ttenants[i], SNAP_MAX_TENANTS);
+		s->nttenants[i] = r < 0 ? 0 : r < SNAP_MAX_TENANTS ? r :
+				  SNAP_MAX_TENANTS;
+	}
+	s->ctiers = calloc(SNAP_MAX_CLIENTS, sizeof(*s->ctiers));
+	if (s->ctiers) {
+		r = kvl_admin_client_tiers(adm, s->ctiers, SNAP_MAX_CLIENTS);
+		s->nctiers = r < 0 ? 0 : r < SNAP_MAX_CLIENTS ? r :
+			     SNAP_MAX_CLIENTS;
+	}
 }
 
 static int snap_get(struct kvl_admin *adm, struct ctl_snap *s)
@@ -58,12 +98,22 @@ static int snap_get(struct kvl_admin *adm, struct ctl_snap *s)
 	ret = kvl_admin_pool_status(adm, &s->pool);
 	if (ret)
 		goto fail;
-	/* the admin API reports one pool: the first */
+	/* the admin API's pool is the first (the top one); --pool may
+	 * also name a lower tier of kvpoold */
 	if (ctl_g.pool && strcmp(ctl_g.pool, s->pool.name)) {
-		ctl_err("no pool '%s' here (the ledger's pool is '%s')",
-			ctl_g.pool, s->pool.name);
-		ret = -ENOENT;
-		goto fail;
+		struct kvl_tier_stats ts[KVL_MAX_TIERS];
+		int n = kvl_admin_tier_list(adm, ts, KVL_MAX_TIERS), i;
+
+		for (i = 0; i < n && i < KVL_MAX_TIERS; i++)
+			if (!strcmp(ts[i].pool.name, ctl_g.pool))
+				break;
+		if (i >= n || i >= KVL_MAX_TIERS) {
+			ctl_err("no pool '%s' here (the ledger's pool is "
+				"'%s')", ctl_g.pool, s->pool.name);
+			ret = -ENOENT;
+			goto fail;
+		}
+		s->pool = ts[i].pool;
 	}
 	ret = kvl_admin_tenant_list(adm, ctl_g.pool ? ctl_g.pool : s->pool.name,
 				    s->tenants, SNAP_MAX_TENANTS);
@@ -80,6 +130,7 @@ static int snap_get(struct kvl_admin *adm, struct ctl_snap *s)
 	s->prefix_err = ctl_prefix_get(adm, ctl_g.pool ? ctl_g.pool :
 				       s->pool.name, s->prefix,
 				       SNAP_MAX_TENANTS, &s->nprefix);
+	snap_tiers(adm, s);
 	return 0;
 fail:
 	snap_free(s);
@@ -192,6 +243,142 @@ static void print_clients(const struct ctl_snap *s)
 		printf("(no clients)\n");
 }
 
+static const char *kind_name(uint32_t k)
+{
+	return k == KVL_TIER_TOP ? "top" : k == KVL_TIER_DRAM ? "dram" :
+	       k == KVL_TIER_NVME ? "nvme" : "?";
+}
+
+/* Latency percentile from the log2 buckets, in us (bucket's upper end). */
+static uint64_t lat_pct(const struct kvl_tier_stats *t, double p)
+{
+	uint64_t n = 0, c = 0;
+	int i;
+
+	for (i = 0; i < 16; i++)
+		n += t->lat_us[i];
+	if (!n)
+		return 0;
+	for (i = 0; i < 16; i++) {
+		c += t->lat_us[i];
+		if ((double)c >= p * (double)n)
+			return 2ULL << i;
+	}
+	return 1ULL << 16;
+}
+
+static double rate_gbps(uint64_t bytes, uint64_t ns)
+{
+	return ns ? (double)bytes / (double)ns : 0.0;
+}
+
+static const struct kvl_tenant_info *tier_tenant(const struct ctl_snap *s,
+						 int tier, const char *name)
+{
+	int i;
+
+	for (i = 0; i < s->nttenants[tier]; i++)
+		if (!strcmp(s->ttenants[tier][i].name, name))
+			return &s->ttenants[tier][i];
+	return NULL;
+}
+
+static void print_tiers(const struct ctl_snap *s)
+{
+	char a[32], b[32], c[32];
+	int i, k;
+
+	if (!s->ntiers)
+		return;
+	printf("\n%-4s %-12s %-5s %10s %8s %8s %20s %20s %11s %15s\n",
+	       "TIER", "POOL", "KIND", "CAPACITY", "BACKED", "USED",
+	       "SWAPPED IN", "SWAPPED OUT", "COPY GB/s", "LAT p50/p99");
+	for (i = 0; i < s->ntiers; i++) {
+		const struct kvl_tier_stats *t = &s->tiers[i];
+		char in[48], out[48], rt[32], lat[40];
+
+		snprintf(in, sizeof(in), "%llu (%s)",
+			 (unsigned long long)t->blocks_in,
+			 ctl_human(t->bytes_in, a, sizeof(a)));
+		snprintf(out, sizeof(out), "%llu (%s)",
+			 (unsigned long long)t->blocks_out,
+			 ctl_human(t->bytes_out, b, sizeof(b)));
+		snprintf(rt, sizeof(rt), "%.2f/%.2f",
+			 rate_gbps(t->bytes_in, t->copy_in_ns),
+			 rate_gbps(t->bytes_out, t->copy_out_ns));
+		snprintf(lat, sizeof(lat), "%llu/%llu us",
+			 (unsigned long long)lat_pct(t, 0.5),
+			 (unsigned long long)lat_pct(t, 0.99));
+		printf("%-4u %-12s %-5s %10s %8u %8u %20s %20s %11s %15s",
+		       t->tier, t->pool.name, kind_name(t->kind),
+		       ctl_human(t->pool.block_bytes * t->pool.capacity, c,
+				 sizeof(c)), t->pool.backed, t->pool.used, in,
+		       out, t->swaps ? rt : "-", t->swaps ? lat : "-");
+		if (t->flags)
+			printf("  %s%s%s", t->flags & KVL_TIER_F_DIRECT ?
+			       "O_DIRECT " : "", t->flags & KVL_TIER_F_URING ?
+			       "io_uring " : "", t->flags & KVL_TIER_F_PINNED ?
+			       "pinned" : "");
+		printf("\n");
+	}
+	/* every tenant's current (and max) in every tier */
+	printf("\n%-16s", "TENANT");
+	for (i = 0; i < s->ntiers; i++)
+		printf(" %17s", s->tiers[i].pool.name);
+	printf("\n");
+	for (k = 0; k < s->ntenants; k++) {
+		const struct kvl_tenant_info *t0 = &s->tenants[k];
+		char m[16], cell[40];
+
+		printf("%-16s", t0->name);
+		snprintf(cell, sizeof(cell), "%u/%s", t0->current,
+			 limit_str(t0->max, m, sizeof(m)));
+		printf(" %17s", cell);
+		for (i = 1; i < s->ntiers; i++) {
+			const struct kvl_tenant_info *t =
+				tier_tenant(s, i, t0->name);
+
+			if (t)
+				snprintf(cell, sizeof(cell), "%u/%s",
+					 t->current,
+					 limit_str(t->max, m, sizeof(m)));
+			else
+				snprintf(cell, sizeof(cell), "-");
+			printf(" %17s", cell);
+		}
+		printf("\n");
+	}
+	printf("(current/max blocks in each tier)\n");
+	if (!s->nctiers)
+		return;
+	printf("\n%-8s %8s %-16s", "LEASE", "PID", "TENANT");
+	for (i = 0; i < s->ntiers; i++)
+		printf(" %10s", s->tiers[i].pool.name);
+	printf(" %24s %21s\n", "SEQS RESIDENT/SWAP/DROP", "SWAPPED DOWN/UP");
+	for (k = 0; k < s->nctiers; k++) {
+		const struct kvl_client_tiers *c0 = &s->ctiers[k];
+		uint32_t sw = 0;
+		char cell[64];
+
+		printf("%-8llu %8u %-16s", (unsigned long long)c0->lease_id,
+		       c0->pid, c0->tenant);
+		for (i = 0; i < s->ntiers && i < KVL_MAX_TIERS; i++) {
+			if (c0->joined[i])
+				printf(" %10u", c0->blocks[i]);
+			else
+				printf(" %10s", "-");
+			sw += c0->seq_swapped[i];
+		}
+		snprintf(cell, sizeof(cell), "%u/%u/%u", c0->seq_resident, sw,
+			 c0->seq_dropped);
+		printf(" %24s", cell);
+		snprintf(cell, sizeof(cell), "%s/%s",
+			 ctl_human(c0->bytes_out, a, sizeof(a)),
+			 ctl_human(c0->bytes_in, b, sizeof(b)));
+		printf(" %21s\n", cell);
+	}
+}
+
 /* ---------------- JSON ---------------- */
 
 static void json_pool(struct jw *w, const struct kvl_pool_info *p)
@@ -283,6 +470,76 @@ static void json_clients(struct jw *w, const struct ctl_snap *s)
 	jw_arr_end(w);
 }
 
+static void json_tiers(struct jw *w, const struct ctl_snap *s)
+{
+	int i, k;
+
+	jw_arr(w, "tiers");
+	for (i = 0; i < s->ntiers; i++) {
+		const struct kvl_tier_stats *t = &s->tiers[i];
+
+		jw_obj(w, NULL);
+		jw_u64(w, "tier", t->tier);
+		jw_str(w, "pool", t->pool.name);
+		jw_str(w, "kind", kind_name(t->kind));
+		jw_u64(w, "capacity", t->pool.capacity);
+		jw_u64(w, "backed", t->pool.backed);
+		jw_u64(w, "used", t->pool.used);
+		jw_u64(w, "mapped_bytes", t->mapped_bytes);
+		jw_bool(w, "direct", t->flags & KVL_TIER_F_DIRECT);
+		jw_bool(w, "io_uring", t->flags & KVL_TIER_F_URING);
+		jw_bool(w, "pinned", t->flags & KVL_TIER_F_PINNED);
+		jw_u64(w, "swaps", t->swaps);
+		jw_u64(w, "blocks_in", t->blocks_in);
+		jw_u64(w, "blocks_out", t->blocks_out);
+		jw_u64(w, "bytes_in", t->bytes_in);
+		jw_u64(w, "bytes_out", t->bytes_out);
+		jw_u64(w, "copy_in_ns", t->copy_in_ns);
+		jw_u64(w, "copy_out_ns", t->copy_out_ns);
+		jw_u64(w, "errors", t->errors);
+		jw_u64(w, "latency_p50_us", lat_pct(t, 0.5));
+		jw_u64(w, "latency_p99_us", lat_pct(t, 0.99));
+		jw_arr(w, "tenants");
+		for (k = 0; i && k < s->nttenants[i]; k++) {
+			const struct kvl_tenant_info *tt = &s->ttenants[i][k];
+
+			jw_obj(w, NULL);
+			jw_str(w, "name", tt->name);
+			json_limit(w, "max", tt->max);
+			jw_u64(w, "min", tt->min);
+			jw_u64(w, "current", tt->current);
+			jw_u64(w, "peak", tt->peak);
+			jw_obj_end(w);
+		}
+		jw_arr_end(w);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_arr(w, "client_tiers");
+	for (k = 0; k < s->nctiers; k++) {
+		const struct kvl_client_tiers *c = &s->ctiers[k];
+
+		jw_obj(w, NULL);
+		jw_u64(w, "lease_id", c->lease_id);
+		jw_u64(w, "pid", c->pid);
+		jw_str(w, "tenant", c->tenant);
+		jw_arr(w, "blocks");
+		for (i = 0; i < s->ntiers; i++)
+			jw_u64(w, NULL, c->joined[i] ? c->blocks[i] : 0);
+		jw_arr_end(w);
+		jw_u64(w, "seq_resident", c->seq_resident);
+		jw_arr(w, "seq_swapped");
+		for (i = 0; i < s->ntiers; i++)
+			jw_u64(w, NULL, c->seq_swapped[i]);
+		jw_arr_end(w);
+		jw_u64(w, "seq_dropped", c->seq_dropped);
+		jw_u64(w, "bytes_out", c->bytes_out);
+		jw_u64(w, "bytes_in", c->bytes_in);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
 static void json_status(const struct ctl_snap *s)
 {
 	struct jw w;
@@ -293,6 +550,8 @@ static void json_status(const struct ctl_snap *s)
 	json_tenants(&w, s);
 	ctl_prefix_json(&w, s->prefix, s->nprefix, s->prefix_err);
 	json_clients(&w, s);
+	if (s->ntiers)
+		json_tiers(&w, s);
 	jw_obj_end(&w);
 	jw_end(&w);
 }
@@ -336,6 +595,7 @@ int cmd_status(int argc, char **argv)
 		print_tenants(&s);
 		ctl_prefix_print(s.prefix, s.nprefix, s.prefix_err);
 		print_clients(&s);
+		print_tiers(&s);
 	}
 	snap_free(&s);
 	return CTL_EXIT_OK;
@@ -380,53 +640,134 @@ int ctl_tenant_list(int argc, char **argv)
 
 /* The snapshot as the wire records that kvp_metrics_write() takes (the
  * daemon's /metrics endpoint writes the same records). */
+static void pool_to_wire(const struct kvl_pool_info *p, struct kvp_pool_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	memcpy(r->name, p->name, sizeof(r->name));
+	r->block_bytes = p->block_bytes;
+	r->capacity = p->capacity;
+	r->backed = p->backed;
+	r->used = p->used;
+	r->state = p->state;
+	r->epoch = p->epoch;
+	r->leases = p->leases;
+	r->chunk_blocks = p->chunk_blocks;
+	r->tenants = p->tenants;
+	r->mode = p->mode == KVL_MODE_MODULE ? KVP_MODE_MODULE :
+		  p->mode == KVL_MODE_DAEMON ? KVP_MODE_INPROC : 0;
+	memcpy(r->backend, p->backend, sizeof(r->backend));
+}
+
+static struct kvp_tenant_rec *tenants_to_wire(const struct kvl_tenant_info *ti,
+					      int n)
+{
+	struct kvp_tenant_rec *t = calloc((size_t)n + 1, sizeof(*t));
+	int i;
+
+	for (i = 0; t && i < n; i++) {
+		memcpy(t[i].name, ti[i].name, sizeof(t[i].name));
+		t[i].max = ti[i].max;
+		t[i].min = ti[i].min;
+		t[i].current = ti[i].current;
+		t[i].peak = ti[i].peak;
+		t[i].ev_max = ti[i].ev_max;
+		t[i].ev_stall = ti[i].ev_stall;
+		t[i].ev_reclaim = ti[i].ev_reclaim;
+		t[i].ev_fail = ti[i].ev_fail;
+		t[i].uid = ti[i].uid;
+		t[i].gid = ti[i].gid;
+		t[i].leases = ti[i].leases;
+	}
+	return t;
+}
+
+/* The tiers (nothing when the daemon has no lower tier). */
+static int tiers_to_wire(const struct ctl_snap *s, struct kvp_metrics_tiers *m,
+			 struct kvp_tier_rec *tr,
+			 struct kvp_tenant_rec **ttn,
+			 struct kvp_client_tier_rec *ct)
+{
+	int i, k;
+
+	memset(m, 0, sizeof(*m));
+	for (i = 0; i < s->ntiers && i < KVP_MAX_TIERS; i++) {
+		const struct kvl_tier_stats *x = &s->tiers[i];
+		struct kvp_tier_rec *r = &tr[i];
+
+		memset(r, 0, sizeof(*r));
+		pool_to_wire(&x->pool, &r->pool);
+		r->tier = x->tier;
+		r->kind = x->kind;
+		r->flags = x->flags;
+		r->swaps = x->swaps;
+		r->blocks_in = x->blocks_in;
+		r->blocks_out = x->blocks_out;
+		r->bytes_in = x->bytes_in;
+		r->bytes_out = x->bytes_out;
+		r->copy_in_ns = x->copy_in_ns;
+		r->copy_out_ns = x->copy_out_ns;
+		r->errors = x->errors;
+		memcpy(r->lat_us, x->lat_us, sizeof(r->lat_us));
+		if (i) {
+			ttn[i] = tenants_to_wire(s->ttenants[i],
+						 s->nttenants[i]);
+			if (!ttn[i])
+				return -ENOMEM;
+			m->tenants[i] = ttn[i];
+			m->ntenants[i] = (uint32_t)s->nttenants[i];
+		}
+	}
+	m->tiers = tr;
+	m->ntiers = (uint32_t)i;
+	for (i = 0; i < s->nctiers; i++) {
+		const struct kvl_client_tiers *c = &s->ctiers[i];
+		struct kvp_client_tier_rec *r = &ct[i];
+
+		memset(r, 0, sizeof(*r));
+		r->lease_id = c->lease_id;
+		r->pid = c->pid;
+		r->uid = c->uid;
+		memcpy(r->tenant, c->tenant, sizeof(r->tenant));
+		for (k = 0; k < KVP_MAX_TIERS && k < KVL_MAX_TIERS; k++) {
+			r->blocks[k] = c->blocks[k];
+			r->seqs.swapped[k] = c->seq_swapped[k];
+		}
+		r->seqs.resident = c->seq_resident;
+		r->seqs.dropped = c->seq_dropped;
+		r->swaps = c->swaps;
+		r->bytes_out = c->bytes_out;
+		r->bytes_in = c->bytes_in;
+	}
+	m->clients = ct;
+	m->nclients = (uint32_t)s->nctiers;
+	return 0;
+}
+
 static int write_metrics(FILE *f, const struct ctl_snap *s)
 {
+	struct kvp_tier_rec tr[KVP_MAX_TIERS];
+	struct kvp_tenant_rec *ttn[KVP_MAX_TIERS] = { NULL };
 	struct kvp_metrics_pool mp;
+	struct kvp_metrics_tiers mt;
 	struct kvp_tenant_rec *t;
 	struct kvp_client_rec *c;
 	struct kvp_prefix_rec *pr;
+	struct kvp_client_tier_rec *ct;
 	int i, ret;
 
 	memset(&mp, 0, sizeof(mp));
-	t = calloc((size_t)s->ntenants + 1, sizeof(*t));
+	t = tenants_to_wire(s->tenants, s->ntenants);
 	c = calloc((size_t)s->nclients + 1, sizeof(*c));
 	pr = calloc((size_t)s->nprefix + 1, sizeof(*pr));
-	if (!t || !c || !pr) {
+	ct = calloc((size_t)s->nctiers + 1, sizeof(*ct));
+	if (!t || !c || !pr || !ct) {
 		free(t);
 		free(c);
 		free(pr);
+		free(ct);
 		return -ENOMEM;
 	}
-	memcpy(mp.pool.name, s->pool.name, sizeof(mp.pool.name));
-	mp.pool.block_bytes = s->pool.block_bytes;
-	mp.pool.capacity = s->pool.capacity;
-	mp.pool.backed = s->pool.backed;
-	mp.pool.used = s->pool.used;
-	mp.pool.state = s->pool.state;
-	mp.pool.epoch = s->pool.epoch;
-	mp.pool.leases = s->pool.leases;
-	mp.pool.chunk_blocks = s->pool.chunk_blocks;
-	mp.pool.tenants = s->pool.tenants;
-	mp.pool.mode = s->pool.mode == KVL_MODE_MODULE ? KVP_MODE_MODULE :
-		       s->pool.mode == KVL_MODE_DAEMON ? KVP_MODE_INPROC : 0;
-	memcpy(mp.pool.backend, s->pool.backend, sizeof(mp.pool.backend));
-	for (i = 0; i < s->ntenants; i++) {
-		const struct kvl_tenant_info *ti = &s->tenants[i];
-
-		memcpy(t[i].name, ti->name, sizeof(t[i].name));
-		t[i].max = ti->max;
-		t[i].min = ti->min;
-		t[i].current = ti->current;
-		t[i].peak = ti->peak;
-		t[i].ev_max = ti->ev_max;
-		t[i].ev_stall = ti->ev_stall;
-		t[i].ev_reclaim = ti->ev_reclaim;
-		t[i].ev_fail = ti->ev_fail;
-		t[i].uid = ti->uid;
-		t[i].gid = ti->gid;
-		t[i].leases = ti->leases;
-	}
+	pool_to_wire(&s->pool, &mp.pool);
 	for (i = 0; i < s->nclients; i++) {
 		const struct kvl_client_info *ci = &s->clients[i];
 
@@ -460,10 +801,15 @@ static int write_metrics(FILE *f, const struct ctl_snap *s)
 	mp.prefix = pr;
 	mp.nprefix = s->prefix_err ? 0 : (uint32_t)s->nprefix;
 	mp.have_prefix = !s->prefix_err;
-	ret = kvp_metrics_write(f, &mp, 1);
+	ret = tiers_to_wire(s, &mt, tr, ttn, ct);
+	if (!ret)
+		ret = kvp_metrics_write(f, &mp, 1, &mt);
+	for (i = 0; i < KVP_MAX_TIERS; i++)
+		free(ttn[i]);
 	free(t);
 	free(c);
 	free(pr);
+	free(ct);
 	return ret;
 }
 
@@ -655,6 +1001,7 @@ int cmd_top(int argc, char **argv)
 		print_tenants(&s);
 		ctl_prefix_print(s.prefix, s.nprefix, s.prefix_err);
 		print_clients(&s);
+		print_tiers(&s);
 		fflush(stdout);
 		prev_t = now;
 		prev_used = s.pool.used;

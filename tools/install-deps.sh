@@ -11,7 +11,7 @@ set -e
 # promtool (package prometheus) check the /metrics endpoint.  Packages
 # (make deb, tests/pkg): debhelper, dh-dkms, lintian, debootstrap.
 PKGS="gcc make pkg-config libc6-dev gcc-multilib
-libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev libxxhash-dev
+libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev libxxhash-dev liburing-dev
 libinih-dev libmicrohttpd-dev clang libclang-rt-14-dev
 linux-headers-amd64 linux-image-amd64 kmod
 qemu-system-x86 busybox-static cpio gzip sparse

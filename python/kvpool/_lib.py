@@ -65,7 +65,9 @@ class KvlOpts(Structure):
         ("log_arg", c_void_p),
         ("log_level", c_int),
         ("pad", c_int),
-        ("reserved", c_uint64 * 4),
+        ("policy", c_uint32),
+        ("stall_ms", c_uint32),
+        ("reserved", c_uint64 * 3),
     ]
 
 

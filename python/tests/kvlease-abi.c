@@ -29,6 +29,8 @@ int main(void)
 	F(kvl_opts, log_arg);
 	F(kvl_opts, log_level);
 	F(kvl_opts, pad);
+	F(kvl_opts, policy);
+	F(kvl_opts, stall_ms);
 	F(kvl_opts, reserved);
 	S(kvl_status);
 	F(kvl_status, pool);

@@ -86,7 +86,7 @@ wait_log "configuration reloaded" 1
 tenant_has chat "current=40 peak=40 max=30 min=5 leases=1"
 tenant_has fresh "max=8 min=0 "
 tenant_has gone "current=5 "
-grep -q "tenant gone is no longer configured but holds blocks" "$DLOG" ||
+grep -q "tenant gone in host is no longer configured but holds blocks" "$DLOG" ||
 	fail "busy tenant 'gone' not reported"
 "$UTIL" tenant "$SOCK" batch >/dev/null 2>&1 && fail "idle tenant batch kept"
 "$UTIL" wait-used "$SOCK" 45 2000 || fail "a lease changed in the reload"
@@ -108,7 +108,7 @@ tenant_has fresh "max=8 "
 printf '[pool]\ncapacity = 1024\n[tenant chat]\nmax = 4096\n' >"$CONF"
 kill -HUP "$DPID"
 wait_log "the running configuration stays in force" 2
-grep -q "kvpoold.conf: line 3: tenant chat: max 4096 is above the pool's capacity 2048" \
+grep -q "kvpoold.conf: line 3: tenant chat: max 4096 is above pool host's capacity 2048" \
 	"$DLOG" || fail "no line for a max above capacity"
 tenant_has chat "max=30 "
 

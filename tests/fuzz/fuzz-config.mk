@@ -13,7 +13,8 @@
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_OUT := $(B)/tests/fuzz
-FUZZ_CONFIG_SRCS := tests/fuzz/fuzz_config.c daemon/config.c kmod/kvpool_ledger.c
+FUZZ_CONFIG_SRCS := tests/fuzz/fuzz_config.c daemon/config.c \
+		    daemon/tier_spec.c kmod/kvpool_ledger.c
 FUZZ_CONFIG_DEPS := $(FUZZ_CONFIG_SRCS) daemon/config.h daemon/kvpoold.h \
 		    $(LEDGER_HDR)
 FUZZ_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -DKVD_NO_CUDA

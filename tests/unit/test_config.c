@@ -65,6 +65,9 @@ static void test_full_file(void **state)
 		"default_max = max\n"
 		"shrink_delay_ms = 1500\n"
 		"backing_limit = 4096\n"
+		"tier = dram:8G\n"
+		"tier = nvme:/var/lib/kvpool/kv.pool:1T:ssd\n"
+		"nvme_io = pread\n"
 		"[tenant chat]\n"
 		"max = 4096\n"
 		"min = 512\n"
@@ -72,7 +75,9 @@ static void test_full_file(void **state)
 		"gid = 0\n"
 		"[tenant batch]\n"
 		"max = max\n"
-		"[tenant idle]\n";
+		"[tenant idle]\n"
+		"[tenant ssd/chat]\n"
+		"max = 100000\n";
 
 	assert_int_equal(parse(text), 0);
 	assert_string_equal(err, "");
@@ -93,13 +98,23 @@ static void test_full_file(void **state)
 	assert_int_equal(conf.default_max, KVPOOL_UNLIMITED);
 	assert_int_equal(conf.shrink_delay_ms, 1500);
 	assert_int_equal(conf.backing_limit, 4096);
-	assert_int_equal(conf.ntenants, 3);
+	assert_int_equal(conf.ntiers, 2);
+	assert_int_equal(conf.tiers[0].kind, KVP_TIER_DRAM);
+	assert_int_equal(conf.tiers[0].bytes, 8ULL << 30);
+	assert_string_equal(conf.tiers[0].name, "");
+	assert_int_equal(conf.tiers[1].kind, KVP_TIER_NVME);
+	assert_string_equal(conf.tiers[1].path, "/var/lib/kvpool/kv.pool");
+	assert_int_equal(conf.tiers[1].bytes, 1ULL << 40);
+	assert_string_equal(conf.tiers[1].name, "ssd");
+	assert_string_equal(conf.nvme_io, "pread");
+	assert_int_equal(conf.ntenants, 4);
+	assert_string_equal(conf.tenants[0].pool, "");
 	assert_string_equal(conf.tenants[0].name, "chat");
 	assert_int_equal(conf.tenants[0].max, 4096);
 	assert_int_equal(conf.tenants[0].min, 512);
 	assert_int_equal(conf.tenants[0].uid, 1000);
 	assert_int_equal(conf.tenants[0].gid, 0);
-	assert_int_equal(conf.tenants[0].line, 22);
+	assert_int_equal(conf.tenants[0].line, 25);
 	assert_string_equal(conf.tenants[1].name, "batch");
 	assert_int_equal(conf.tenants[1].max, KVPOOL_UNLIMITED);
 	assert_int_equal(conf.tenants[1].min, 0);
@@ -108,7 +123,12 @@ static void test_full_file(void **state)
 	/* an empty section is still a tenant, with the defaults */
 	assert_string_equal(conf.tenants[2].name, "idle");
 	assert_int_equal(conf.tenants[2].max, KVPOOL_UNLIMITED);
-	assert_int_equal(conf.tenants[2].line, 29);
+	assert_int_equal(conf.tenants[2].line, 32);
+	/* the same name in a lower pool is another tenant */
+	assert_string_equal(conf.tenants[3].pool, "ssd");
+	assert_string_equal(conf.tenants[3].name, "chat");
+	assert_int_equal(conf.tenants[3].max, 100000);
+	assert_int_equal(conf.tenants[3].line, 33);
 }
 
 static void test_empty_and_comments(void **state)
@@ -187,6 +207,25 @@ static void test_value_errors(void **state)
 	bad("[pool]\nbacking_limit = max\n", "line 2: backing_limit");
 	bad("[pool]\ncapacity =\n", "line 2: capacity: empty value");
 	bad("[pool]\ncapacity = # nothing\n", "line 2: capacity: empty value");
+	bad("[pool]\ntier = ram:10\n", "line 2: tier = ram:10: must be "
+	    "dram:SIZE[:NAME] or nvme:PATH:SIZE[:NAME]");
+	bad("[pool]\ntier = dram\n", "line 2: tier = dram: must be");
+	bad("[pool]\ntier = dram:0\n", "line 2: tier = dram:0: must be");
+	bad("[pool]\ntier = dram:10X\n", "line 2: tier = dram:10X");
+	bad("[pool]\ntier = dram:10:-x\n", "line 2: tier = dram:10:-x");
+	bad("[pool]\ntier = nvme:kv.pool:1G\n",
+	    "line 2: tier = nvme:kv.pool:1G: the file needs an absolute path");
+	bad("[pool]\ntier = nvme:/kv:1G:a:b\n", "line 2: tier = nvme:/kv:1G:a:b");
+	bad("[pool]\ntier = dram:1:a\ntier = nvme:/f:1:a\n",
+	    "line 3: tier = nvme:/f:1:a: a tier of that name is given already");
+	bad("[pool]\ntier = dram:1\ntier = dram:1\ntier = dram:1\n"
+	    "tier = dram:1\n", "line 5: tier = dram:1: at most 3 tiers");
+	bad("[pool]\nnvme_io = direct\n", "line 2: nvme_io = direct: must be "
+	    "auto, uring or pread");
+	bad("[pool]\nnvme_io = pread\nnvme_io = uring\n",
+	    "line 3: nvme_io set twice (first on line 2)");
+	bad("[daemon]\ntier = dram:1\n", "line 2: unknown key 'tier' in "
+	    "[daemon]");
 	bad("[pool]\ncapacity = 10\nchunk_blocks = 20\n",
 	    "line 3: chunk_blocks 20 is above capacity 10");
 }
@@ -211,6 +250,16 @@ static void test_structure_errors(void **state)
 	bad("[tenant  ]\n", "line 1: [tenant] needs a name");
 	bad("[tenant a b]\n", "line 1: bad tenant name 'a b'");
 	bad("[tenant _x]\n", "line 1: bad tenant name '_x'");
+	bad("[tenant -p/x]\n", "line 1: bad pool name '-p'");
+	bad("[tenant /x]\n", "line 1: bad pool name ''");
+	bad("[tenant dram/]\n", "line 1: bad tenant name ''");
+	bad("[tenant a/b/c]\n", "line 1: bad tenant name 'b/c'");
+	bad("[tenant dram/a]\nsize = 1\n",
+	    "line 2: unknown key 'size' in [tenant dram/a]");
+	bad("[tenant dram/a]\nmax = 1\nmin = 2\n",
+	    "line 1: tenant dram/a: min 2 is above max 1");
+	bad("[tenant dram/a]\n[tenant a]\n[tenant dram/a]\n",
+	    "line 3: tenant dram/a given twice (first on line 1)");
 	bad("[tenant a]\n[tenant b]\n[tenant a]\n",
 	    "line 3: tenant a given twice (first on line 1)");
 	bad("[tenant a]\nmax = 10\nsize = 1\n",
@@ -313,23 +362,36 @@ static void test_tenant_spec(void **state)
 	assert_int_equal(kvd_tenant_spec_parse("web:10:11", &t), -EINVAL);
 	assert_int_equal(kvd_tenant_spec_parse("web:1:0:0:0:0", &t), -EINVAL);
 	assert_int_equal(kvd_tenant_spec_parse("web:1:", &t), -EINVAL);
+	assert_int_equal(kvd_tenant_spec_parse("dram/web:20", &t), 0);
+	assert_string_equal(t.pool, "dram");
+	assert_string_equal(t.name, "web");
+	assert_int_equal(t.max, 20);
+	assert_int_equal(kvd_tenant_spec_parse("web", &t), 0);
+	assert_string_equal(t.pool, "");
+	assert_int_equal(kvd_tenant_spec_parse("/web", &t), -EINVAL);
+	assert_int_equal(kvd_tenant_spec_parse("dram/", &t), -EINVAL);
+	assert_int_equal(kvd_tenant_spec_parse("a/b/c", &t), -EINVAL);
 }
 
 static void test_flags_replace_tenants(void **state)
 {
-	const char *specs[] = { "chat:50", "new:7:1" };
+	const char *specs[] = { "chat:50", "new:7:1", "dram/chat:9" };
 
 	assert_int_equal(parse("[tenant chat]\nmax = 100\nmin = 10\n"
 			       "[tenant batch]\n"), 0);
-	assert_int_equal(kvd_conf_add_specs(&conf, specs, 2, err,
+	assert_int_equal(kvd_conf_add_specs(&conf, specs, 3, err,
 					    sizeof(err)), 0);
-	assert_int_equal(conf.ntenants, 3);
+	assert_int_equal(conf.ntenants, 4);
 	assert_string_equal(conf.tenants[0].name, "chat");
 	assert_int_equal(conf.tenants[0].max, 50);
 	assert_int_equal(conf.tenants[0].min, 0);	/* the flag's, all of it */
 	assert_int_equal(conf.tenants[0].line, 0);
 	assert_string_equal(conf.tenants[1].name, "batch");
 	assert_string_equal(conf.tenants[2].name, "new");
+	/* another pool's chat: added, not replacing the top pool's */
+	assert_string_equal(conf.tenants[3].pool, "dram");
+	assert_string_equal(conf.tenants[3].name, "chat");
+	assert_int_equal(conf.tenants[3].max, 9);
 	specs[0] = "bad:";
 	assert_int_equal(kvd_conf_add_specs(&conf, specs, 1, err,
 					    sizeof(err)), -EINVAL);
@@ -350,6 +412,14 @@ static void test_to_opts(void **state)
 	assert_int_equal(o.capacity, 99);		/* not in the file */
 	assert_string_equal(o.backend, "auto");		/* not in the file */
 	assert_string_equal(o.metrics_listen, "[::1]:0");
+	assert_int_equal(o.ntiers, 0);
+	assert_int_equal(parse("[pool]\ntier = dram:64\ntier = nvme:/tmp/f:1M\n"
+			       "nvme_io = uring\n"), 0);
+	kvd_conf_to_opts(&conf, &o);
+	assert_int_equal(o.ntiers, 2);
+	assert_int_equal(o.tiers[0].capacity, 64);
+	assert_string_equal(o.tiers[1].path, "/tmp/f");
+	assert_string_equal(o.nvme_io, "uring");
 }
 
 static void test_listen_addr(void **state)
