@@ -333,8 +333,8 @@ static const char *set_key(struct kvd_conf *c, enum kvd_conf_key k,
 			return "the file needs an absolute path";
 		if (kvd_tier_spec_parse(v, &c->tiers[c->ntiers]))
 			return "must be dram:SIZE[:NAME] or "
-			       "nvme:PATH:SIZE[:NAME] (SIZE in blocks, or bytes "
-			       "with K, M, G or T)";
+			       "nvme:PATH:SIZE[:NAME] (SIZE in blocks, or "
+			       "bytes with K, M, G or T)";
 		for (i = 0; i < c->ntiers; i++)
 			if (c->tiers[c->ntiers].name[0] &&
 			    !strcmp(c->tiers[i].name, c->tiers[c->ntiers].name))

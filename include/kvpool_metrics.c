@@ -261,6 +261,8 @@ static void tier_labels(FILE *f, const char *name,
 	fprintf(f, ",tier=\"%u\"", x->tier);
 }
 
+#define LAT "kvpool_tier_swap_latency_seconds"
+
 static void write_tiers(FILE *f, const struct kvp_metrics_tiers *m)
 {
 	static const char *const states[] = { "resident", "swapped",
@@ -294,22 +296,21 @@ static void write_tiers(FILE *f, const struct kvp_metrics_tiers *m)
 	}
 	/* bucket b counts jobs of [2^b, 2^(b+1)) us: le is 2^(b+1) us; the
 	 * daemon keeps no sum of latencies, so there is no _sum sample */
-	head(f, "kvpool_tier_swap_latency_seconds", "histogram",
+	head(f, LAT, "histogram",
 	     "Swap latency, submit to done.");
 	for (x = m->tiers; x < m->tiers + m->ntiers; x++) {
 		uint64_t cum = 0;
 
 		for (b = 0; b < KVP_LAT_BUCKETS; b++) {
 			cum += x->lat_us[b];
-			tier_labels(f, "kvpool_tier_swap_latency_seconds_bucket",
-				    x);
+			tier_labels(f, LAT "_bucket", x);
 			fprintf(f, ",le=\"%g\"} %llu\n",
 				(double)(2ULL << b) / 1e6,
 				(unsigned long long)cum);
 		}
-		tier_labels(f, "kvpool_tier_swap_latency_seconds_bucket", x);
+		tier_labels(f, LAT "_bucket", x);
 		fprintf(f, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-		tier_labels(f, "kvpool_tier_swap_latency_seconds_count", x);
+		tier_labels(f, LAT "_count", x);
 		fprintf(f, "} %llu\n", (unsigned long long)cum);
 	}
 	head(f, "kvpool_tier_tenant_current_blocks", "gauge",

@@ -36,7 +36,7 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-sequences test-prefix-share test-prefix-cow \
 	     test-prefix-collide test-prefix-tenants test-prefix-quota \
 	     test-prefix-reclaim test-prefix-bad test-swap-roundtrip \
-	     test-tier-quota test-swap-bad test-kill-swap test-config-reload \
+	     test-tier-quota test-swap-bad test-kill-swap test-config-reload test-tiers-config \
 	     test-metrics-http
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
 

@@ -67,10 +67,22 @@ static void check_conf(const struct kvd_conf *c)
 		const struct kvd_tenant_conf *t = &c->tenants[i];
 
 		CHECK(!kvpool_name_valid(t->name));
+		CHECK(!t->pool[0] || !kvpool_name_valid(t->pool));
 		CHECK(t->line > 0);
 		CHECK(t->max == KVPOOL_UNLIMITED || t->min <= t->max);
 		for (j = 0; j < i; j++)
-			CHECK(strcmp(t->name, c->tenants[j].name) != 0);
+			CHECK(strcmp(t->name, c->tenants[j].name) != 0 ||
+			      strcmp(t->pool, c->tenants[j].pool) != 0);
+	}
+	CHECK(c->ntiers >= 0 && c->ntiers <= KVD_MAX_TIERS - 1);
+	for (i = 0; i < c->ntiers; i++) {
+		const struct kvd_tier_spec *t = &c->tiers[i];
+
+		CHECK(t->kind == KVP_TIER_DRAM || t->kind == KVP_TIER_NVME);
+		CHECK(t->capacity || t->bytes);
+		CHECK(t->kind != KVP_TIER_NVME || t->path[0] == '/');
+		for (j = 0; j < i; j++)
+			CHECK(!t->name[0] || strcmp(t->name, c->tiers[j].name));
 	}
 }
 

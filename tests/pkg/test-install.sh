@@ -11,10 +11,13 @@
 #  3. pkg-config --cflags --libs kvlease works and the shipped example
 #     compiles against the installed library; it runs against the
 #     installed kvpoold (started as root with the shipped kvpoold.conf: it
-#     drops to the user kvpool), and kvpoolctl reads the pool;
+#     drops to the user kvpool), and kvpoolctl reads the pool; a kvpoold
+#     with a dram tier and a file tier in /var/lib/kvpool (the unit's
+#     StateDirectory) from a kvpoold.conf serves their pools and series;
 #  4. dkms status lists kvpool; the module builds against the installed
 #     linux-headers-amd64 and dkms installs it under /lib/modules;
-#  5. removing and purging the packages leaves no kvpool file behind.
+#  5. removing and purging the packages leaves no kvpool file behind (the
+#     state directory included).
 #
 # The root is tests/pkg/make-root.sh's, made once and cached outside the
 # clone; each run mounts an overlay on it (a copy where overlayfs is
@@ -108,6 +111,8 @@ check "files in place" "set -e; for f in /usr/sbin/kvpoold /usr/bin/kvpoolctl /u
 	/usr/share/man/man8/kvpoold.8.gz /usr/share/man/man5/kvpoold.conf.5.gz \
 	/usr/share/man/man8/kvpoolctl.8.gz /usr/share/man/man8/kvpoolctl-metrics.8.gz \
 	/usr/share/man/man1/kvpool-bench.1.gz /usr/share/man/man3/kvl_open.3.gz \
+	/usr/share/man/man3/kvl_tier_join.3.gz /usr/share/man/man3/kvl_seq_swap_out.3.gz \
+	/usr/share/man/man3/kvl_admin_tier_list.3.gz \
 	/usr/src/kvpool-$VER/dkms.conf /usr/src/kvpool-$VER/Kbuild \
 	/usr/src/kvpool-$VER/kvpool_ledger.c /usr/src/kvpool-$VER/include/uapi/linux/kvpool.h; do
 	[ -e \$f ] || { echo \"missing \$f\"; exit 1; }; done
@@ -119,7 +124,11 @@ check "kvpoold.conf is a conffile" \
 	'dpkg-query -W -f="\${Conffiles}\n" kvpoold | grep -q " /etc/kvpool/kvpoold.conf "'
 check "the unit names the packaged paths" \
 	'grep -qx "ExecStart=/usr/sbin/kvpoold --foreground --syslog --config /etc/kvpool/kvpoold.conf" /lib/systemd/system/kvpoold.service'
-check "man kvpoold.conf" 'man -P cat kvpoold.conf 2>/dev/null | grep -q "metrics_listen"'
+check "man kvpoold.conf" 'man -P cat kvpoold.conf 2>/dev/null | grep -q "metrics_listen" &&
+	man -P cat kvpoold.conf 2>/dev/null | grep -q "tier nvme:PATH:SIZE"'
+check "the library exports the tier calls" \
+	"nm -D --defined-only $ML/libkvlease.so.1 | grep -q ' kvl_tier_join@@KVLEASE_1\$' &&
+	 nm -D --defined-only $ML/libkvlease.so.1 | grep -q ' kvl_seq_swap_out@@KVLEASE_1\$'"
 
 # 2. the unit
 check "systemd-analyze verify kvpoold.service" \
@@ -142,6 +151,22 @@ check "installed kvpoold starts with the shipped kvpoold.conf and drops to kvpoo
 	 [ "$(stat -c %U /proc/'"$KPID"')" = kvpool ] && grep -q "running as kvpool" /tmp/kvpoold.log'
 check "the example runs against it" '/tmp/kvlease-example'
 check "kvpoolctl status and metrics" 'kvpoolctl status && kvpoolctl metrics | grep -q "^kvpool_pool_capacity_blocks{pool=\"host\"} 512$"'
+IN "kill $KPID; i=0; while kill -0 $KPID && [ \$i -lt 100 ]; do sleep 0.1; i=\$((i+1)); done" 2>/dev/null
+KPID=
+# the tiers, from a configuration file, in the unit's state directory
+KPID=$(IN 'mkdir -p /var/lib/kvpool && chmod 750 /var/lib/kvpool &&
+	sed "/^\[pool\]\$/a tier = dram:64\ntier = nvme:/var/lib/kvpool/kv.swap:4M" \
+		/etc/kvpool/kvpoold.conf >/tmp/tiers.conf &&
+	printf "[tenant dram/chat]\nmax = 32\n" >>/tmp/tiers.conf &&
+	/usr/sbin/kvpoold --config /tmp/tiers.conf --ledger inproc --backend cpu \
+	--capacity 512 --block-bytes 65536 --foreground -v >/tmp/kvpoold-tiers.log 2>&1 & echo $!')
+check "installed kvpoold with a dram and a file tier from kvpoold.conf" \
+	'i=0; while ! kvpoolctl status >/dev/null 2>&1 && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done;
+	 cat /tmp/kvpoold-tiers.log; grep -q "tier 1: pool dram (dram), 64 blocks" /tmp/kvpoold-tiers.log &&
+	 grep -q "tier 2: pool nvme (nvme /var/lib/kvpool/kv.swap), 64 blocks" /tmp/kvpoold-tiers.log &&
+	 kvpoolctl --pool dram tenant list | grep -E "^chat +32 " &&
+	 m=$(kvpoolctl metrics) && echo "$m" | grep -qx "kvpool_tier_info{pool=\"nvme\",tier=\"2\",kind=\"nvme\"} 1" &&
+	 echo "$m" | grep -qx "kvpool_tier_capacity_blocks{pool=\"dram\",tier=\"1\"} 64"'
 IN "kill $KPID" 2>/dev/null
 KPID=
 
@@ -160,7 +185,7 @@ echo "module build took $(( $(date +%s) - start )) s"
 check "dpkg --purge of the five packages" \
 	'dpkg --purge kvpool-tools libkvlease-dev libkvlease1 kvpoold kvpool-dkms'
 check "nothing of kvpool left" "! ls -d /usr/src/kvpool-$VER /etc/kvpool /usr/sbin/kvpoold \
-	/lib/modules/$KVER/updates/dkms/kvpool.ko* /var/lib/dkms/kvpool 2>/dev/null | grep ."
+	/lib/modules/$KVER/updates/dkms/kvpool.ko* /var/lib/dkms/kvpool /var/lib/kvpool 2>/dev/null | grep ."
 
 [ $errors = 0 ] || fail "$errors check(s) failed"
 echo "package install test: all checks passed"
