@@ -9,7 +9,10 @@
 #     accepted, the lease keeps its blocks), a new tenant appears, an idle
 #     one the file no longer names is deleted;
 #  3. a file with an error changes nothing and names its line;
-#  4. /metrics (metrics_listen) serves the module's pool and tenants.
+#  4. /metrics (metrics_listen) serves the module's pool and tenants;
+#  5. tier = lines make lower pools in the module; [tenant NAME] is
+#     unlimited there, [tenant POOL/NAME] sets that pool's limits (sysfs of
+#     the lower pool), a reload changes them; /metrics has the tiers.
 # Exit 0 pass, 1 fail, 77 skip.  Busybox sh only.
 
 [ -c /dev/kvpool ] || { echo "no /dev/kvpool"; exit 77; }
@@ -169,4 +172,67 @@ HOLD=
 kill $DPID
 wait $DPID 2>/dev/null
 DPID=
+
+# 5. tiers from the file, tenants in the lower pool through netlink
+tiers_conf() {	# DRAM_CHAT_MAX
+	cat >$T/kvpoold.conf <<END
+[daemon]
+ledger = module
+backend = cpu
+socket = $S
+metrics_listen = 127.0.0.1:0
+log_level = info
+
+[pool]
+name = gpu0
+block_bytes = 64K
+capacity = 1024
+chunk_blocks = 32
+tier = dram:256
+tier = nvme:$T/swap:4M
+
+[tenant chat]
+max = 100
+[tenant dram/chat]
+max = $1
+min = 4
+[tenant batch]
+END
+}
+tiers_conf 64
+: >$T/daemon.log
+kvpoold --foreground --config $T/kvpoold.conf >$T/daemon.log 2>&1 &
+DPID=$!
+i=0
+until e2e-util status $S >/dev/null 2>&1; do
+	[ $i -lt 100 ] || fail "kvpoold with tiers did not answer"
+	kill -0 $DPID 2>/dev/null || fail "kvpoold with tiers exited at start"
+	sleep 0.1
+	i=$((i + 1))
+done
+D=/sys/kernel/kvpool/dram/tenants
+N=/sys/kernel/kvpool/nvme/tenants
+[ "$(cat /sys/kernel/kvpool/dram/capacity)" = 256 ] || fail "no dram pool of 256 blocks"
+[ "$(cat /sys/kernel/kvpool/nvme/capacity)" = 64 ] || fail "no nvme pool of 64 blocks"
+want chat max 100
+[ "$(cat $D/chat/blocks.max)" = 64 ] || fail "dram/chat max: $(cat $D/chat/blocks.max)"
+[ "$(cat $D/chat/blocks.min)" = 4 ] || fail "dram/chat min: $(cat $D/chat/blocks.min)"
+[ "$(cat $N/chat/blocks.max)" = max ] || fail "nvme/chat max: $(cat $N/chat/blocks.max)"
+[ "$(cat $D/batch/blocks.max)" = max ] || fail "dram/batch max: $(cat $D/batch/blocks.max)"
+tiers_conf 32
+kill -HUP $DPID
+wait_log "configuration reloaded" 1
+[ "$(cat $D/chat/blocks.max)" = 32 ] || fail "reload: dram/chat max $(cat $D/chat/blocks.max)"
+ADDR=$(sed -n 's|.*metrics at http://\(.*\)/metrics$|\1|p' $T/daemon.log)
+wget -q -O $T/tiers.prom "http://$ADDR/metrics" || fail "GET /metrics (tiers)"
+for w in 'kvpool_tier_info{pool="dram",tier="1",kind="dram"} 1' \
+	'kvpool_tier_info{pool="nvme",tier="2",kind="nvme"} 1' \
+	'kvpool_tier_capacity_blocks{pool="dram",tier="1"} 256' \
+	'kvpool_tier_tenant_current_blocks{pool="dram",tenant="chat"} 0'; do
+	grep -qxF "$w" $T/tiers.prom || { cat $T/tiers.prom; fail "/metrics lacks $w"; }
+done
+kill $DPID
+wait $DPID 2>/dev/null
+DPID=
+echo "ok 5 - tiers from the file: lower pools and their tenants in the module, reload"
 echo "PASS: kvpoold.conf with the module"
