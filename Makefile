@@ -13,14 +13,21 @@
 B       ?= build
 PREFIX  ?= /usr/local
 DESTDIR ?=
+# Installation directories (the Debian packages set them: debian/rules).
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+LIBDIR     ?= $(PREFIX)/lib
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+UDEVDIR    ?= $(PREFIX)/lib/udev/rules.d
 CC      ?= gcc
 NVCC    ?= /usr/local/cuda/bin/nvcc
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	   -Wmissing-prototypes -Wformat=2 -Wundef -Wpointer-arith \
 	   -Wno-unused-parameter
-CPPFLAGS_BASE := -D_GNU_SOURCE -Ikmod/include/uapi -Ikmod -Iinclude
-CFLAGS_BASE   := -std=gnu11 -O2 -g -fPIC $(WARN)
+# CPPFLAGS, CFLAGS and LDFLAGS from the environment or the command line are
+# added (dpkg-buildflags' hardening flags in the Debian packages).
+CPPFLAGS_BASE := -D_GNU_SOURCE -Ikmod/include/uapi -Ikmod -Iinclude $(CPPFLAGS)
+CFLAGS_BASE   := -std=gnu11 -O2 -g -fPIC $(WARN) $(CFLAGS)
 SAN_FLAGS     := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
 		 -fno-sanitize-recover=all
 ASAN_ENV      := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
@@ -33,7 +40,7 @@ CHECK_PROGS  :=
 BENCH        :=
 INSTALL_TGTS :=
 
-.PHONY: all check bench install clean deps demo
+.PHONY: all check bench install install-files clean deps demo
 all: real-all
 
 # Keep every intermediate file (sanitizer binaries behind wrapper scripts).
@@ -54,6 +61,9 @@ all: real-all
 -include tests/gpu/gpu.mk
 -include python/python.mk
 -include tests/fuzz/fuzz.mk
+-include tests/fuzz/fuzz-config.mk
+-include debian/deb.mk
+-include tests/pkg/pkg.mk
 
 real-all: $(ALL)
 
@@ -64,6 +74,10 @@ check: $(ALL) $(CHECK_PROGS)
 bench: $(BENCH)
 
 install: $(ALL) $(INSTALL_TGTS)
+
+# Install what the parts install, building only that (no test programs,
+# no module: the Debian packages use this).
+install-files: $(INSTALL_TGTS)
 
 deps:
 	@tools/install-deps.sh

@@ -2,22 +2,28 @@
 #
 # daemon/: kvpoold, the pool owner and data-plane server.
 #   $(B)/bin/kvpoold   links the ledger core (kmod/kvpool_ledger.c, compiled
-#                      here), $(B)/lib/libkvkern.a, libpthread, libdl and,
-#                      when their headers exist, libxxhash (prefix-cache
-#                      keys; without it daemon/hash128.h stands in),
-#                      libcap (without it --user, the privilege drop, is
-#                      refused) and liburing (pread/pwrite otherwise).
-#                      The build says what it left out.
+#                      here), the metrics series (include/kvpool_metrics.c),
+#                      $(B)/lib/libkvkern.a, libinih (kvpoold.conf),
+#                      libmicrohttpd (/metrics), libnl-genl-3 (tenants in
+#                      the module), libpthread, libdl and, when their
+#                      headers exist, libxxhash (prefix-cache keys; without
+#                      it daemon/hash128.h stands in), libcap (without it
+#                      --user, the privilege drop, is refused) and liburing
+#                      (pread/pwrite otherwise).  The build says what it
+#                      left out.
+#   $(B)/daemon/kvpoold.service   the unit with this build's paths
 # The cuda backend needs no CUDA toolkit (the driver is loaded at run time).
 
 KVD_OBJ := $(B)/obj/daemon
 KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
-	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_dram.c \
-	    tier_nvme.c swap.c
-KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) $(KVD_OBJ)/kvpool_ledger.o
+	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_spec.c \
+	    tier_dram.c tier_nvme.c swap.c config.c tenants.c reload.c metrics.c
+KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
+	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
 KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
 	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
-	    daemon/swap.h include/kvpool_proto.h include/kvpool_cuda.h \
+	    daemon/swap.h daemon/config.h include/kvpool_proto.h \
+	    include/kvpool_metrics.h include/kvpool_cuda.h \
 	    kernels/kvkern.h kernels/kvkern_cuda.h kernels/cuda_drv.h \
 	    kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	    kmod/include/uapi/linux/kvpool.h
@@ -27,8 +33,12 @@ ifeq ($(KVD_HAVE_XXHASH),1)
 KVD_XXH_CPPFLAGS := -DKVD_HAVE_XXHASH
 KVD_XXH_LIBS := -lxxhash
 endif
-KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS)
-KVD_LIBS := $(B)/lib/libkvkern.a $(KVD_XXH_LIBS) -lpthread -ldl -lm
+KVD_NL_CFLAGS := $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
+KVD_NL_LIBS := $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -lnl-genl-3 -lnl-3)
+KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(KVD_NL_CFLAGS) \
+		-DKVD_CONF_DEFAULT='"$(SYSCONFDIR)/kvpool/kvpoold.conf"'
+KVD_LIBS := $(B)/lib/libkvkern.a $(KVD_XXH_LIBS) -linih -lmicrohttpd \
+	    $(KVD_NL_LIBS) -lpthread -ldl -lm
 ifeq ($(KVD_HAVE_LIBCAP),1)
 KVD_CPPFLAGS += -DKVD_HAVE_LIBCAP
 KVD_LIBS += -lcap
@@ -50,6 +60,11 @@ $(KVD_OBJ)/kvpool_ledger.o: kmod/kvpool_ledger.c kmod/kvpool_ledger.h kmod/kvpoo
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) -c $< -o $@
 
+$(KVD_OBJ)/kvpool_metrics.o: include/kvpool_metrics.c include/kvpool_metrics.h \
+		include/kvpool_proto.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) -c $< -o $@
+
 $(B)/bin/kvpoold: $(KVD_OBJS) $(B)/lib/libkvkern.a
 	@mkdir -p $(@D)
 ifneq ($(KVD_HAVE_LIBCAP),1)
@@ -61,18 +76,30 @@ endif
 ifneq ($(KVD_HAVE_URING),1)
 	@echo "daemon: no liburing (pkg-config): the nvme tier uses pread/pwrite"
 endif
-	$(CC) $(CFLAGS_BASE) -o $@ $(KVD_OBJS) $(KVD_LIBS)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $(KVD_OBJS) $(KVD_LIBS)
 
 ALL += $(B)/bin/kvpoold
 
+# The unit and the configuration with this build's paths.
+$(B)/daemon/kvpoold.service: daemon/kvpoold.service.in
+	@mkdir -p $(@D)
+	sed -e 's|@SBINDIR@|$(PREFIX)/sbin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' $< >$@
+
+ALL += $(B)/daemon/kvpoold.service
+
+# The configuration is installed only where none exists (never replaced).
 .PHONY: install-daemon
-install-daemon: $(B)/bin/kvpoold
-	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/lib/systemd/system \
-		$(DESTDIR)$(PREFIX)/lib/udev/rules.d $(DESTDIR)$(PREFIX)/share/man/man8
+install-daemon: $(B)/bin/kvpoold $(B)/daemon/kvpoold.service
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(UDEVDIR) $(DESTDIR)$(PREFIX)/share/man/man8 \
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)$(SYSCONFDIR)/kvpool
 	install -m 755 $(B)/bin/kvpoold $(DESTDIR)$(PREFIX)/sbin/
-	install -m 644 daemon/kvpoold.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
-	install -m 644 daemon/60-kvpool.rules $(DESTDIR)$(PREFIX)/lib/udev/rules.d/
+	install -m 644 $(B)/daemon/kvpoold.service $(DESTDIR)$(UNITDIR)/
+	install -m 644 daemon/60-kvpool.rules $(DESTDIR)$(UDEVDIR)/
 	install -m 644 Documentation/man/kvpoold.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 644 Documentation/man/kvpoold.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+	[ -e $(DESTDIR)$(SYSCONFDIR)/kvpool/kvpoold.conf ] || \
+		install -m 644 daemon/kvpoold.conf $(DESTDIR)$(SYSCONFDIR)/kvpool/
 
 INSTALL_TGTS += install-daemon
 

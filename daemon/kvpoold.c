@@ -29,11 +29,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "kvpoold.h"
 #include "prefix.h"
 
 static int log_level = KVD_NOTICE;
 static bool log_syslog;
+
+void kvd_log_set_level(int level)
+{
+	log_level = level > KVD_DEBUG ? KVD_DEBUG : level;
+}
 
 void kvd_log(int level, const char *fmt, ...)
 {
@@ -69,6 +75,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "Usage: kvpoold [OPTIONS]\n"
+"  -c, --config PATH         configuration file (default " KVD_CONF_DEFAULT ",\n"
+"                            if it exists; \"\" for none); flags override it\n"
 "  -f, --foreground          stay in the foreground, log to stderr\n"
 "  -s, --socket PATH         UNIX socket (default " "/run/kvpool/kvpool.sock"
 ")\n"
@@ -88,9 +96,9 @@ static void usage(FILE *f)
 "      --shrink-delay-ms N   idle time before a shrink (default 5000)\n"
 "      --backing-limit N     never back more than N blocks (grows beyond\n"
 "                            fail: waiting clients get -ENOMEM)\n"
-"      --tenant SPEC         [POOL/]NAME[:MAX[:MIN[:UID[:GID]]]], in-process\n"
-"                            only (without POOL/: limits in the top pool,\n"
-"                            no limit in the lower ones)\n"
+"      --tenant SPEC         [POOL/]NAME[:MAX[:MIN[:UID[:GID]]]] (repeatable;\n"
+"                            without POOL/: limits in the top pool, no\n"
+"                            limit in the lower ones)\n"
 "      --tier SPEC           a lower tier: dram:SIZE[:NAME] (host memory) or\n"
 "                            nvme:PATH:SIZE[:NAME] (a file); SIZE in blocks\n"
 "                            or bytes with K/M/G/T; repeat (up to 3)\n"
@@ -99,6 +107,8 @@ static void usage(FILE *f)
 "      --max-clients N       connections in all (default 256; admin peers\n"
 "                            may open 8 more)\n"
 "      --max-clients-per-uid N  connections of one non-admin uid (default 64)\n"
+"      --metrics-listen ADDR:PORT\n"
+"                            serve Prometheus metrics at /metrics (off)\n"
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
 "      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
 "                            every key collides; default 128)\n"
@@ -129,13 +139,14 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
-	O_SYSLOG, O_BLIMIT, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
+	O_SYSLOG, O_BLIMIT, O_METRICS, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
 	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
 {
 	static const struct option lo[] = {
+		{ "config", required_argument, NULL, 'c' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "socket", required_argument, NULL, 's' },
 		{ "device", required_argument, NULL, 'd' },
@@ -153,6 +164,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "cuda-device", required_argument, NULL, O_CUDADEV },
 		{ "syslog", no_argument, NULL, O_SYSLOG },
 		{ "backing-limit", required_argument, NULL, O_BLIMIT },
+		{ "metrics-listen", required_argument, NULL, O_METRICS },
 		{ "tier", required_argument, NULL, O_TIER },
 		{ "nvme-io", required_argument, NULL, O_NVMEIO },
 		{ "inject-io-error", required_argument, NULL, O_INJECT },
@@ -169,9 +181,11 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 	uint64_t v;
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "fs:d:b:l:p:u:g:vqh", lo,
+	optind = 0;	/* parsed again on reload: start afresh */
+	while ((ch = getopt_long(argc, argv, "c:fs:d:b:l:p:u:g:vqh", lo,
 				 NULL)) != -1) {
 		switch (ch) {
+		case 'c': o->config_path = optarg; break;
 		case 'f': o->foreground = true; break;
 		case 's': o->socket_path = optarg; break;
 		case 'd': o->device_path = optarg; break;
@@ -243,6 +257,11 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (o->ntenants >= 64)
 				goto bad;
 			o->tenants[o->ntenants++] = optarg;
+			break;
+		case O_METRICS:
+			if (kvd_listen_addr_check(optarg))
+				goto bad;
+			o->metrics_listen = optarg;
 			break;
 		case O_TIER:
 			if (kvd_tier_parse(o, optarg))
@@ -366,7 +385,8 @@ static int drop_privileges(struct kvd *d)
 		return 0;
 	}
 	if (geteuid() != 0) {
-		kvd_log(KVD_ERR, "--user needs root");
+		kvd_log(KVD_ERR, "becoming user %s (--user, or user in the "
+			"configuration file) needs root", d->o.user);
 		return -EPERM;
 	}
 	pw = getpwnam(d->o.user);
@@ -452,7 +472,7 @@ static void fd_limits(struct kvd *d)
 	d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-static int setup(struct kvd *d)
+static int setup(struct kvd *d, const struct kvd_conf *c)
 {
 	int r;
 
@@ -480,6 +500,9 @@ static int setup(struct kvd *d)
 		return r;
 	}
 	fd_limits(d);
+	r = kvd_tenants_apply(d, c->tenants, c->ntenants);
+	if (r)
+		return r;
 	r = kvd_prefix_init(d);
 	if (r) {
 		kvd_log(KVD_ERR, "prefix cache: %s", strerror(-r));
@@ -497,6 +520,75 @@ static int setup(struct kvd *d)
 			strerror(-r));
 		return r;
 	}
+	return kvd_metrics_bind(d);
+}
+
+static void opts_defaults(struct kvd_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->socket_path = getenv("KVPOOL_SOCKET");
+	if (!o->socket_path || !o->socket_path[0])
+		o->socket_path = "/run/kvpool/kvpool.sock";
+	o->device_path = getenv("KVPOOL_DEVICE");
+	if (!o->device_path || !o->device_path[0])
+		o->device_path = "/dev/kvpool";
+	o->backend = "auto";
+	o->ledger = "auto";
+	o->block_bytes = 256 * 1024;
+	o->capacity = 16384;
+	o->chunk_blocks = 64;
+	o->default_max = KVPOOL_UNLIMITED;
+	o->shrink_delay_ms = 5000;
+	o->reserve_bytes = 1ULL << 30;
+	o->spare_chunks = 1;
+	o->prefix_hash_bits = 128;
+	o->max_clients = 256;
+	o->max_clients_per_uid = 64;
+	o->log_level = KVD_NOTICE;
+}
+
+/*
+ * The options: the defaults, then the configuration file (c), then the
+ * flags; --tenant flags replace the file's tenants of the same pool and
+ * name, --tier flags all of the file's tiers.
+ * 0, 2 for a bad flag (usage printed) or -errno for a bad file (logged).
+ */
+static int load_options(struct kvd_opts *o, struct kvd_conf *c, int argc,
+			char **argv)
+{
+	char err[KVD_CONF_ERR_LEN];
+	const char *path;
+	int r;
+
+	opts_defaults(o);
+	if (parse(o, argc, argv))	/* for --config */
+		return 2;
+	path = o->config_path ? o->config_path : KVD_CONF_DEFAULT;
+	memset(c, 0, sizeof(*c));
+	if (path[0]) {
+		r = kvd_conf_load(path, c, err, sizeof(err));
+		if (r == -ENOENT && !o->config_path) {
+			memset(c, 0, sizeof(*c));	/* none: defaults */
+		} else if (r) {
+			kvd_log(KVD_ERR, "%s: %s", path, err);
+			return r;
+		}
+	}
+	opts_defaults(o);
+	kvd_conf_to_opts(c, o);
+	/* --tier flags replace the file's tiers (all of them) */
+	o->ntiers = 0;
+	if (parse(o, argc, argv))
+		return 2;
+	if (!o->ntiers) {
+		memcpy(o->tiers, c->tiers, sizeof(o->tiers));
+		o->ntiers = c->ntiers;
+	}
+	r = kvd_conf_add_specs(c, o->tenants, o->ntenants, err, sizeof(err));
+	if (r) {
+		kvd_log(KVD_ERR, "%s", err);
+		return 2;
+	}
 	return 0;
 }
 
@@ -511,12 +603,33 @@ static int timer_ms(uint64_t at_ns, int cap)
 	return ms < (uint64_t)cap ? (int)ms : cap;
 }
 
+/* The daemon without its configuration file (the fuzz harness). */
 int kvd_setup(struct kvd *d)
 {
-	return setup(d);
+	static const struct kvd_conf none;
+
+	return setup(d, &none);
 }
 
-static int run(struct kvd *d, int sfd)
+/* SIGHUP: read the file again; a bad one changes nothing. */
+static void reload(struct kvd *d, int argc, char **argv)
+{
+	struct kvd_conf *c = malloc(sizeof(*c));
+	struct kvd_opts o;
+
+	if (!c) {
+		kvd_log(KVD_ERR, "reload: out of memory");
+		return;
+	}
+	if (load_options(&o, c, argc, argv))
+		kvd_log(KVD_ERR, "reload: the running configuration stays "
+			"in force");
+	else
+		kvd_reconfigure(d, &o, c->tenants, c->ntenants);
+	free(c);
+}
+
+static int run(struct kvd *d, int sfd, int argc, char **argv)
 {
 	for (;;) {
 		struct pollfd pf[2 + KVD_MAX_TIERS];
@@ -552,7 +665,13 @@ static int run(struct kvd *d, int sfd)
 		if (pf[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
-			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			if (read(sfd, &si, sizeof(si)) != sizeof(si)) {
+				/* nothing: poll again */
+			} else if (si.ssi_signo == SIGHUP) {
+				kvd_log(KVD_NOTICE, "SIGHUP: reloading the "
+					"configuration");
+				reload(d, argc, argv);
+			} else {
 				kvd_log(KVD_NOTICE, "signal %u, exiting",
 					si.ssi_signo);
 				return 0;
@@ -572,35 +691,18 @@ static int run(struct kvd *d, int sfd)
 int main(int argc, char **argv)
 {
 	static struct kvd dd;
+	static struct kvd_conf conf;	/* d->o's strings point into it */
 	struct kvd *d = &dd;
 	sigset_t ss;
 	unsigned int i;
 	int sfd, r;
 
-	d->o.socket_path = getenv("KVPOOL_SOCKET");
-	if (!d->o.socket_path || !d->o.socket_path[0])
-		d->o.socket_path = "/run/kvpool/kvpool.sock";
-	d->o.device_path = getenv("KVPOOL_DEVICE");
-	if (!d->o.device_path || !d->o.device_path[0])
-		d->o.device_path = "/dev/kvpool";
-	d->o.backend = "auto";
-	d->o.ledger = "auto";
-	d->o.block_bytes = 256 * 1024;
-	d->o.capacity = 16384;
-	d->o.chunk_blocks = 64;
-	d->o.default_max = KVPOOL_UNLIMITED;
-	d->o.shrink_delay_ms = 5000;
-	d->o.reserve_bytes = 1ULL << 30;
-	d->o.spare_chunks = 1;
-	d->o.prefix_hash_bits = 128;
-	d->o.max_clients = 256;
-	d->o.max_clients_per_uid = 64;
-	d->o.log_level = KVD_NOTICE;
 	d->listen_fd = -1;
 	d->reserve_fd = -1;
+	d->metrics_fd = -1;
 	d->admin_gid = (gid_t)-1;
 	d->self_uid = geteuid();
-	if (parse(&d->o, argc, argv))
+	if (load_options(&d->o, &conf, argc, argv))
 		return 2;
 	log_level = d->o.log_level > KVD_DEBUG ? KVD_DEBUG : d->o.log_level;
 	if (d->o.capacity_set && d->o.chunk_blocks > d->o.capacity)
@@ -640,11 +742,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	r = setup(d);
+	r = setup(d, &conf);
 	if (!r)
 		r = drop_privileges(d);
 	if (!r)
 		r = kvd_prefix_start(d);
+	if (!r)
+		r = kvd_metrics_start(d);
 	if (r) {
 		if (d->listen_fd >= 0)
 			unlink(d->o.socket_path);
@@ -662,7 +766,8 @@ int main(int argc, char **argv)
 			kvd_tier_kind_name(d->pools[i].kind),
 			d->pools[i].path[0] ? " " : "", d->pools[i].path,
 			d->pools[i].capacity, d->pools[i].chunk_blocks);
-	r = run(d, sfd);
+	r = run(d, sfd, argc, argv);
+	kvd_metrics_stop(d);
 	close(d->listen_fd);
 	unlink(d->o.socket_path);
 	kvd_clients_stop(d);
@@ -672,6 +777,7 @@ int main(int argc, char **argv)
 		(unsigned long long)atomic_load(&d->stack_depth) / 1024,
 		(unsigned long long)kvd_client_stack_bytes() / 1024);
 	kvd_ledger_close(d);
+	free(d->conf_tenants);
 	kvd_pools_fini(d);
 	if (d->cpu)
 		kvk_cpu_free(d->cpu);

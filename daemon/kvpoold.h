@@ -47,6 +47,7 @@ struct kvd_devbuf {
 
 void kvd_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+void kvd_log_set_level(int level);
 uint64_t kvd_now_ns(void);
 
 /* A memory backend: reserve the address space of the whole pool once,
@@ -247,6 +248,7 @@ struct kvd_tier_spec {
 };
 
 struct kvd_opts {
+	const char *config_path;	/* kvpoold.conf(5) */
 	const char *socket_path;
 	const char *device_path;
 	const char *backend;		/* "auto", "cpu", "cuda" */
@@ -254,6 +256,7 @@ struct kvd_opts {
 	const char *user;		/* drop to this user (root only) */
 	const char *admin_group;	/* group allowed admin writes */
 	const char *pool;		/* pool name ("" = by backend) */
+	const char *metrics_listen;	/* ADDR:PORT of /metrics, NULL: off */
 	uint64_t block_bytes;
 	uint32_t capacity;
 	uint32_t chunk_blocks;
@@ -269,7 +272,7 @@ struct kvd_opts {
 	int log_level;
 	bool foreground;
 	bool use_syslog;
-	const char *tenants[64];	/* --tenant specs (in-process) */
+	const char *tenants[64];	/* --tenant specs */
 	int ntenants;
 	struct kvd_tier_spec tiers[KVD_MAX_TIERS - 1];	/* --tier */
 	int ntiers;
@@ -283,6 +286,12 @@ struct kvd_swapper;
 
 /* Largest --max-clients / --max-clients-per-uid. */
 #define KVD_MAX_CLIENTS		65536
+
+/* A tenant of one pool, as the configuration declared it. */
+struct kvd_tenant_ref {
+	char pool[KVPOOL_NAME_LEN];
+	char name[KVPOOL_NAME_LEN];
+};
 
 struct kvd {
 	struct kvd_opts o;
@@ -321,6 +330,15 @@ struct kvd {
 	unsigned int nclients;
 	_Atomic uint64_t stack_depth;	/* deepest connection stack seen */
 	volatile int stop;
+
+	/* Tenants the configuration declared last, per pool (tenants.c). */
+	struct kvd_tenant_ref *conf_tenants;
+	int nconf_tenants;
+
+	/* The /metrics endpoint (metrics.c): -1 / NULL when off. */
+	int metrics_fd;
+	void *metrics;
+	char metrics_addr[64];		/* bound ADDR:PORT */
 };
 
 /*
@@ -392,8 +410,12 @@ void kvd_ledger_pool_rec(struct kvd_pool *p, struct kvp_pool_rec *r);
 /* The pool called name ("" or NULL: the top one), or NULL. */
 struct kvd_pool *kvd_pool_by_name(struct kvd *d, const char *name);
 
-/* tier.c: --tier specs and the pools' memory. */
+/* tier_spec.c: a --tier spec (or a kvpoold.conf tier = value) into *t,
+ * 0 or -errno; kvd_tier_parse() adds one to o->tiers (-E2BIG: full). */
+int kvd_tier_spec_parse(const char *spec, struct kvd_tier_spec *t);
 int kvd_tier_parse(struct kvd_opts *o, const char *spec);
+
+/* tier.c: the pools' memory. */
 /* Fill d->pools from the options (top first) and set up their memory;
  * called before the ledger is opened. */
 int kvd_pools_init(struct kvd *d);
@@ -412,6 +434,29 @@ int kvd_fill_tier_list(struct kvd *d, struct kvp_tier_rec *out,
 int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
 			  uint32_t start, uint32_t cap, uint32_t *total,
 			  uid_t uid);
+
+/* tenants.c: the configuration's tenants, in either ledger. */
+struct kvd_tenant_conf;
+/* Fill up to cap records of pool p; returns the number of tenants or
+ * -errno. */
+int kvd_tenant_list(struct kvd_pool *p, struct kvp_tenant_rec *out,
+		    uint32_t cap);
+/* Unknown pools, limits a pool cannot hold: 0 or -EINVAL (logged with
+ * the line). */
+int kvd_tenants_check(struct kvd *d, const struct kvd_tenant_conf *t, int n);
+/* Create/update t[0..n), delete what an earlier call declared and this
+ * one does not (when idle).  0, or the first error (logged). */
+int kvd_tenants_apply(struct kvd *d, const struct kvd_tenant_conf *t, int n);
+
+/* reload.c: apply a re-read configuration (SIGHUP). */
+int kvd_reconfigure(struct kvd *d, const struct kvd_opts *n,
+		    const struct kvd_tenant_conf *t, int nt);
+
+/* metrics.c: the Prometheus endpoint.  bind before dropping privileges
+ * (the address may be a low port), start after; both 0 when off. */
+int kvd_metrics_bind(struct kvd *d);
+int kvd_metrics_start(struct kvd *d);
+void kvd_metrics_stop(struct kvd *d);
 
 /* Backend-specific helpers. */
 void *kvd_cpu_base(struct kvd *d);

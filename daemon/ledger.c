@@ -78,91 +78,6 @@ struct kvd_pool *kvd_pool_by_name(struct kvd *d, const char *name)
 	return NULL;
 }
 
-/*
- * "[pool/]name[:max[:min[:uid[:gid]]]]", "max" or "-" for unlimited/none.
- * Without "pool/": the tenant gets these limits in the top pool and is
- * created in every lower pool too, with no limit there (same uid/gid), so
- * that it can swap; "pool/name:..." sets one pool's limits (later wins).
- */
-static int tenant_spec(struct kvd *d, const char *spec)
-{
-	char name[KVPOOL_NAME_LEN] = "", pname[KVPOOL_NAME_LEN] = "";
-	uint32_t v[4] = { KVPOOL_UNLIMITED, 0, KVPOOL_ID_NONE,
-			  KVPOOL_ID_NONE };
-	const char *slash = strchr(spec, '/');
-	const char *p = strchr(spec, ':');
-	struct kvd_pool *pool;
-	size_t n;
-	unsigned int k;
-	int i, r;
-
-	if (slash && (!p || slash < p)) {
-		n = (size_t)(slash - spec);
-		if (n >= sizeof(pname))
-			return -EINVAL;
-		memcpy(pname, spec, n);
-		spec = slash + 1;
-	}
-	n = p ? (size_t)(p - spec) : strlen(spec);
-	if (n >= sizeof(name))
-		return -EINVAL;
-	memcpy(name, spec, n);
-	for (i = 0; p && i < 4; i++) {
-		char *end;
-
-		p++;
-		if (!strncmp(p, "max", 3) || *p == '-') {
-			end = (char *)p + (*p == '-' ? 1 : 3);
-		} else {
-			unsigned long x = strtoul(p, &end, 0);
-
-			if (end == p || x > 0xffffffffUL)
-				return -EINVAL;
-			v[i] = (uint32_t)x;
-		}
-		if (*end && *end != ':')
-			return -EINVAL;
-		p = *end ? end : NULL;
-	}
-	pool = kvd_pool_by_name(d, pname);
-	if (!pool) {
-		kvd_log(KVD_ERR, "tenant %s: no pool %s", name, pname);
-		return -ENOENT;
-	}
-	for (k = 0; k < d->npools; k++) {
-		struct kvd_pool *q = &d->pools[k];
-		struct kvpool_tenant *t;
-		bool mine = q == pool;
-		uint32_t max = mine ? v[0] : KVPOOL_UNLIMITED;
-		uint32_t min = mine ? v[1] : 0;
-
-		if (!mine && (pname[0] || q == d->top))
-			continue;
-		t = kvpool_tenant_find(q->pool, name);
-		if (t && !mine)
-			continue;
-		if (t) {
-			r = kvpool_tenant_set_max(t, max);
-			if (!r)
-				r = kvpool_tenant_set_min(t, min);
-			t->allow_uid = v[2];
-			t->allow_gid = v[3];
-		} else {
-			r = kvpool_tenant_create(q->pool, name, max, min, v[2],
-						 v[3], NULL);
-		}
-		if (r) {
-			kvd_log(KVD_ERR, "tenant %s in %s: %s", name, q->name,
-				strerror(-r));
-			return r;
-		}
-		if (mine)
-			kvd_log(KVD_INFO, "tenant %s in %s: max %u min %u",
-				name, q->name, max, min);
-	}
-	return 0;
-}
-
 static int inproc_open(struct kvd_pool *p)
 {
 	struct kvd *d = p->d;
@@ -343,13 +258,7 @@ int kvd_ledger_open(struct kvd *d)
 			return r;
 		}
 	}
-	if (d->mode == KVP_MODE_INPROC)
-		for (i = 0; i < (unsigned int)d->o.ntenants; i++) {
-			r = tenant_spec(d, d->o.tenants[i]);
-			if (r)
-				return r;
-		}
-	return 0;
+	return 0;	/* named tenants: kvd_tenants_apply() */
 }
 
 void kvd_ledger_close(struct kvd *d)

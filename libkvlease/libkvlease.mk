@@ -43,7 +43,7 @@ $(KVL_SO): $(KVL_OBJS) libkvlease/kvlease.map
 ifneq ($(KVL_HAVE_LIBNL),1)
 	@echo "libkvlease: no libnl-genl-3 headers: built without the netlink admin transport"
 endif
-	$(CC) $(CFLAGS_BASE) -shared -Wl,-soname,libkvlease.so.1 \
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -shared -Wl,-soname,libkvlease.so.1 \
 		-Wl,--version-script=libkvlease/kvlease.map -Wl,-z,defs \
 		-o $@ $(KVL_OBJS) $(KVL_EXTRA_LIBS) -ldl -lm
 	ln -sf libkvlease.so.1 $(B)/lib/libkvlease.so
@@ -55,7 +55,7 @@ $(KVL_A): $(KVL_OBJS)
 
 $(KVL_PC): libkvlease/kvlease.pc.in
 	@mkdir -p $(@D)
-	sed 's|@PREFIX@|$(PREFIX)|' $< > $@
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' $< > $@
 
 $(B)/bin/kvlease-example: libkvlease/example.c libkvlease/kvlease.h $(KVL_SO)
 	@mkdir -p $(@D)
@@ -65,12 +65,12 @@ ALL += $(KVL_SO) $(KVL_A) $(KVL_PC) $(B)/bin/kvlease-example
 
 .PHONY: install-libkvlease
 install-libkvlease: $(KVL_SO) $(KVL_A) $(KVL_PC)
-	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig \
 		$(DESTDIR)$(PREFIX)/include/kvpool $(DESTDIR)$(PREFIX)/share/man/man3
-	install -m 755 $(KVL_SO) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libkvlease.so.1 $(DESTDIR)$(PREFIX)/lib/libkvlease.so
-	install -m 644 $(KVL_A) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(KVL_PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 $(KVL_SO) $(DESTDIR)$(LIBDIR)/
+	ln -sf libkvlease.so.1 $(DESTDIR)$(LIBDIR)/libkvlease.so
+	install -m 644 $(KVL_A) $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(KVL_PC) $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -m 644 libkvlease/kvlease.h $(DESTDIR)$(PREFIX)/include/kvpool/
 	for f in Documentation/man/kvl_*.3; do \
 		[ -e "$$f" ] && install -m 644 "$$f" $(DESTDIR)$(PREFIX)/share/man/man3/; \

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * ctl_prefix.c - `kvpoolctl prefix list|flush|share|unshare`, and the
- * prefix-cache part of `status`, `top` and `metrics`.  The counters come
+ * prefix-cache part of `status` and `top` (the metrics series are in
+ * include/kvpool_metrics.c, with the others).  The counters come
  * from kvpoold (the daemon keeps the caches), over its socket.
  */
 #include <errno.h>
@@ -88,47 +89,6 @@ void ctl_prefix_json(struct jw *w, const struct kvl_prefix_info *p, int n,
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
-}
-
-void ctl_prefix_metrics(FILE *f, const char *pool,
-			const struct kvl_prefix_info *p, int n)
-{
-	static const struct {
-		const char *name, *type, *help;
-	} m[] = {
-		{ "kvpool_prefix_cached_blocks", "gauge",
-		  "Blocks in the tenant's prefix cache (counted in its current)." },
-		{ "kvpool_prefix_referenced_blocks", "gauge",
-		  "Cached blocks in use by some sequence." },
-		{ "kvpool_prefix_hits_total", "counter",
-		  "Full blocks found in the prefix cache." },
-		{ "kvpool_prefix_misses_total", "counter",
-		  "Full blocks looked up and not found." },
-		{ "kvpool_prefix_hit_tokens_total", "counter",
-		  "Tokens in the blocks found (prefill not computed)." },
-		{ "kvpool_prefix_evictions_total", "counter",
-		  "Unreferenced cached blocks given back." },
-		{ "kvpool_prefix_published_total", "counter",
-		  "Blocks added to the prefix cache." },
-	};
-	size_t k;
-	int i;
-
-	for (k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
-		fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help,
-			m[k].name, m[k].type);
-		for (i = 0; i < n; i++) {
-			uint64_t v[] = {
-				p[i].cached, p[i].referenced, p[i].hits,
-				p[i].misses, p[i].hit_tokens, p[i].evictions,
-				p[i].published,
-			};
-
-			fprintf(f, "%s{pool=\"%s\",tenant=\"%s\"} %llu\n",
-				m[k].name, pool, p[i].tenant,
-				(unsigned long long)v[k]);
-		}
-	}
 }
 
 /* Is @id one of the leases the daemon holds for a prefix cache? */

@@ -19,6 +19,7 @@
 #include <linux/kvpool.h>
 
 #include "kvlease.h"
+#include "kvpool_metrics.h"
 #include "kvpoolctl.h"
 
 #define SNAP_MAX_TENANTS	1024
@@ -637,199 +638,179 @@ int ctl_tenant_list(int argc, char **argv)
 
 /* ---------------- metrics ---------------- */
 
-static void metric_head(FILE *f, const char *name, const char *type,
-			const char *help)
+/* The snapshot as the wire records that kvp_metrics_write() takes (the
+ * daemon's /metrics endpoint writes the same records). */
+static void pool_to_wire(const struct kvl_pool_info *p, struct kvp_pool_rec *r)
 {
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	memset(r, 0, sizeof(*r));
+	memcpy(r->name, p->name, sizeof(r->name));
+	r->block_bytes = p->block_bytes;
+	r->capacity = p->capacity;
+	r->backed = p->backed;
+	r->used = p->used;
+	r->state = p->state;
+	r->epoch = p->epoch;
+	r->leases = p->leases;
+	r->chunk_blocks = p->chunk_blocks;
+	r->tenants = p->tenants;
+	r->mode = p->mode == KVL_MODE_MODULE ? KVP_MODE_MODULE :
+		  p->mode == KVL_MODE_DAEMON ? KVP_MODE_INPROC : 0;
+	memcpy(r->backend, p->backend, sizeof(r->backend));
 }
 
-static void write_metrics(FILE *f, const struct ctl_snap *s)
+static struct kvp_tenant_rec *tenants_to_wire(const struct kvl_tenant_info *ti,
+					      int n)
 {
-	const struct kvl_pool_info *p = &s->pool;
-	const char *pn = p->name;
+	struct kvp_tenant_rec *t = calloc((size_t)n + 1, sizeof(*t));
 	int i;
 
-#define POOL_G(name, help, val)						\
-	do {								\
-		metric_head(f, name, "gauge", help);			\
-		fprintf(f, "%s{pool=\"%s\"} %llu\n", name, pn,		\
-			(unsigned long long)(val));			\
-	} while (0)
-
-	metric_head(f, "kvpool_pool_info", "gauge",
-		    "Pool description (value 1).");
-	fprintf(f, "kvpool_pool_info{pool=\"%s\",mode=\"%s\",backend=\"%s\",state=\"%s\"} 1\n",
-		pn, mode_name(p->mode), p->backend, state_name(p->state));
-	POOL_G("kvpool_pool_block_bytes", "Bytes per block.", p->block_bytes);
-	POOL_G("kvpool_pool_capacity_blocks", "Pool capacity in blocks.",
-	       p->capacity);
-	POOL_G("kvpool_pool_backed_blocks",
-	       "Blocks with physical memory behind them.", p->backed);
-	POOL_G("kvpool_pool_used_blocks", "Leased blocks.", p->used);
-	POOL_G("kvpool_pool_backed_bytes", "Backed memory in bytes.",
-	       p->backed * p->block_bytes);
-	POOL_G("kvpool_pool_used_bytes", "Leased memory in bytes.",
-	       p->used * p->block_bytes);
-	POOL_G("kvpool_pool_chunk_blocks", "Grow/shrink granularity in blocks.",
-	       p->chunk_blocks);
-	POOL_G("kvpool_pool_leases", "Open leases.", p->leases);
-	POOL_G("kvpool_pool_tenants", "Tenants.", (uint64_t)s->ntenants);
-	POOL_G("kvpool_pool_epoch", "Owner epoch (changes on daemon restart).",
-	       p->epoch);
-	POOL_G("kvpool_pool_state",
-	       "Pool state: 1 live (owner attached), 2 orphaned.", p->state);
-
-#define TEN(mname, type, help, field)					\
-	do {								\
-		metric_head(f, mname, type, help);			\
-		for (i = 0; i < s->ntenants; i++)			\
-			fprintf(f, "%s{pool=\"%s\",tenant=\"%s\"} %llu\n", \
-				mname, pn, s->tenants[i].name,		\
-				(unsigned long long)s->tenants[i].field); \
-	} while (0)
-
-	metric_head(f, "kvpool_tenant_max_blocks", "gauge",
-		    "Hard limit in blocks (+Inf: unlimited).");
-	for (i = 0; i < s->ntenants; i++) {
-		if (s->tenants[i].max == KVPOOL_UNLIMITED)
-			fprintf(f, "kvpool_tenant_max_blocks{pool=\"%s\",tenant=\"%s\"} +Inf\n",
-				pn, s->tenants[i].name);
-		else
-			fprintf(f, "kvpool_tenant_max_blocks{pool=\"%s\",tenant=\"%s\"} %u\n",
-				pn, s->tenants[i].name, s->tenants[i].max);
+	for (i = 0; t && i < n; i++) {
+		memcpy(t[i].name, ti[i].name, sizeof(t[i].name));
+		t[i].max = ti[i].max;
+		t[i].min = ti[i].min;
+		t[i].current = ti[i].current;
+		t[i].peak = ti[i].peak;
+		t[i].ev_max = ti[i].ev_max;
+		t[i].ev_stall = ti[i].ev_stall;
+		t[i].ev_reclaim = ti[i].ev_reclaim;
+		t[i].ev_fail = ti[i].ev_fail;
+		t[i].uid = ti[i].uid;
+		t[i].gid = ti[i].gid;
+		t[i].leases = ti[i].leases;
 	}
-	TEN("kvpool_tenant_min_blocks", "gauge", "Protected blocks.", min);
-	TEN("kvpool_tenant_current_blocks", "gauge", "Blocks held now.",
-	    current);
-	TEN("kvpool_tenant_peak_blocks", "gauge", "Most blocks ever held.",
-	    peak);
-	TEN("kvpool_tenant_leases", "gauge", "Open leases of the tenant.",
-	    leases);
-	TEN("kvpool_tenant_max_events_total", "counter",
-	    "Grants refused by the tenant's max.", ev_max);
-	TEN("kvpool_tenant_stall_events_total", "counter",
-	    "Callers that waited for blocks.", ev_stall);
-	TEN("kvpool_tenant_reclaim_events_total", "counter",
-	    "Reclaim requests posted to the tenant.", ev_reclaim);
-	TEN("kvpool_tenant_fail_events_total", "counter",
-	    "Grants that failed (timeout, no memory).", ev_fail);
-	if (!s->clients_err) {
-		metric_head(f, "kvpool_client_blocks", "gauge",
-			    "Blocks held by one client (lease).");
-		for (i = 0; i < s->nclients; i++)
-			fprintf(f, "kvpool_client_blocks{pool=\"%s\",tenant=\"%s\",lease=\"%llu\",pid=\"%u\"} %u\n",
-				pn, s->clients[i].tenant,
-				(unsigned long long)s->clients[i].lease_id,
-				s->clients[i].pid, s->clients[i].blocks);
+	return t;
+}
+
+/* The tiers (nothing when the daemon has no lower tier). */
+static int tiers_to_wire(const struct ctl_snap *s, struct kvp_metrics_tiers *m,
+			 struct kvp_tier_rec *tr,
+			 struct kvp_tenant_rec **ttn,
+			 struct kvp_client_tier_rec *ct)
+{
+	int i, k;
+
+	memset(m, 0, sizeof(*m));
+	for (i = 0; i < s->ntiers && i < KVP_MAX_TIERS; i++) {
+		const struct kvl_tier_stats *x = &s->tiers[i];
+		struct kvp_tier_rec *r = &tr[i];
+
+		memset(r, 0, sizeof(*r));
+		pool_to_wire(&x->pool, &r->pool);
+		r->tier = x->tier;
+		r->kind = x->kind;
+		r->flags = x->flags;
+		r->swaps = x->swaps;
+		r->blocks_in = x->blocks_in;
+		r->blocks_out = x->blocks_out;
+		r->bytes_in = x->bytes_in;
+		r->bytes_out = x->bytes_out;
+		r->copy_in_ns = x->copy_in_ns;
+		r->copy_out_ns = x->copy_out_ns;
+		r->errors = x->errors;
+		memcpy(r->lat_us, x->lat_us, sizeof(r->lat_us));
+		if (i) {
+			ttn[i] = tenants_to_wire(s->ttenants[i],
+						 s->nttenants[i]);
+			if (!ttn[i])
+				return -ENOMEM;
+			m->tenants[i] = ttn[i];
+			m->ntenants[i] = (uint32_t)s->nttenants[i];
+		}
 	}
-	if (!s->prefix_err)
-		ctl_prefix_metrics(f, pn, s->prefix, s->nprefix);
-	if (s->ntiers) {
-		static const char *const kinds[] = { "?", "top", "dram",
-						     "nvme" };
-		int t, b;
+	m->tiers = tr;
+	m->ntiers = (uint32_t)i;
+	for (i = 0; i < s->nctiers; i++) {
+		const struct kvl_client_tiers *c = &s->ctiers[i];
+		struct kvp_client_tier_rec *r = &ct[i];
 
-#define TIER(mname, type, help, expr)					\
-	do {								\
-		metric_head(f, mname, type, help);			\
-		for (t = 0; t < s->ntiers; t++) {			\
-			const struct kvl_tier_stats *x = &s->tiers[t];	\
-			fprintf(f, "%s{pool=\"%s\",tier=\"%u\"} %llu\n",\
-				mname, x->pool.name, x->tier,		\
-				(unsigned long long)(expr));		\
-		}							\
-	} while (0)
-		metric_head(f, "kvpool_tier_info", "gauge",
-			    "A tier of the daemon (value 1).");
-		for (t = 0; t < s->ntiers; t++)
-			fprintf(f, "kvpool_tier_info{pool=\"%s\",tier=\"%u\","
-				"kind=\"%s\"} 1\n", s->tiers[t].pool.name,
-				s->tiers[t].tier,
-				kinds[s->tiers[t].kind < 4 ? s->tiers[t].kind : 0]);
-		TIER("kvpool_tier_capacity_blocks", "gauge",
-		     "Tier capacity in blocks.", x->pool.capacity);
-		TIER("kvpool_tier_backed_blocks", "gauge",
-		     "Tier blocks with memory or file space behind them.",
-		     x->pool.backed);
-		TIER("kvpool_tier_used_blocks", "gauge", "Tier blocks leased.",
-		     x->pool.used);
-		TIER("kvpool_tier_swap_in_bytes_total", "counter",
-		     "Bytes copied into this tier by swaps.", x->bytes_in);
-		TIER("kvpool_tier_swap_out_bytes_total", "counter",
-		     "Bytes copied out of this tier by swaps.", x->bytes_out);
-		TIER("kvpool_tier_swap_in_blocks_total", "counter",
-		     "Blocks copied into this tier by swaps.", x->blocks_in);
-		TIER("kvpool_tier_swap_out_blocks_total", "counter",
-		     "Blocks copied out of this tier by swaps.",
-		     x->blocks_out);
-		TIER("kvpool_tier_swap_errors_total", "counter",
-		     "Swaps with this tier at one end that failed.",
-		     x->errors);
-		metric_head(f, "kvpool_tier_swap_copy_seconds_total",
-			    "counter", "Time spent copying, by direction.");
-		for (t = 0; t < s->ntiers; t++) {
-			const struct kvl_tier_stats *x = &s->tiers[t];
-
-			fprintf(f, "kvpool_tier_swap_copy_seconds_total{pool=\"%s\","
-				"dir=\"in\"} %.6f\n", x->pool.name,
-				(double)x->copy_in_ns / 1e9);
-			fprintf(f, "kvpool_tier_swap_copy_seconds_total{pool=\"%s\","
-				"dir=\"out\"} %.6f\n", x->pool.name,
-				(double)x->copy_out_ns / 1e9);
+		memset(r, 0, sizeof(*r));
+		r->lease_id = c->lease_id;
+		r->pid = c->pid;
+		r->uid = c->uid;
+		memcpy(r->tenant, c->tenant, sizeof(r->tenant));
+		for (k = 0; k < KVP_MAX_TIERS && k < KVL_MAX_TIERS; k++) {
+			r->blocks[k] = c->blocks[k];
+			r->seqs.swapped[k] = c->seq_swapped[k];
 		}
-		metric_head(f, "kvpool_tier_swap_latency_seconds", "histogram",
-			    "Swap latency, submit to done.");
-		for (t = 0; t < s->ntiers; t++) {
-			const struct kvl_tier_stats *x = &s->tiers[t];
-			uint64_t cum = 0;
-
-			for (b = 0; b < 16; b++) {
-				cum += x->lat_us[b];
-				fprintf(f, "kvpool_tier_swap_latency_seconds_bucket"
-					"{pool=\"%s\",le=\"%g\"} %llu\n",
-					x->pool.name, (double)(2ULL << b) / 1e6,
-					(unsigned long long)cum);
-			}
-			fprintf(f, "kvpool_tier_swap_latency_seconds_bucket"
-				"{pool=\"%s\",le=\"+Inf\"} %llu\n",
-				x->pool.name, (unsigned long long)cum);
-			fprintf(f, "kvpool_tier_swap_latency_seconds_count"
-				"{pool=\"%s\"} %llu\n", x->pool.name,
-				(unsigned long long)cum);
-		}
-		metric_head(f, "kvpool_tier_tenant_current_blocks", "gauge",
-			    "Blocks a tenant holds in a lower tier.");
-		for (t = 1; t < s->ntiers; t++)
-			for (i = 0; i < s->nttenants[t]; i++)
-				fprintf(f, "kvpool_tier_tenant_current_blocks"
-					"{pool=\"%s\",tenant=\"%s\"} %u\n",
-					s->tiers[t].pool.name,
-					s->ttenants[t][i].name,
-					s->ttenants[t][i].current);
-		metric_head(f, "kvpool_client_sequences", "gauge",
-			    "A client's sequences by state, as it reports them.");
-		for (i = 0; i < s->nctiers; i++) {
-			const struct kvl_client_tiers *c = &s->ctiers[i];
-			uint32_t sw = 0;
-
-			for (t = 0; t < KVL_MAX_TIERS; t++)
-				sw += c->seq_swapped[t];
-			fprintf(f, "kvpool_client_sequences{lease=\"%llu\","
-				"state=\"resident\"} %u\n",
-				(unsigned long long)c->lease_id,
-				c->seq_resident);
-			fprintf(f, "kvpool_client_sequences{lease=\"%llu\","
-				"state=\"swapped\"} %u\n",
-				(unsigned long long)c->lease_id, sw);
-			fprintf(f, "kvpool_client_sequences{lease=\"%llu\","
-				"state=\"dropped\"} %u\n",
-				(unsigned long long)c->lease_id,
-				c->seq_dropped);
-		}
-#undef TIER
+		r->seqs.resident = c->seq_resident;
+		r->seqs.dropped = c->seq_dropped;
+		r->swaps = c->swaps;
+		r->bytes_out = c->bytes_out;
+		r->bytes_in = c->bytes_in;
 	}
-#undef POOL_G
-#undef TEN
+	m->clients = ct;
+	m->nclients = (uint32_t)s->nctiers;
+	return 0;
+}
+
+static int write_metrics(FILE *f, const struct ctl_snap *s)
+{
+	struct kvp_tier_rec tr[KVP_MAX_TIERS];
+	struct kvp_tenant_rec *ttn[KVP_MAX_TIERS] = { NULL };
+	struct kvp_metrics_pool mp;
+	struct kvp_metrics_tiers mt;
+	struct kvp_tenant_rec *t;
+	struct kvp_client_rec *c;
+	struct kvp_prefix_rec *pr;
+	struct kvp_client_tier_rec *ct;
+	int i, ret;
+
+	memset(&mp, 0, sizeof(mp));
+	t = tenants_to_wire(s->tenants, s->ntenants);
+	c = calloc((size_t)s->nclients + 1, sizeof(*c));
+	pr = calloc((size_t)s->nprefix + 1, sizeof(*pr));
+	ct = calloc((size_t)s->nctiers + 1, sizeof(*ct));
+	if (!t || !c || !pr || !ct) {
+		free(t);
+		free(c);
+		free(pr);
+		free(ct);
+		return -ENOMEM;
+	}
+	pool_to_wire(&s->pool, &mp.pool);
+	for (i = 0; i < s->nclients; i++) {
+		const struct kvl_client_info *ci = &s->clients[i];
+
+		c[i].lease_id = ci->lease_id;
+		c[i].pid = ci->pid;
+		c[i].uid = ci->uid;
+		memcpy(c[i].tenant, ci->tenant, sizeof(c[i].tenant));
+		c[i].blocks = ci->blocks;
+		c[i].connected = ci->connected;
+	}
+	for (i = 0; i < s->nprefix && !s->prefix_err; i++) {
+		const struct kvl_prefix_info *pi = &s->prefix[i];
+
+		memcpy(pr[i].tenant, pi->tenant, sizeof(pr[i].tenant));
+		memcpy(pr[i].ns, pi->ns, sizeof(pr[i].ns));
+		pr[i].hot_lease = pi->hot_lease;
+		pr[i].cold_lease = pi->cold_lease;
+		pr[i].cached = pi->cached;
+		pr[i].referenced = pi->referenced;
+		pr[i].hits = pi->hits;
+		pr[i].misses = pi->misses;
+		pr[i].hit_tokens = pi->hit_tokens;
+		pr[i].evictions = pi->evictions;
+		pr[i].published = pi->published;
+	}
+	mp.tenants = t;
+	mp.ntenants = (uint32_t)s->ntenants;
+	mp.clients = c;
+	mp.nclients = (uint32_t)s->nclients;
+	mp.have_clients = !s->clients_err;
+	mp.prefix = pr;
+	mp.nprefix = s->prefix_err ? 0 : (uint32_t)s->nprefix;
+	mp.have_prefix = !s->prefix_err;
+	ret = tiers_to_wire(s, &mt, tr, ttn, ct);
+	if (!ret)
+		ret = kvp_metrics_write(f, &mp, 1, &mt);
+	for (i = 0; i < KVP_MAX_TIERS; i++)
+		free(ttn[i]);
+	free(t);
+	free(c);
+	free(pr);
+	free(ct);
+	return ret;
 }
 
 int cmd_metrics(int argc, char **argv)
@@ -884,15 +865,22 @@ int cmd_metrics(int argc, char **argv)
 			snap_free(&s);
 			return ctl_fail(output, ret);
 		}
-		write_metrics(f, &s);
-		if (fclose(f) || rename(tmp, output)) {
+		ret = write_metrics(f, &s);
+		if (fclose(f) && !ret)
 			ret = -errno;
+		if (!ret && rename(tmp, output))
+			ret = -errno;
+		if (ret) {
 			unlink(tmp);
 			snap_free(&s);
 			return ctl_fail(output, ret);
 		}
 	} else {
-		write_metrics(stdout, &s);
+		ret = write_metrics(stdout, &s);
+		if (ret) {
+			snap_free(&s);
+			return ctl_fail("metrics", ret);
+		}
 	}
 	snap_free(&s);
 	return CTL_EXIT_OK;

@@ -5,13 +5,20 @@
 # Does nothing slow when everything is already there.  Needs root to install.
 set -e
 
+# Build: compilers, libnl, libcap, libinih (kvpoold.conf), libmicrohttpd
+# (the /metrics endpoint), cmocka; clang and libFuzzer (make fuzz-config).
+# Kernel tests: headers, an image, qemu, busybox.  End to end: curl and
+# promtool (package prometheus) check the /metrics endpoint.  Packages
+# (make deb, tests/pkg): debhelper, dh-dkms, lintian, debootstrap.
 PKGS="gcc g++ make pkg-config libc6-dev gcc-multilib
 libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev libxxhash-dev liburing-dev
+libinih-dev libmicrohttpd-dev clang libclang-rt-14-dev
 linux-headers-amd64 linux-image-amd64 kmod
 qemu-system-x86 busybox-static cpio gzip sparse
-procps psmisc util-linux
+procps psmisc util-linux curl prometheus
 python3 python3-numpy python3-pytest python3-torch libopenblas0-pthread
-clang libclang-rt-dev llvm"
+libclang-rt-dev llvm
+dpkg-dev debhelper dh-dkms dkms fakeroot lintian debootstrap"
 
 missing=""
 for p in $PKGS; do

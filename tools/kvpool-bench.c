@@ -231,6 +231,9 @@ static int start_daemon(const struct bench_cfg *cfg, const char *bin,
 
 	args[n++] = (char *)bin;
 	args[n++] = (char *)"--foreground";
+	/* a private daemon: not the system's kvpoold.conf */
+	args[n++] = (char *)"--config";
+	args[n++] = (char *)"";
 	args[n++] = (char *)"--socket";
 	args[n++] = sockpath;
 	args[n++] = (char *)"--capacity";

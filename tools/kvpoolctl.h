@@ -31,7 +31,7 @@ int cmd_metrics(int argc, char **argv);
 int ctl_tenant_list(int argc, char **argv);
 int cmd_prefix(int argc, char **argv);
 
-/* ctl_prefix.c: the prefix caches' part of status, top and metrics. */
+/* ctl_prefix.c: the prefix caches' part of status and top. */
 struct kvl_admin;
 struct kvl_prefix_info;
 int ctl_prefix_get(struct kvl_admin *adm, const char *pool,
@@ -39,8 +39,6 @@ int ctl_prefix_get(struct kvl_admin *adm, const char *pool,
 void ctl_prefix_print(const struct kvl_prefix_info *p, int n, int err);
 void ctl_prefix_json(struct jw *w, const struct kvl_prefix_info *p, int n,
 		     int err);
-void ctl_prefix_metrics(FILE *f, const char *pool,
-			const struct kvl_prefix_info *p, int n);
 bool ctl_prefix_lease(const struct kvl_prefix_info *p, int n, uint64_t id);
 
 /* Print "kvpoolctl: <what>: <strerror>" style errors. */

@@ -2,9 +2,10 @@
 #
 # tools/: kvpoolctl (the operator's tool) and kvpool-bench (the multi-tenant
 # workload driver).
-#   $(B)/bin/kvpoolctl     links tools/ctl_*.c and libkvlease/kvl_admin.c
+#   $(B)/bin/kvpoolctl     links tools/ctl_*.c, libkvlease/kvl_admin.c
 #                          (its own copy of the object: it needs only the
-#                          admin API) with libnl-genl-3
+#                          admin API) and include/kvpool_metrics.c (the
+#                          series, shared with kvpoold) with libnl-genl-3
 #   $(B)/bin/kvpool-bench  links libkvlease and libkvkern
 #   make demo              builds what the demo needs and runs kvpool-bench
 
@@ -13,14 +14,14 @@ TOOLS_NL_CFLAGS := -DKVL_HAVE_LIBNL $(shell pkg-config --cflags libnl-genl-3.0 2
 TOOLS_NL_LIBS := $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -lnl-genl-3 -lnl-3)
 TOOLS_CFLAGS := $(CPPFLAGS_BASE) -Itools -Ilibkvlease -Ikernels \
 		$(TOOLS_NL_CFLAGS) $(CFLAGS_BASE)
-TOOLS_HDRS := $(wildcard tools/*.h) libkvlease/kvlease.h \
+TOOLS_HDRS := $(wildcard tools/*.h) libkvlease/kvlease.h include/kvpool_metrics.h \
 	      include/kvpool_proto.h kmod/include/uapi/linux/kvpool.h
 
 KVPOOLCTL := $(B)/bin/kvpoolctl
 KVPOOLCTL_SRCS := kvpoolctl.c ctl_util.c ctl_plan.c ctl_status.c \
 		  ctl_tenant.c ctl_monitor.c ctl_prefix.c
 KVPOOLCTL_OBJS := $(patsubst %.c,$(TOOLS_OBJ)/%.o,$(KVPOOLCTL_SRCS)) \
-		  $(TOOLS_OBJ)/kvl_admin.o
+		  $(TOOLS_OBJ)/kvl_admin.o $(TOOLS_OBJ)/kvpool_metrics.o
 
 $(TOOLS_OBJ)/%.o: tools/%.c $(TOOLS_HDRS)
 	@mkdir -p $(@D)
@@ -30,9 +31,15 @@ $(TOOLS_OBJ)/kvl_admin.o: libkvlease/kvl_admin.c $(TOOLS_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(TOOLS_CFLAGS) -c $< -o $@
 
+# The metrics series, shared with kvpoold's /metrics endpoint.
+$(TOOLS_OBJ)/kvpool_metrics.o: include/kvpool_metrics.c include/kvpool_metrics.h \
+		include/kvpool_proto.h
+	@mkdir -p $(@D)
+	$(CC) $(TOOLS_CFLAGS) -c $< -o $@
+
 $(KVPOOLCTL): $(KVPOOLCTL_OBJS)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $^ $(TOOLS_NL_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(TOOLS_NL_LIBS) -lm
 
 ALL += $(KVPOOLCTL)
 
@@ -45,7 +52,8 @@ KVPOOL_BENCH_OBJS := $(patsubst %.c,$(TOOLS_OBJ)/%.o,$(KVPOOL_BENCH_SRCS))
 ifdef KVL_A
 $(KVPOOL_BENCH): $(KVPOOL_BENCH_OBJS) $(KVL_A)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $(KVPOOL_BENCH_OBJS) $(KVL_A) $(TOOLS_NL_LIBS) -lpthread -lm
+	$(CC) $(LDFLAGS) -o $@ $(KVPOOL_BENCH_OBJS) $(KVL_A) $(TOOLS_NL_LIBS) \
+		-lpthread -lm
 
 ALL += $(KVPOOL_BENCH)
 endif

@@ -51,7 +51,9 @@ class Daemon:
         self.tmp = tempfile.mkdtemp(prefix="kvpool-py.")
         self.socket = os.path.join(self.tmp, "kvpool.sock")
         self.log_path = os.path.join(self.tmp, "daemon.log")
-        args = [kvpoold_path(), "--foreground", "--socket", self.socket,
+        # a private daemon: not the system's kvpoold.conf
+        args = [kvpoold_path(), "--foreground", "--config", "",
+                "--socket", self.socket,
                 "--ledger", ledger, "--backend", backend,
                 "--block-bytes", str(block_bytes), "--capacity",
                 str(capacity), "--chunk-blocks", str(chunk_blocks),

@@ -43,9 +43,10 @@ fail() {
 	exit 1
 }
 
-# start_daemon [extra kvpoold options...]
+# start_daemon [extra kvpoold options...] (no configuration file unless
+# the options name one)
 start_daemon() {
-	"$KVPOOLD" --foreground --socket "$SOCK" --ledger "$LEDGER" \
+	"$KVPOOLD" --foreground --config "" --socket "$SOCK" --ledger "$LEDGER" \
 		--backend "$BACKEND" --block-bytes 65536 --capacity 2048 \
 		--chunk-blocks 32 --shrink-delay-ms 300 -v "$@" \
 		>>"$DLOG" 2>&1 &

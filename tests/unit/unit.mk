@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 #
 # The ledger core in user space: libkvledger.a, its cmocka unit tests, the
-# randomized model test (normal and ASan/UBSan builds) and the benchmark.
+# randomized model test (normal and ASan/UBSan builds) and the benchmark;
+# the cmocka test of kvpoold's configuration parser (daemon/config.c, with
+# libinih), normal and ASan/UBSan.
 
 LEDGER_SRC := kmod/kvpool_ledger.c
 LEDGER_HDR := kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
@@ -39,6 +41,25 @@ $(B)/bin/kvpool-bench-ledger: tests/bench/bench_ledger.c $(B)/lib/libkvledger.a
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $< $(B)/lib/libkvledger.a \
 		-lpthread -o $@
+
+# kvpoold's configuration parser.
+CONFIG_TEST_DEPS := tests/unit/test_config.c daemon/config.c daemon/config.h \
+		    daemon/tier_spec.c daemon/kvpoold.h $(LEDGER_HDR)
+CONFIG_TEST_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -DKVD_NO_CUDA
+
+$(B)/tests/unit/test_config: $(CONFIG_TEST_DEPS) $(B)/lib/libkvledger.a
+	@mkdir -p $(@D)
+	$(CC) $(CONFIG_TEST_CPPFLAGS) $(CFLAGS_BASE) tests/unit/test_config.c \
+		daemon/config.c daemon/tier_spec.c $(B)/lib/libkvledger.a \
+		-linih -lcmocka -o $@
+
+$(B)/asan/tests/unit/test_config: $(CONFIG_TEST_DEPS) $(B)/asan/obj/kvpool_ledger.o
+	@mkdir -p $(@D)
+	$(CC) $(CONFIG_TEST_CPPFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) \
+		tests/unit/test_config.c daemon/config.c daemon/tier_spec.c \
+		$(B)/asan/obj/kvpool_ledger.o -linih -lcmocka -o $@
+
+LEDGER_TESTS += test_config
 
 ALL += $(B)/lib/libkvledger.a $(B)/bin/kvpool-bench-ledger
 CHECK_PROGS += $(addprefix $(B)/tests/unit/,$(LEDGER_TESTS)) \

@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: MIT
+#
+# The Debian packages.
+#   make deb    dpkg-buildpackage -us -uc -b on a copy of the tree in
+#               $(B)/deb/kvpool-VERSION (the tree stays clean), packages in
+#               $(B)/deb: kvpool-dkms, kvpoold, libkvlease1, libkvlease-dev,
+#               kvpool-tools; then lintian, which must report no error
+#               ($(B)/deb/lintian.log).  Rebuilt when a file that goes
+#               into a package (or its build) changes; the tests do not.
+# tests/pkg/pkg.mk installs them into a Debian 12 root in `make check`.
+
+DEB_VERSION := $(shell dpkg-parsechangelog -l debian/changelog -S Version 2>/dev/null)
+DEB_ARCH := $(shell dpkg --print-architecture 2>/dev/null)
+DEB_OUT := $(B)/deb
+DEB_SRC := $(DEB_OUT)/kvpool-$(DEB_VERSION)
+DEB_CHANGES := $(DEB_OUT)/kvpool_$(DEB_VERSION)_$(DEB_ARCH).changes
+DEB_NAMES := kvpool-dkms_$(DEB_VERSION)_all kvpoold_$(DEB_VERSION)_$(DEB_ARCH) \
+	     libkvlease1_$(DEB_VERSION)_$(DEB_ARCH) \
+	     libkvlease-dev_$(DEB_VERSION)_$(DEB_ARCH) \
+	     kvpool-tools_$(DEB_VERSION)_$(DEB_ARCH)
+DEB_FILES := $(patsubst %,$(DEB_OUT)/%.deb,$(DEB_NAMES))
+# The tree as git sees it (tracked and new files, not the ignored ones),
+# and the part of it the packages are made of.
+DEB_TREE := $(filter-out $(B)/%,$(wildcard $(shell git ls-files --cached \
+	--others --exclude-standard 2>/dev/null)))
+DEB_INPUTS := $(filter Makefile debian/% daemon/% libkvlease/% kernels/% \
+	kmod/% tools/% include/% Documentation/man/% LICENSES/%,$(DEB_TREE))
+
+.PHONY: deb
+deb: $(DEB_CHANGES)
+
+$(DEB_CHANGES): $(DEB_INPUTS)
+	@test -n "$(firstword $(DEB_TREE))" || { echo "deb: needs a git checkout" >&2; exit 1; }
+	@command -v dpkg-buildpackage >/dev/null || { echo "deb: no dpkg-buildpackage (make deps)" >&2; exit 1; }
+	rm -rf $(DEB_SRC) $(DEB_OUT)/*.deb $(DEB_OUT)/*.changes $(DEB_OUT)/*.buildinfo
+	mkdir -p $(DEB_SRC)
+	@echo "deb: copying the tree to $(DEB_SRC)"
+	@cp --parents -t $(DEB_SRC) $(DEB_TREE)
+	cd $(DEB_SRC) && dpkg-buildpackage -us -uc -b >../build.log 2>&1 || \
+		{ tail -n 60 ../build.log; echo "deb: dpkg-buildpackage failed: $(DEB_OUT)/build.log" >&2; exit 1; }
+	rm -rf $(DEB_SRC)
+	lintian --fail-on error --tag-display-limit 0 $@ >$(DEB_OUT)/lintian.log 2>&1 || \
+		{ cat $(DEB_OUT)/lintian.log; rm -f $@; echo "deb: lintian reports errors" >&2; exit 1; }
+	@cat $(DEB_OUT)/lintian.log
+	@echo "deb: $(notdir $(DEB_FILES)) in $(DEB_OUT)"
+
+$(DEB_FILES): $(DEB_CHANGES)

@@ -1,0 +1,447 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kvpool_metrics.c - kvpool's metrics series in the Prometheus text
+ * exposition format (see kvpool_metrics.h).  Names carry their unit
+ * (_blocks, _bytes), counters end in _total, every family has HELP and
+ * TYPE lines and appears once, label values are escaped.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "kvpool_metrics.h"
+
+/* KVPOOL_STATE_* and KVPOOL_UNLIMITED of the UAPI, repeated so that this
+ * file needs only the wire protocol. */
+#define M_STATE_LIVE		1
+#define M_STATE_ORPHANED	2
+#define M_UNLIMITED		0xffffffffU
+
+static const char *state_name(uint32_t st)
+{
+	switch (st) {
+	case M_STATE_LIVE: return "live";
+	case M_STATE_ORPHANED: return "orphaned";
+	default: return "unknown";
+	}
+}
+
+static const char *mode_name(uint32_t m)
+{
+	return m == KVP_MODE_MODULE ? "module" :
+	       m == KVP_MODE_INPROC ? "daemon" : "unknown";
+}
+
+/* A label value: at most cap bytes of s, with \ " and newline escaped. */
+static void label(FILE *f, const char *key, const char *s, size_t cap)
+{
+	size_t i, n = strnlen(s, cap);
+
+	fprintf(f, "%s=\"", key);
+	for (i = 0; i < n; i++) {
+		if (s[i] == '\\' || s[i] == '"')
+			fprintf(f, "\\%c", s[i]);
+		else if (s[i] == '\n')
+			fputs("\\n", f);
+		else
+			fputc(s[i], f);
+	}
+	fputc('"', f);
+}
+
+static void head(FILE *f, const char *name, const char *type,
+		 const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void pool_labels(FILE *f, const char *name,
+			const struct kvp_metrics_pool *p)
+{
+	fprintf(f, "%s{", name);
+	label(f, "pool", p->pool.name, sizeof(p->pool.name));
+}
+
+enum pool_val {
+	PV_BLOCK_BYTES, PV_CAPACITY, PV_BACKED, PV_USED, PV_BACKED_BYTES,
+	PV_USED_BYTES, PV_CHUNK, PV_LEASES, PV_TENANTS, PV_EPOCH, PV_STATE,
+};
+
+static uint64_t pool_val(const struct kvp_metrics_pool *p, enum pool_val v)
+{
+	const struct kvp_pool_rec *r = &p->pool;
+
+	switch (v) {
+	case PV_BLOCK_BYTES: return r->block_bytes;
+	case PV_CAPACITY: return r->capacity;
+	case PV_BACKED: return r->backed;
+	case PV_USED: return r->used;
+	case PV_BACKED_BYTES: return (uint64_t)r->backed * r->block_bytes;
+	case PV_USED_BYTES: return (uint64_t)r->used * r->block_bytes;
+	case PV_CHUNK: return r->chunk_blocks;
+	case PV_LEASES: return r->leases;
+	case PV_TENANTS: return p->ntenants;
+	case PV_EPOCH: return r->epoch;
+	case PV_STATE: return r->state;
+	}
+	return 0;
+}
+
+enum tenant_val {
+	TV_MIN, TV_CURRENT, TV_PEAK, TV_LEASES, TV_EV_MAX, TV_EV_STALL,
+	TV_EV_RECLAIM, TV_EV_FAIL,
+};
+
+static uint64_t tenant_val(const struct kvp_tenant_rec *t, enum tenant_val v)
+{
+	switch (v) {
+	case TV_MIN: return t->min;
+	case TV_CURRENT: return t->current;
+	case TV_PEAK: return t->peak;
+	case TV_LEASES: return t->leases;
+	case TV_EV_MAX: return t->ev_max;
+	case TV_EV_STALL: return t->ev_stall;
+	case TV_EV_RECLAIM: return t->ev_reclaim;
+	case TV_EV_FAIL: return t->ev_fail;
+	}
+	return 0;
+}
+
+static const struct {
+	const char *name, *help;
+	enum pool_val v;
+} pool_series[] = {
+	{ "kvpool_pool_block_bytes", "Bytes per block.", PV_BLOCK_BYTES },
+	{ "kvpool_pool_capacity_blocks", "Pool capacity in blocks.",
+	  PV_CAPACITY },
+	{ "kvpool_pool_backed_blocks",
+	  "Blocks with physical memory behind them.", PV_BACKED },
+	{ "kvpool_pool_used_blocks", "Leased blocks.", PV_USED },
+	{ "kvpool_pool_backed_bytes", "Backed memory in bytes.",
+	  PV_BACKED_BYTES },
+	{ "kvpool_pool_used_bytes", "Leased memory in bytes.", PV_USED_BYTES },
+	{ "kvpool_pool_chunk_blocks", "Grow/shrink granularity in blocks.",
+	  PV_CHUNK },
+	{ "kvpool_pool_leases", "Open leases.", PV_LEASES },
+	{ "kvpool_pool_tenants", "Tenants.", PV_TENANTS },
+	{ "kvpool_pool_epoch", "Owner epoch (changes on daemon restart).",
+	  PV_EPOCH },
+	{ "kvpool_pool_state",
+	  "Pool state: 1 live (owner attached), 2 orphaned.", PV_STATE },
+};
+
+static const struct {
+	const char *name, *type, *help;
+	enum tenant_val v;
+} tenant_series[] = {
+	{ "kvpool_tenant_min_blocks", "gauge", "Protected blocks.", TV_MIN },
+	{ "kvpool_tenant_current_blocks", "gauge", "Blocks held now.",
+	  TV_CURRENT },
+	{ "kvpool_tenant_peak_blocks", "gauge", "Most blocks ever held.",
+	  TV_PEAK },
+	{ "kvpool_tenant_leases", "gauge", "Open leases of the tenant.",
+	  TV_LEASES },
+	{ "kvpool_tenant_max_events_total", "counter",
+	  "Grants refused by the tenant's max.", TV_EV_MAX },
+	{ "kvpool_tenant_stall_events_total", "counter",
+	  "Callers that waited for blocks.", TV_EV_STALL },
+	{ "kvpool_tenant_reclaim_events_total", "counter",
+	  "Reclaim requests posted to the tenant.", TV_EV_RECLAIM },
+	{ "kvpool_tenant_fail_events_total", "counter",
+	  "Grants that failed (timeout, no memory).", TV_EV_FAIL },
+};
+
+enum prefix_val {
+	XV_CACHED, XV_REFERENCED, XV_HITS, XV_MISSES, XV_HIT_TOKENS,
+	XV_EVICTIONS, XV_PUBLISHED,
+};
+
+static uint64_t prefix_val(const struct kvp_prefix_rec *x, enum prefix_val v)
+{
+	switch (v) {
+	case XV_CACHED: return x->cached;
+	case XV_REFERENCED: return x->referenced;
+	case XV_HITS: return x->hits;
+	case XV_MISSES: return x->misses;
+	case XV_HIT_TOKENS: return x->hit_tokens;
+	case XV_EVICTIONS: return x->evictions;
+	case XV_PUBLISHED: return x->published;
+	}
+	return 0;
+}
+
+static const struct {
+	const char *name, *type, *help;
+	enum prefix_val v;
+} prefix_series[] = {
+	{ "kvpool_prefix_cached_blocks", "gauge",
+	  "Blocks in the tenant's prefix cache (counted in its current).",
+	  XV_CACHED },
+	{ "kvpool_prefix_referenced_blocks", "gauge",
+	  "Cached blocks in use by some sequence.", XV_REFERENCED },
+	{ "kvpool_prefix_hits_total", "counter",
+	  "Full blocks found in the prefix cache.", XV_HITS },
+	{ "kvpool_prefix_misses_total", "counter",
+	  "Full blocks looked up and not found.", XV_MISSES },
+	{ "kvpool_prefix_hit_tokens_total", "counter",
+	  "Tokens in the blocks found (prefill not computed).", XV_HIT_TOKENS },
+	{ "kvpool_prefix_evictions_total", "counter",
+	  "Unreferenced cached blocks given back.", XV_EVICTIONS },
+	{ "kvpool_prefix_published_total", "counter",
+	  "Blocks added to the prefix cache.", XV_PUBLISHED },
+};
+
+static void tenant_labels(FILE *f, const char *name,
+			  const struct kvp_metrics_pool *p,
+			  const struct kvp_tenant_rec *t)
+{
+	pool_labels(f, name, p);
+	fputc(',', f);
+	label(f, "tenant", t->name, sizeof(t->name));
+	fputs("} ", f);
+}
+
+/* ---- tiers ------------------------------------------------------------ */
+
+static const char *tier_kind(uint32_t k)
+{
+	switch (k) {
+	case KVP_TIER_TOP: return "top";
+	case KVP_TIER_DRAM: return "dram";
+	case KVP_TIER_NVME: return "nvme";
+	default: return "unknown";
+	}
+}
+
+enum tier_val {
+	RV_CAPACITY, RV_BACKED, RV_USED, RV_BYTES_IN, RV_BYTES_OUT,
+	RV_BLOCKS_IN, RV_BLOCKS_OUT, RV_ERRORS,
+};
+
+static uint64_t tier_val(const struct kvp_tier_rec *x, enum tier_val v)
+{
+	switch (v) {
+	case RV_CAPACITY: return x->pool.capacity;
+	case RV_BACKED: return x->pool.backed;
+	case RV_USED: return x->pool.used;
+	case RV_BYTES_IN: return x->bytes_in;
+	case RV_BYTES_OUT: return x->bytes_out;
+	case RV_BLOCKS_IN: return x->blocks_in;
+	case RV_BLOCKS_OUT: return x->blocks_out;
+	case RV_ERRORS: return x->errors;
+	}
+	return 0;
+}
+
+static const struct {
+	const char *name, *type, *help;
+	enum tier_val v;
+} tier_series[] = {
+	{ "kvpool_tier_capacity_blocks", "gauge", "Tier capacity in blocks.",
+	  RV_CAPACITY },
+	{ "kvpool_tier_backed_blocks", "gauge",
+	  "Tier blocks with memory or file space behind them.", RV_BACKED },
+	{ "kvpool_tier_used_blocks", "gauge", "Tier blocks leased.", RV_USED },
+	{ "kvpool_tier_swap_in_bytes_total", "counter",
+	  "Bytes copied into this tier by swaps.", RV_BYTES_IN },
+	{ "kvpool_tier_swap_out_bytes_total", "counter",
+	  "Bytes copied out of this tier by swaps.", RV_BYTES_OUT },
+	{ "kvpool_tier_swap_in_blocks_total", "counter",
+	  "Blocks copied into this tier by swaps.", RV_BLOCKS_IN },
+	{ "kvpool_tier_swap_out_blocks_total", "counter",
+	  "Blocks copied out of this tier by swaps.", RV_BLOCKS_OUT },
+	{ "kvpool_tier_swap_errors_total", "counter",
+	  "Swaps with this tier at one end that failed.", RV_ERRORS },
+};
+
+static void tier_labels(FILE *f, const char *name,
+			const struct kvp_tier_rec *x)
+{
+	fprintf(f, "%s{", name);
+	label(f, "pool", x->pool.name, sizeof(x->pool.name));
+	fprintf(f, ",tier=\"%u\"", x->tier);
+}
+
+#define LAT "kvpool_tier_swap_latency_seconds"
+
+static void write_tiers(FILE *f, const struct kvp_metrics_tiers *m)
+{
+	static const char *const states[] = { "resident", "swapped",
+					      "dropped" };
+	const struct kvp_tier_rec *x;
+	unsigned int k, b, s;
+	uint32_t i, j;
+
+	head(f, "kvpool_tier_info", "gauge", "A tier of the daemon (value 1).");
+	for (x = m->tiers; x < m->tiers + m->ntiers; x++) {
+		tier_labels(f, "kvpool_tier_info", x);
+		fprintf(f, ",kind=\"%s\"} 1\n", tier_kind(x->kind));
+	}
+	for (k = 0; k < sizeof(tier_series) / sizeof(tier_series[0]); k++) {
+		head(f, tier_series[k].name, tier_series[k].type,
+		     tier_series[k].help);
+		for (x = m->tiers; x < m->tiers + m->ntiers; x++) {
+			tier_labels(f, tier_series[k].name, x);
+			fprintf(f, "} %llu\n", (unsigned long long)
+				tier_val(x, tier_series[k].v));
+		}
+	}
+	head(f, "kvpool_tier_swap_copy_seconds_total", "counter",
+	     "Time spent copying, by direction.");
+	for (x = m->tiers; x < m->tiers + m->ntiers; x++) {
+		tier_labels(f, "kvpool_tier_swap_copy_seconds_total", x);
+		fprintf(f, ",dir=\"in\"} %.6f\n", (double)x->copy_in_ns / 1e9);
+		tier_labels(f, "kvpool_tier_swap_copy_seconds_total", x);
+		fprintf(f, ",dir=\"out\"} %.6f\n",
+			(double)x->copy_out_ns / 1e9);
+	}
+	/* bucket b counts jobs of [2^b, 2^(b+1)) us: le is 2^(b+1) us; the
+	 * daemon keeps no sum of latencies, so there is no _sum sample */
+	head(f, LAT, "histogram",
+	     "Swap latency, submit to done.");
+	for (x = m->tiers; x < m->tiers + m->ntiers; x++) {
+		uint64_t cum = 0;
+
+		for (b = 0; b < KVP_LAT_BUCKETS; b++) {
+			cum += x->lat_us[b];
+			tier_labels(f, LAT "_bucket", x);
+			fprintf(f, ",le=\"%g\"} %llu\n",
+				(double)(2ULL << b) / 1e6,
+				(unsigned long long)cum);
+		}
+		tier_labels(f, LAT "_bucket", x);
+		fprintf(f, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+		tier_labels(f, LAT "_count", x);
+		fprintf(f, "} %llu\n", (unsigned long long)cum);
+	}
+	head(f, "kvpool_tier_tenant_current_blocks", "gauge",
+	     "Blocks a tenant holds in a lower tier.");
+	for (k = 1; k < m->ntiers && k < KVP_MAX_TIERS; k++) {
+		for (j = 0; j < m->ntenants[k]; j++) {
+			const struct kvp_tenant_rec *t = &m->tenants[k][j];
+
+			fputs("kvpool_tier_tenant_current_blocks{", f);
+			label(f, "pool", m->tiers[k].pool.name,
+			      sizeof(m->tiers[k].pool.name));
+			fputc(',', f);
+			label(f, "tenant", t->name, sizeof(t->name));
+			fprintf(f, "} %u\n", t->current);
+		}
+	}
+	head(f, "kvpool_client_sequences", "gauge",
+	     "A client's sequences by state, as it reports them.");
+	for (i = 0; i < m->nclients; i++) {
+		const struct kvp_client_tier_rec *c = &m->clients[i];
+		uint32_t n[3], sw = 0;
+
+		for (k = 1; k < KVP_MAX_TIERS; k++)
+			sw += c->seqs.swapped[k];
+		n[0] = c->seqs.resident;
+		n[1] = sw;
+		n[2] = c->seqs.dropped;
+		for (s = 0; s < 3; s++)
+			fprintf(f, "kvpool_client_sequences{lease=\"%llu\","
+				"state=\"%s\"} %u\n",
+				(unsigned long long)c->lease_id, states[s],
+				n[s]);
+	}
+}
+
+int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
+		      unsigned int npools,
+		      const struct kvp_metrics_tiers *tiers)
+{
+	const struct kvp_metrics_pool *p;
+	unsigned int i, k;
+	uint32_t j;
+	bool clients = false, prefix = false;
+
+	head(f, "kvpool_pool_info", "gauge", "Pool description (value 1).");
+	for (p = pools; p < pools + npools; p++) {
+		pool_labels(f, "kvpool_pool_info", p);
+		fprintf(f, ",mode=\"%s\",", mode_name(p->pool.mode));
+		label(f, "backend", p->pool.backend, sizeof(p->pool.backend));
+		fprintf(f, ",state=\"%s\"} 1\n", state_name(p->pool.state));
+	}
+	for (k = 0; k < sizeof(pool_series) / sizeof(pool_series[0]); k++) {
+		head(f, pool_series[k].name, "gauge", pool_series[k].help);
+		for (p = pools; p < pools + npools; p++) {
+			pool_labels(f, pool_series[k].name, p);
+			fprintf(f, "} %llu\n", (unsigned long long)
+				pool_val(p, pool_series[k].v));
+		}
+	}
+
+	head(f, "kvpool_tenant_max_blocks", "gauge",
+	     "Hard limit in blocks (+Inf: unlimited).");
+	for (p = pools; p < pools + npools; p++) {
+		for (j = 0; j < p->ntenants; j++) {
+			const struct kvp_tenant_rec *t = &p->tenants[j];
+
+			tenant_labels(f, "kvpool_tenant_max_blocks", p, t);
+			if (t->max == M_UNLIMITED)
+				fputs("+Inf\n", f);
+			else
+				fprintf(f, "%u\n", t->max);
+		}
+	}
+	for (k = 0; k < sizeof(tenant_series) / sizeof(tenant_series[0]); k++) {
+		head(f, tenant_series[k].name, tenant_series[k].type,
+		     tenant_series[k].help);
+		for (p = pools; p < pools + npools; p++) {
+			for (j = 0; j < p->ntenants; j++) {
+				tenant_labels(f, tenant_series[k].name, p,
+					      &p->tenants[j]);
+				fprintf(f, "%llu\n", (unsigned long long)
+					tenant_val(&p->tenants[j],
+						   tenant_series[k].v));
+			}
+		}
+	}
+
+	for (i = 0; i < npools; i++)
+		clients |= pools[i].have_clients;
+	if (clients) {
+		head(f, "kvpool_client_blocks", "gauge",
+		     "Blocks held by one client (lease).");
+		for (p = pools; p < pools + npools; p++) {
+			if (!p->have_clients)
+				continue;
+			for (j = 0; j < p->nclients; j++) {
+				const struct kvp_client_rec *c = &p->clients[j];
+
+				pool_labels(f, "kvpool_client_blocks", p);
+				fputc(',', f);
+				label(f, "tenant", c->tenant,
+				      sizeof(c->tenant));
+				fprintf(f, ",lease=\"%llu\",pid=\"%u\"} %u\n",
+					(unsigned long long)c->lease_id,
+					c->pid, c->blocks);
+			}
+		}
+	}
+	for (i = 0; i < npools; i++)
+		prefix |= pools[i].have_prefix;
+	for (k = 0; prefix &&
+	     k < sizeof(prefix_series) / sizeof(prefix_series[0]); k++) {
+		head(f, prefix_series[k].name, prefix_series[k].type,
+		     prefix_series[k].help);
+		for (p = pools; p < pools + npools; p++) {
+			if (!p->have_prefix)
+				continue;
+			for (j = 0; j < p->nprefix; j++) {
+				const struct kvp_prefix_rec *x = &p->prefix[j];
+
+				pool_labels(f, prefix_series[k].name, p);
+				fputc(',', f);
+				label(f, "tenant", x->tenant, sizeof(x->tenant));
+				fprintf(f, "} %llu\n", (unsigned long long)
+					prefix_val(x, prefix_series[k].v));
+			}
+		}
+	}
+	if (tiers && tiers->ntiers > 1)
+		write_tiers(f, tiers);
+	if (fflush(f) || ferror(f))
+		return errno ? -errno : -EIO;
+	return 0;
+}
