@@ -11,7 +11,8 @@ KVKT_CFLAGS := $(CPPFLAGS_BASE) -Ikernels -Itests/kernels -I$(KVK_CUDA_INC)
 
 KVKT_PROGS := $(KVKT_DIR)/test-kvk-layout $(KVKT_DIR)/test-kvk-quant \
 	      $(KVKT_DIR)/test-kvk-decode $(KVKT_DIR)/test-kvk-prefill \
-	      $(KVKT_DIR)/test-kvk-needle $(KVKT_DIR)/test-kvk-nan
+	      $(KVKT_DIR)/test-kvk-needle $(KVKT_DIR)/test-kvk-nan \
+	      $(KVKT_DIR)/test-kvk-amx-decode $(KVKT_DIR)/test-kvk-amx-prefill
 ifeq ($(KVK_HAVE_CUDA_H),1)
 KVKT_PROGS += $(KVKT_DIR)/test-kvk-cuda-stub
 endif
@@ -27,6 +28,14 @@ $(KVKT_DIR)/test-kvk-prefill: tests/kernels/test-kvk-attn.c $(KVK_LIB) $(KVKT_HD
 	@mkdir -p $(@D)
 	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) -DKT_PREFILL $< -o $@ $(KVK_LIB) $(KVK_LIBS)
 
+$(KVKT_DIR)/test-kvk-amx-decode: tests/kernels/test-kvk-attn.c $(KVK_LIB) $(KVKT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) -DKT_AMX $< -o $@ $(KVK_LIB) $(KVK_LIBS)
+
+$(KVKT_DIR)/test-kvk-amx-prefill: tests/kernels/test-kvk-attn.c $(KVK_LIB) $(KVKT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) -DKT_AMX -DKT_PREFILL $< -o $@ $(KVK_LIB) $(KVK_LIBS)
+
 $(KVKT_DIR)/%: tests/kernels/%.c $(KVK_LIB) $(KVKT_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVK_LIB) $(KVK_LIBS)
@@ -35,6 +44,7 @@ $(KVKT_DIR)/%: tests/kernels/%.c $(KVK_LIB) $(KVKT_HDRS)
 # only, to keep the compile short), small grid
 KVKT_ASAN_OBJ := $(B)/asan/obj/kernels
 KVKT_ASAN_OBJS := $(patsubst %.c,$(KVKT_ASAN_OBJ)/%.o,$(KVK_CPU_SRCS))
+$(KVKT_ASAN_OBJ)/kvkern_amx.o: KVK_ARCH := $(KVK_AMX)
 $(KVKT_ASAN_OBJ)/kvkern_avx512bf16.o: KVK_ARCH := $(KVK_AVX512BF16)
 $(KVKT_ASAN_OBJ)/kvkern_avx512.o: KVK_ARCH := $(KVK_AVX512)
 $(KVKT_ASAN_OBJ)/kvkern_avx2.o: KVK_ARCH := $(KVK_AVX2)
