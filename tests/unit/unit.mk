@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 #
 # The ledger core in user space: libkvledger.a, its cmocka unit tests, the
-# randomized model test (normal and ASan/UBSan builds) and the benchmark.
+# randomized model test (normal and ASan/UBSan builds) and the benchmarks:
+# kvpool-bench-ledger (the core) and kvpool-bench-lease (a lease through
+# libkvlease, daemon socket or /dev/kvpool), both run by make bench-ledger.
 
 LEDGER_SRC := kmod/kvpool_ledger.c
 LEDGER_HDR := kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
@@ -40,13 +42,23 @@ $(B)/bin/kvpool-bench-ledger: tests/bench/bench_ledger.c $(B)/lib/libkvledger.a
 	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $< $(B)/lib/libkvledger.a \
 		-lpthread -o $@
 
-ALL += $(B)/lib/libkvledger.a $(B)/bin/kvpool-bench-ledger
+# Linked with the static libkvlease so that the VM can run it from /bin.
+$(B)/bin/kvpool-bench-lease: tests/bench/bench_lease.c libkvlease/kvlease.h \
+		$(KVL_A) $(B)/lib/libkvkern.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease $(CFLAGS_BASE) $< -o $@ $(KVL_A) \
+		$(B)/lib/libkvkern.a -lpthread -ldl -lm
+
+ALL += $(B)/lib/libkvledger.a $(B)/bin/kvpool-bench-ledger \
+       $(B)/bin/kvpool-bench-lease
+VM_EXTRA_PROGS += $(B)/bin/kvpool-bench-lease
 CHECK_PROGS += $(addprefix $(B)/tests/unit/,$(LEDGER_TESTS)) \
 	       $(addsuffix .sh,$(addprefix $(B)/asan/tests/unit/,$(LEDGER_TESTS)))
 
 .PHONY: bench-ledger check-ledger
-bench-ledger: $(B)/bin/kvpool-bench-ledger
-	$(B)/bin/kvpool-bench-ledger
+bench-ledger: $(B)/bin/kvpool-bench-ledger $(B)/bin/kvpool-bench-lease \
+		$(B)/bin/kvpoold
+	B=$(B) tests/bench/bench-ledger.sh
 
 check-ledger: $(addprefix $(B)/tests/unit/,$(LEDGER_TESTS)) \
 	      $(addsuffix .sh,$(addprefix $(B)/asan/tests/unit/,$(LEDGER_TESTS)))
