@@ -291,6 +291,110 @@ void int4_scales(const struct amx_item *b, const uint8_t *const *rows,
 		}
 }
 
+/*
+ * Row conversions, with the number of 64-byte source chunks (FP8/INT8:
+ * 64 dimensions, BF16: 32, INT4: 128) a constant where head_dim is 64,
+ * 128 or 256, so that the loops unroll and the lookup tables stay in
+ * registers.
+ */
+#define NC_DISPATCH(nc, ...) \
+	do { \
+		switch (nc) { \
+		case 1: { const uint32_t NC = 1; __VA_ARGS__; break; } \
+		case 2: { const uint32_t NC = 2; __VA_ARGS__; break; } \
+		case 4: { const uint32_t NC = 4; __VA_ARGS__; break; } \
+		case 8: { const uint32_t NC = 8; __VA_ARGS__; break; } \
+		default: { const uint32_t NC = (nc); __VA_ARGS__; break; } \
+		} \
+	} while (0)
+
+/* One K row (FP8/INT8: NC chunks of 64 dimensions; INT4: NC groups of
+ * 32) into BF16 at dst. */
+static inline __attribute__((always_inline))
+void conv_k_row(uint8_t *restrict dst, const uint8_t *restrict src,
+		const struct luts *t, const uint32_t NC, const uint32_t dtype)
+{
+	uint32_t c;
+
+	if (dtype == KVK_INT4) {
+		const __m512i k4 = t->k4;
+
+		#pragma GCC unroll 8
+		for (c = 0; c < NC; c++) {
+			__m512i x = _mm512_broadcast_i32x4(_mm_loadu_si128(
+					(const void *)(src + 16 * c)));
+
+			x = _mm512_multishift_epi64_epi8(k4, x);
+			_mm512_storeu_si512((void *)(dst + 64 * c),
+					    nib_bf16(t, x));
+		}
+		return;
+	}
+	#pragma GCC unroll 4
+	for (c = 0; c < NC; c++) {
+		__m512i w0, w1;
+
+		to_bf16(t, _mm512_loadu_si512((const void *)(src + 64 * c)),
+			&w0, &w1, dtype);
+		_mm512_storeu_si512((void *)(dst + 128 * c), w0);
+		_mm512_storeu_si512((void *)(dst + 128 * c + 64), w1);
+	}
+}
+
+/* One pair of V rows (positions 2k, 2k + 1) into row k of the span's
+ * VNNI tiles (tile x16 at dst + 1024 x16). */
+static inline __attribute__((always_inline))
+void conv_v_pair(uint8_t *restrict dst, const uint8_t *restrict ra,
+		 const uint8_t *restrict rbp, const struct luts *t,
+		 const uint32_t NC, const uint32_t dtype)
+{
+	uint32_t c;
+
+	if (dtype == KVK_BF16) {		/* NC chunks of 32 dims */
+		#pragma GCC unroll 8
+		for (c = 0; c < NC; c++) {
+			__m512i a0 = _mm512_loadu_si512((const void *)(ra + 64 * c));
+			__m512i b0 = _mm512_loadu_si512((const void *)(rbp + 64 * c));
+
+			_mm512_storeu_si512((void *)(dst + 2048 * c),
+					    _mm512_unpacklo_epi16(a0, b0));
+			_mm512_storeu_si512((void *)(dst + 2048 * c + 1024),
+					    _mm512_unpackhi_epi16(a0, b0));
+		}
+	} else if (dtype == KVK_INT4) {		/* NC groups of 32 */
+		const __m512i vp = t->v4perm, c0 = t->v4[0], c1 = t->v4[1];
+
+		#pragma GCC unroll 8
+		for (c = 0; c < NC; c++) {
+			__m512i xa = _mm512_castsi128_si512(_mm_loadu_si128(
+					(const void *)(ra + 16 * c)));
+			__m512i xb = _mm512_castsi128_si512(_mm_loadu_si128(
+					(const void *)(rbp + 16 * c)));
+			__m512i x = _mm512_permutex2var_epi8(xa, vp, xb);
+
+			_mm512_storeu_si512((void *)(dst + 2048 * c), nib_bf16(t,
+					    _mm512_multishift_epi64_epi8(c0, x)));
+			_mm512_storeu_si512((void *)(dst + 2048 * c + 1024),
+					    nib_bf16(t, _mm512_multishift_epi64_epi8(
+					    c1, x)));
+		}
+	} else {				/* NC chunks of 64 dims */
+		#pragma GCC unroll 4
+		for (c = 0; c < NC; c++) {
+			__m512i xa = _mm512_loadu_si512((const void *)(ra + 64 * c));
+			__m512i xb = _mm512_loadu_si512((const void *)(rbp + 64 * c));
+			__m512i w0, w1, w2, w3;
+
+			to_bf16(t, _mm512_unpacklo_epi8(xa, xb), &w0, &w1, dtype);
+			to_bf16(t, _mm512_unpackhi_epi8(xa, xb), &w2, &w3, dtype);
+			_mm512_storeu_si512((void *)(dst + 4096 * c), w0);
+			_mm512_storeu_si512((void *)(dst + 4096 * c + 1024), w1);
+			_mm512_storeu_si512((void *)(dst + 4096 * c + 2048), w2);
+			_mm512_storeu_si512((void *)(dst + 4096 * c + 3072), w3);
+		}
+	}
+}
+
 /* Convert (or copy) the K rows of tile j of the step, head hh, into kc.
  * Returns the A tile's base and sets its row stride. */
 static inline __attribute__((always_inline))
@@ -298,53 +402,32 @@ const uint8_t *k_tile(struct amx_item *b, uint32_t hh, uint32_t j,
 		      uint32_t n, uint32_t par, long *stride,
 		      const uint32_t dtype)
 {
-	const uint32_t D = b->D, p0 = j * TILE;
+	const uint32_t D = b->D, p0 = j * TILE, rb = b->rb;
 	const uint64_t ko = b->koff + hh * b->plane;
+	const struct luts t = b->lut;
+	uint8_t *kc = (uint8_t *)b->kc + (uint64_t)p0 * 2 * D;
 	const uint8_t *rows[TILE];
-	uint32_t r, c;
+	uint32_t r;
 
+	for (r = 0; r < n; r++)
+		rows[r] = b->rblk[p0 + r] + ko + (uint64_t)b->rslot[p0 + r] * rb;
 	if (dtype == KVK_BF16 && n == TILE &&
-	    b->rblk[p0] == b->rblk[p0 + TILE - 1] &&
-	    b->rslot[p0 + TILE - 1] == b->rslot[p0] + TILE - 1) {
-		*stride = b->rb;
-		return b->rblk[p0] + ko + (uint64_t)b->rslot[p0] * b->rb;
+	    rows[TILE - 1] == rows[0] + (uint64_t)(TILE - 1) * rb) {
+		*stride = rb;
+		return rows[0];
 	}
 	*stride = 2 * D;
-	for (r = 0; r < n; r++)
-		rows[r] = b->rblk[p0 + r] + ko + (uint64_t)b->rslot[p0 + r] *
-			  b->rb;
-	for (r = 0; r < TILE; r++) {
-		uint8_t *dst = (uint8_t *)b->kc + (uint64_t)(p0 + r) * 2 * D;
-
-		if (r >= n) {
-			memset(dst, 0, 2 * D);
-			continue;
-		}
-		if (dtype == KVK_BF16) {
-			memcpy(dst, rows[r], 2 * D);
-		} else if (dtype == KVK_INT4) {
-			for (c = 0; c < D / 32; c++) {
-				__m512i x = _mm512_broadcast_i32x4(
-					_mm_loadu_si128((const void *)
-							(rows[r] + 16 * c)));
-
-				x = _mm512_multishift_epi64_epi8(b->lut.k4, x);
-				_mm512_storeu_si512((void *)(dst + 64 * c),
-						    nib_bf16(&b->lut, x));
-			}
-		} else {
-			for (c = 0; c < D / 64; c++) {
-				__m512i w0, w1;
-
-				to_bf16(&b->lut, _mm512_loadu_si512(
-					(const void *)(rows[r] + 64 * c)),
-					&w0, &w1, dtype);
-				_mm512_storeu_si512((void *)(dst + 128 * c), w0);
-				_mm512_storeu_si512((void *)(dst + 128 * c + 64),
-						    w1);
-			}
-		}
+	if (dtype == KVK_BF16) {
+		for (r = 0; r < n; r++)
+			memcpy(kc + (uint64_t)r * 2 * D, rows[r], 2 * D);
+	} else {
+		NC_DISPATCH(dtype == KVK_INT4 ? D / 32 : D / 64,
+			for (r = 0; r < n; r++)
+				conv_k_row(kc + (uint64_t)r * 2 * D, rows[r],
+					   &t, NC, dtype));
 	}
+	if (n < TILE)
+		memset(kc + (uint64_t)n * 2 * D, 0, (uint64_t)(TILE - n) * 2 * D);
 	if (dtype == KVK_FP8 || dtype == KVK_INT8) {
 		const uint64_t so = b->ksoff + hh * 4;
 
@@ -364,7 +447,7 @@ const uint8_t *k_tile(struct amx_item *b, uint32_t hh, uint32_t j,
 				b->ng * 2;
 		int4_scales(b, sr, n, &b->gk[par][j][0][0], TILE);
 	}
-	return (const uint8_t *)b->kc + (uint64_t)p0 * 2 * D;
+	return kc;
 }
 
 /* V rows of the step (n positions), head hh, into vc: pair-interleaved
@@ -374,80 +457,25 @@ void v_rows(struct amx_item *b, uint32_t hh, uint32_t n, const uint32_t dtype)
 {
 	static const uint8_t zero[KVK_MAX_HEAD_DIM * 2]
 		__attribute__((aligned(64)));
-	const uint32_t D = b->D, nsp = (n + 31) / 32;
+	const uint32_t D = b->D, nsp = (n + 31) / 32, rb = b->rb;
 	const uint64_t vo = b->voff + hh * b->plane;
-	uint32_t s, k, c, r;
+	const struct luts t = b->lut;
+	uint32_t s, k, r;
 
-	for (s = 0; s < nsp; s++) {
-		uint8_t *vt = b->vc + (uint64_t)s * D * 64;	/* D/16 tiles */
+	NC_DISPATCH(dtype == KVK_FP8 || dtype == KVK_INT8 ? D / 64 : D / 32,
+		for (s = 0; s < nsp; s++) {
+			uint8_t *vt = b->vc + (uint64_t)s * D * 64;
 
-		for (k = 0; k < 16; k++) {
-			uint32_t pa = 32 * s + 2 * k, pbp = pa + 1;
-			const uint8_t *ra = pa < n ? b->rblk[pa] + vo +
-				(uint64_t)b->rslot[pa] * b->rb : zero;
-			const uint8_t *rbp = pbp < n ? b->rblk[pbp] + vo +
-				(uint64_t)b->rslot[pbp] * b->rb : zero;
-			uint8_t *dst = vt + 64 * k;
+			for (k = 0; k < 16; k++) {
+				uint32_t pa = 32 * s + 2 * k, pbp = pa + 1;
+				const uint8_t *ra = pa < n ? b->rblk[pa] + vo +
+					(uint64_t)b->rslot[pa] * rb : zero;
+				const uint8_t *rbq = pbp < n ? b->rblk[pbp] + vo +
+					(uint64_t)b->rslot[pbp] * rb : zero;
 
-			if (dtype == KVK_BF16) {
-				for (c = 0; c < D / 32; c++) {
-					__m512i a0 = _mm512_loadu_si512(
-						(const void *)(ra + 64 * c));
-					__m512i b0 = _mm512_loadu_si512(
-						(const void *)(rbp + 64 * c));
-
-					_mm512_storeu_si512((void *)(dst +
-						2048 * c), _mm512_unpacklo_epi16(
-						a0, b0));
-					_mm512_storeu_si512((void *)(dst +
-						2048 * c + 1024),
-						_mm512_unpackhi_epi16(a0, b0));
-				}
-			} else if (dtype == KVK_INT4) {
-				for (c = 0; c < D / 32; c++) {
-					__m512i xa = _mm512_castsi128_si512(
-						_mm_loadu_si128((const void *)
-							(ra + 16 * c)));
-					__m512i xb = _mm512_castsi128_si512(
-						_mm_loadu_si128((const void *)
-							(rbp + 16 * c)));
-					__m512i x = _mm512_permutex2var_epi8(xa,
-						b->lut.v4perm, xb), y;
-
-					y = _mm512_multishift_epi64_epi8(
-						b->lut.v4[0], x);
-					_mm512_storeu_si512((void *)(dst +
-						2048 * c), nib_bf16(&b->lut, y));
-					y = _mm512_multishift_epi64_epi8(
-						b->lut.v4[1], x);
-					_mm512_storeu_si512((void *)(dst +
-						2048 * c + 1024),
-						nib_bf16(&b->lut, y));
-				}
-			} else {
-				for (c = 0; c < D / 64; c++) {
-					__m512i xa = _mm512_loadu_si512(
-						(const void *)(ra + 64 * c));
-					__m512i xb = _mm512_loadu_si512(
-						(const void *)(rbp + 64 * c));
-					__m512i w0, w1, w2, w3;
-
-					to_bf16(&b->lut, _mm512_unpacklo_epi8(
-						xa, xb), &w0, &w1, dtype);
-					to_bf16(&b->lut, _mm512_unpackhi_epi8(
-						xa, xb), &w2, &w3, dtype);
-					_mm512_storeu_si512((void *)(dst +
-						4096 * c), w0);
-					_mm512_storeu_si512((void *)(dst +
-						4096 * c + 1024), w1);
-					_mm512_storeu_si512((void *)(dst +
-						4096 * c + 2048), w2);
-					_mm512_storeu_si512((void *)(dst +
-						4096 * c + 3072), w3);
-				}
+				conv_v_pair(vt + 64 * k, ra, rbq, &t, NC, dtype);
 			}
-		}
-	}
+		});
 	/* scales of the rows, 0 beyond n to the end of the last span */
 	if (dtype == KVK_FP8 || dtype == KVK_INT8) {
 		const uint64_t so = b->vsoff + hh * 4;
@@ -518,6 +546,29 @@ void split_row(__m512 x0, __m512 x1, void *hi, void *lo)
 	_mm512_store_si512(hi, (__m512i)_mm512_cvtne2ps_pbh(h1, h0));
 	_mm512_store_si512(lo, (__m512i)_mm512_cvtne2ps_pbh(
 			   _mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0)));
+}
+
+/* The query's split: 32 values into hi (truncated, exact) and lo (the
+ * remainder rounded) BF16 pairs; a non-finite value is carried by hi
+ * alone (NaN stays NaN). */
+static inline __attribute__((always_inline))
+void q_split(const float *x, uint32_t *hi, uint32_t *lo)
+{
+	const __m512i mk = _mm512_set1_epi32((int)0xffff0000u);
+	__m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+	__mmask16 n0 = _mm512_fpclass_ps_mask(x0, 0x99);	/* NaN, Inf */
+	__mmask16 n1 = _mm512_fpclass_ps_mask(x1, 0x99);
+	__m512 h0 = _mm512_castsi512_ps(_mm512_and_si512(
+			_mm512_castps_si512(x0), mk));
+	__m512 h1 = _mm512_castsi512_ps(_mm512_and_si512(
+			_mm512_castps_si512(x1), mk));
+	__m512 l0 = _mm512_maskz_sub_ps((__mmask16)~n0, x0, h0);
+	__m512 l1 = _mm512_maskz_sub_ps((__mmask16)~n1, x1, h1);
+
+	h0 = _mm512_mask_mov_ps(h0, n0, x0);
+	h1 = _mm512_mask_mov_ps(h1, n1, x1);
+	_mm512_storeu_si512(hi, (__m512i)_mm512_cvtne2ps_pbh(h1, h0));
+	_mm512_storeu_si512(lo, (__m512i)_mm512_cvtne2ps_pbh(l1, l0));
 }
 
 /* Scale output rows of query row q of head hh by f. */
@@ -981,7 +1032,7 @@ void amx_attn(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 	for (hh = 0; hh < it->nh; hh++) {
 		uint32_t kh = it->head + hh;
 		uint32_t *qt = b->qt + (uint64_t)hh * nk * 2 * 16 * R;
-		uint16_t qh[KVK_MAX_HEAD_DIM], ql[KVK_MAX_HEAD_DIM];
+		uint32_t qh[KVK_MAX_HEAD_DIM / 2], ql[KVK_MAX_HEAD_DIM / 2];
 
 		for (q = 0; q < R; q++) {
 			b->m[hh * R + q] = -INFINITY;
@@ -995,39 +1046,25 @@ void amx_attn(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 				for (x = 0; x < D; x++)
 					tmp[x] = src[perm_k(dtype, x)] *
 						 job->scale;
-				for (x = 0; x < D; x++) {
-					uint32_t w = kvk_f32_bits(tmp[x]);
-					float hi, lo;
-
-					/* hi: truncated (exact), lo: the
-					 * remainder rounded; a non-finite x
-					 * is carried by hi alone */
-					hi = kvk_bits_f32(w & 0xffff0000u);
-					lo = tmp[x] - hi;
-					qh[x] = (uint16_t)(w >> 16);
-					if (tmp[x] != tmp[x])
-						qh[x] = kvk_f32_to_bf16(tmp[x]);
-					if (lo != lo)
-						lo = 0.0f;
-					ql[x] = kvk_f32_to_bf16(lo);
-				}
+				for (x = 0; x < D; x += 32)
+					q_split(tmp + x, qh + x / 2, ql + x / 2);
 			} else {
 				memset(qh, 0, sizeof(qh));
 				memset(ql, 0, sizeof(ql));
 			}
+			/* B[k][r][q] = the BF16 pair 32 k + 2 r of row q */
 			for (k = 0; k < nk; k++)
 				for (r = 0; r < 16; r++) {
-					uint32_t e = 32 * k + 2 * r;
-
-					uint32_t vh = qh[e] | (uint32_t)qh[e + 1] << 16;
-					uint32_t vl = ql[e] | (uint32_t)ql[e + 1] << 16;
-
 					if (R < 16) {
-						qt[(k * 16 + r) * 2 * R + q] = vh;
-						qt[(k * 16 + r) * 2 * R + R + q] = vl;
+						qt[(k * 16 + r) * 2 * R + q] =
+							qh[16 * k + r];
+						qt[(k * 16 + r) * 2 * R + R + q] =
+							ql[16 * k + r];
 					} else {
-						qt[((2 * k) * 16 + r) * R + q] = vh;
-						qt[((2 * k + 1) * 16 + r) * R + q] = vl;
+						qt[((2 * k) * 16 + r) * R + q] =
+							qh[16 * k + r];
+						qt[((2 * k + 1) * 16 + r) * R + q] =
+							ql[16 * k + r];
 					}
 				}
 		}
