@@ -30,7 +30,8 @@
  * where R is the higher of the bandwidth measured at the start and at the
  * end (the conservative ratio) and vs_bf16 is null when BF16 did not run.
  * Options: -t threads (0 = all CPUs), -m pool MiB, -s seconds per shape
- * (default 0.4), -q (quick: contexts 1K and 8K only), -k dtypes
+ * (default 0.4), -q (quick: contexts 1K and 8K only), -b largest batch
+ * (1, 16 or 64: batches above it are left out), -k dtypes
  * (comma-separated names, e.g. bf16,fp8; default all), -p paths, -H (pool
  * on 4 KiB pages: by default it asks for 2 MiB pages, MADV_HUGEPAGE).
  */
@@ -148,10 +149,10 @@ int main(int argc, char **argv)
 	int quick = 0, huge = 1, opt, nres = 0, i;
 	size_t bw_bytes = (size_t)512 << 20;
 	uint8_t *bwbuf;
-	uint32_t dt, ci, bi, nctx;
+	uint32_t dt, ci, bi, nctx, max_batch = 64;
 	const char *only = NULL;
 
-	while ((opt = getopt(argc, argv, "t:m:s:qk:p:H")) != -1) {
+	while ((opt = getopt(argc, argv, "t:m:s:qb:k:p:H")) != -1) {
 		switch (opt) {
 		case 't':
 			threads = (unsigned int)atoi(optarg);
@@ -165,6 +166,9 @@ int main(int argc, char **argv)
 		case 'q':
 			quick = 1;
 			break;
+		case 'b':
+			max_batch = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
 		case 'k':
 			only = optarg;
 			break;
@@ -176,10 +180,16 @@ int main(int argc, char **argv)
 			break;
 		default:
 			fprintf(stderr, "usage: %s [-t threads] [-m pool MiB] "
-				"[-s seconds] [-q] [-k dtypes] [-p paths] [-H]\n",
+				"[-s seconds] [-q] [-b batch] [-k dtypes] [-p paths] "
+				"[-H]\n",
 				argv[0]);
 			return 2;
 		}
+	}
+	if (max_batch < 1) {
+		fprintf(stderr, "%s: -b: the largest batch is at least 1\n",
+			argv[0]);
+		return 2;
 	}
 	nctx = quick ? 2 : 4;
 	{
@@ -277,6 +287,8 @@ int main(int argc, char **argv)
 				int calls;
 				struct kvk_decode_args a;
 
+				if (B > max_batch)
+					continue;
 				tables = malloc(sizeof(uint32_t) * B * mbps);
 				ctx = malloc(sizeof(uint32_t) * B);
 				q = malloc(sizeof(float) * B * QH * D);

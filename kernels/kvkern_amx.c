@@ -42,11 +42,7 @@
  * the dimensions in a fixed permuted order (the byte interleaves); the
  * query is stored in the K order once per item and the outputs are put
  * back in natural order when the item ends (perm_k(), perm_v()).
- *
- * Tile registers (configured per item for R):
- *   0 scores (16 x R floats)   1 K (16 x 32 BF16)   2, 3 query hi, lo
- *   4 V (VNNI, 16 x 32)        5, 6 weights hi+lo (R = 16: hi, lo)
- *   7 outputs (2R or 16 rows x 16 floats)
+ * The tile registers are assigned in amx_config().
  */
 #define VW 16
 #define KVK_SIMD_HELPERS_ONLY

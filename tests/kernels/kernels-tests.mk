@@ -65,8 +65,11 @@ $(KVKT_ASAN)/%: tests/kernels/%.c $(KVKT_ASAN_OBJS) $(KVKT_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) -DKT_SMALL $< -o $@ $(KVKT_ASAN_OBJS) $(KVK_LIBS)
 
-CHECK_PROGS += $(KVKT_PROGS) $(KVKT_ASAN_PROGS)
+# the benchmark's short run and the invariants of its JSON
+KVKT_SCRIPTS := tests/kernels/test-bench-kernels.sh
+
+CHECK_PROGS += $(KVKT_PROGS) $(KVKT_ASAN_PROGS) $(KVKT_SCRIPTS)
 
 .PHONY: check-kernels
-check-kernels: $(KVKT_PROGS) $(KVKT_ASAN_PROGS)
-	@tests/run-tests.sh $(KVKT_PROGS) $(KVKT_ASAN_PROGS)
+check-kernels: $(KVKT_PROGS) $(KVKT_ASAN_PROGS) $(B)/bin/kvpool-bench-kernels
+	@tests/run-tests.sh $(KVKT_PROGS) $(KVKT_ASAN_PROGS) $(KVKT_SCRIPTS)
