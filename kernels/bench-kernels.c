@@ -25,10 +25,18 @@
  *
  * Prints a table (ratios against the first bandwidth measurement), a
  * summary per path and dtype, then as the last stdout line one JSON
- * object: {"read_gbps": R, "paths": [...], "results": [{"path", "dtype",
- * "ctx", "batch", "gbps", "ratio", "tokens_per_s", "vs_bf16"}, ...]}
+ * object: {"read_gbps": R, "read_gbps_first", "read_gbps_last",
+ * "read_cpu_gbps", "threads", "paths": [...], "results": [{"path",
+ * "dtype", "ctx", "batch", "gbps", "ratio", "tokens_per_s", "cpu_ratio",
+ * "vs_bf16"}, ...]}
  * where R is the higher of the bandwidth measured at the start and at the
  * end (the conservative ratio) and vs_bf16 is null when BF16 did not run.
+ * On a shared machine the wall-clock figures fall with the other load;
+ * "cpu_ratio" (column cpu-r) is the same ratio per CPU-second of this
+ * process instead: KV bytes per CPU-second of the kernel over bytes per
+ * CPU-second of both read-bandwidth measurements (top level
+ * "read_cpu_gbps"), which time-slicing with other processes leaves
+ * nearly unchanged (memory and cache contention still count).
  * Options: -t threads (0 = all CPUs), -m pool MiB, -s seconds per shape
  * (default 0.4), -q (quick: contexts 1K and 8K only), -b largest batch
  * (1, 16 or 64: batches above it are left out), -k dtypes
@@ -58,6 +66,15 @@ static double now_s(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of the process, all threads */
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -118,6 +135,7 @@ static void fill_pool(const struct kvk_layout *l, uint8_t *pool,
 struct result {
 	uint32_t path, dtype, ctx, batch;
 	double gbps, tps, vs_bf16;	/* vs_bf16 < 0: no BF16 result */
+	double cpu_gbps;		/* KV GB per CPU-second */
 };
 
 /* Is name in the comma-separated list? */
@@ -145,7 +163,8 @@ int main(int argc, char **argv)
 	const char *paths = NULL;
 	unsigned int threads = 0;
 	uint64_t cap_mib = 2048;
-	double per_shape = 0.4, read_bw, read_bw2, ref_bw;
+	double per_shape = 0.4, read_bw, read_bw2, ref_bw, rc0, rcpu;
+	double read_cpu;
 	int quick = 0, huge = 1, opt, nres = 0, i;
 	size_t bw_bytes = (size_t)512 << 20;
 	uint8_t *bwbuf;
@@ -238,7 +257,10 @@ int main(int argc, char **argv)
 	if (!bwbuf)
 		return 1;
 	memset(bwbuf, 1, bw_bytes);
+	rc0 = cpu_s();
 	read_bw = kvk_read_bw(cpus[0], bwbuf, bw_bytes, 8);
+	rcpu = cpu_s() - rc0;
+	read_cpu = rcpu > 0 ? 8.0 * bw_bytes / rcpu / 1e9 : 0;
 	printf("kvpool-bench-kernels: %u threads, paths", kvk_cpu_threads(cpus[0]));
 	for (pi = 0; pi < npaths; pi++)
 		printf(" %s", pnames[pi]);
@@ -247,9 +269,11 @@ int main(int argc, char **argv)
 	printf("(ratio: against this first measurement; tok/s: sequences x "
 	       "calls per second; vs bf16: tok/s over BF16's, same path and "
 	       "shape)\n");
-	printf("%-10s %-5s %7s %5s %9s %9s %6s %10s %7s %6s\n", "path",
+	printf("(cpu-r: the ratio per CPU-second of this process, against "
+	       "both measurements)\n");
+	printf("%-10s %-5s %7s %5s %9s %9s %6s %10s %7s %6s %6s\n", "path",
 	       "dtype", "ctx", "batch", "KV MiB", "KV GB/s", "ratio", "tok/s",
-	       "vs bf16", "calls");
+	       "vs bf16", "calls", "cpu-r");
 	fflush(stdout);
 
 	for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
@@ -283,7 +307,7 @@ int main(int argc, char **argv)
 				uint32_t C = ctxs[ci], B = batches[bi];
 				uint32_t mbps = C / TPB, b, j, *tables, *ctx;
 				float *q, *out;
-				double t0, t, bytes;
+				double t0, t, c0, bytes;
 				int calls;
 				struct kvk_decode_args a;
 
@@ -323,6 +347,7 @@ int main(int argc, char **argv)
 					if (bytes < 2e9)
 						kvk_decode(&a, cpus[pi]);
 					t0 = now_s();
+					c0 = cpu_s();
 					do {
 						if (kvk_decode(&a, cpus[pi])) {
 							fprintf(stderr,
@@ -332,12 +357,15 @@ int main(int argc, char **argv)
 						calls++;
 						t = now_s() - t0;
 					} while (t < per_shape);
+					c0 = cpu_s() - c0;
 					r->path = pi;
 					r->dtype = dt;
 					r->ctx = C;
 					r->batch = B;
 					r->gbps = bytes * calls / t / 1e9;
 					r->tps = (double)B * calls / t;
+					r->cpu_gbps = c0 > 0 ? bytes * calls /
+						      c0 / 1e9 : 0;
 					r->vs_bf16 = -1;
 					for (k = 0; k < nres; k++)
 						if (res[k].path == pi &&
@@ -355,7 +383,8 @@ int main(int argc, char **argv)
 						printf("%7.2f", r->vs_bf16);
 					else
 						printf("%7s", "-");
-					printf(" %6d\n", calls);
+					printf(" %6d %6.3f\n", calls,
+					       r->cpu_gbps / read_cpu);
 					fflush(stdout);
 					nres++;
 				}
@@ -367,17 +396,23 @@ int main(int argc, char **argv)
 		}
 		free(pool);
 	}
+	rc0 = cpu_s();
 	read_bw2 = kvk_read_bw(cpus[0], bwbuf, bw_bytes, 8);
+	rcpu += cpu_s() - rc0;
+	/* bytes per CPU-second of both read measurements */
+	read_cpu = rcpu > 0 ? 2.0 * 8 * bw_bytes / rcpu / 1e9 : 0;
 	/*
 	 * The machine's bandwidth drifts during a run (shared hosts): judge
 	 * against the higher of the two measurements, the conservative ratio.
 	 */
 	ref_bw = read_bw2 > read_bw ? read_bw2 : read_bw;
 	printf("memory read bandwidth again: %.1f GB/s; the summary and the "
-	       "JSON use the higher, %.1f GB/s\n", read_bw2, ref_bw);
+	       "JSON use the higher, %.1f GB/s; per CPU-second, both: %.1f "
+	       "GB/s\n", read_bw2, ref_bw, read_cpu);
 	for (pi = 0; pi < npaths; pi++)
 		for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
 			double lo = 1e9, hi = 0, vlo = 1e9, vhi = 0;
+			double clo = 1e9, chi = 0;
 
 			for (i = 0; i < nres; i++) {
 				double r = res[i].gbps / ref_bw;
@@ -387,6 +422,9 @@ int main(int argc, char **argv)
 					continue;
 				lo = r < lo ? r : lo;
 				hi = r > hi ? r : hi;
+				r = res[i].cpu_gbps / read_cpu;
+				clo = r < clo ? r : clo;
+				chi = r > chi ? r : chi;
 				if (res[i].vs_bf16 >= 0) {
 					vlo = res[i].vs_bf16 < vlo ?
 					      res[i].vs_bf16 : vlo;
@@ -400,21 +438,24 @@ int main(int argc, char **argv)
 			       pnames[pi], kvk_dtype_name(dt), lo, hi);
 			if (vhi > 0)
 				printf(", tok/s vs bf16 %.2f .. %.2f", vlo, vhi);
-			printf("\n");
+			printf(", per CPU-s %.2f .. %.2f\n", clo, chi);
 		}
 	printf("{\"read_gbps\": %.2f, \"read_gbps_first\": %.2f, "
-	       "\"read_gbps_last\": %.2f, \"threads\": %u, \"paths\": [",
-	       ref_bw, read_bw, read_bw2, kvk_cpu_threads(cpus[0]));
+	       "\"read_gbps_last\": %.2f, \"read_cpu_gbps\": %.2f, "
+	       "\"threads\": %u, \"paths\": [", ref_bw, read_bw, read_bw2,
+	       read_cpu, kvk_cpu_threads(cpus[0]));
 	for (pi = 0; pi < npaths; pi++)
 		printf("%s\"%s\"", pi ? ", " : "", pnames[pi]);
 	printf("], \"results\": [");
 	for (i = 0; i < nres; i++) {
 		printf("%s{\"path\": \"%s\", \"dtype\": \"%s\", \"ctx\": %u, "
 		       "\"batch\": %u, \"gbps\": %.2f, \"ratio\": %.3f, "
-		       "\"tokens_per_s\": %.1f, \"vs_bf16\": ", i ? ", " : "",
+		       "\"tokens_per_s\": %.1f, \"cpu_ratio\": %.3f, "
+		       "\"vs_bf16\": ", i ? ", " : "",
 		       pnames[res[i].path], kvk_dtype_name(res[i].dtype),
 		       res[i].ctx, res[i].batch, res[i].gbps,
-		       res[i].gbps / ref_bw, res[i].tps);
+		       res[i].gbps / ref_bw, res[i].tps,
+		       res[i].cpu_gbps / read_cpu);
 		if (res[i].vs_bf16 >= 0)
 			printf("%.3f}", res[i].vs_bf16);
 		else

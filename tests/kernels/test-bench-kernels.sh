@@ -7,7 +7,7 @@
 # JSON line: every path the CPU offers (best first; amx and avx512bf16
 # together), every dtype and shape present; positive, finite figures;
 # the read bandwidth is the higher of the two measurements; ratio =
-# gbps / read_gbps; tokens_per_s x ctx x bytes per token = gbps, with
+# gbps / read_gbps; a positive cpu_ratio; tokens_per_s x ctx x bytes per token = gbps, with
 # 4096 bytes per token for BF16 (2 planes x 8 kv heads x 128 x 2 bytes)
 # and one bytes-per-token figure per dtype, fewer for each smaller
 # precision; vs_bf16 = tokens_per_s / BF16's on the same path and shape.
@@ -32,7 +32,8 @@ check(len(paths) >= 1, "no path")
 if paths and paths[0] == "amx":
     check(paths == ["amx", "avx512bf16"], "paths %s" % paths)
 check(j["threads"] == 2, "threads %s" % j["threads"])
-check(j["read_gbps_first"] > 0 and j["read_gbps_last"] > 0, "read bandwidth")
+check(j["read_gbps_first"] > 0 and j["read_gbps_last"] > 0 and
+      j["read_cpu_gbps"] > 0, "read bandwidth")
 check(abs(j["read_gbps"] - max(j["read_gbps_first"], j["read_gbps_last"]))
       <= 0.011, "read_gbps is not the higher measurement")
 dtypes = ["bf16", "fp8", "int8", "int4"]
@@ -58,6 +59,9 @@ for p in paths:
                       (0.0051 / g + 0.0051 / R) * r["ratio"],
                       "%s %s %d x %d: ratio %s, gbps say %.4f" %
                       (p, d, c, b, r["ratio"], g / R))
+                cr = r["cpu_ratio"]
+                check(math.isfinite(cr) and cr > 0,
+                      "%s %s %d x %d: cpu_ratio %s" % (p, d, c, b, cr))
                 bpt.setdefault(d, []).append((g * 1e9 / (t * c), g, t, c))
                 base = res.get((p, "bf16", c, b))
                 if d == "bf16":
