@@ -51,6 +51,7 @@ all: real-all
 -include tests/e2e/e2e.mk
 -include tests/tools/tools-tests.mk
 -include tests/gpu/gpu.mk
+-include python/python.mk
 
 real-all: $(ALL)
 

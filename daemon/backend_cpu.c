@@ -182,6 +182,12 @@ static int cpu_copy(struct kvd *d, const uint32_t *src, const uint32_t *dst,
 			       dst, n);
 }
 
+/* Swaps read and write the pool in place. */
+static void *cpu_host_ptr(struct kvd *d, uint32_t block)
+{
+	return P(d)->base + (uint64_t)block * d->block_bytes;
+}
+
 const struct kvd_backend_ops kvd_backend_cpu = {
 	.name = "cpu",
 	.probe = cpu_probe,
@@ -194,4 +200,5 @@ const struct kvd_backend_ops kvd_backend_cpu = {
 	.decode = cpu_decode,
 	.prefill = cpu_prefill,
 	.copy = cpu_copy,
+	.host_ptr = cpu_host_ptr,
 };

@@ -35,6 +35,9 @@ const struct kvd_backend_ops kvd_backend_cuda = {
 
 #else
 
+#include <dlfcn.h>
+#include <stddef.h>
+
 #include "../kernels/kvkern_cuda.h"
 
 struct cuda_priv {
@@ -306,6 +309,205 @@ static int cuda_copy(struct kvd *d, const uint32_t *src, const uint32_t *dst,
 					   d->capacity, src, dst, n));
 }
 
+/* ---- swap: copies between the pool and host memory ------------------ *
+ *
+ * A swap worker copies blocks between GPU memory and page-locked host
+ * memory (a dram tier's chunks, registered with cuMemHostRegister when
+ * they are mapped; staging from cuMemHostAlloc for a file tier) with
+ * cuMemcpyDtoHAsync / cuMemcpyHtoDAsync on its own non-blocking stream,
+ * then waits for that stream only: other clients' kernels keep running.
+ * These entry points are resolved from the same libcuda handle, on first
+ * use.
+ */
+
+struct cuda_swap_drv {
+	CUresult (*stream_create)(CUstream *s, unsigned int flags);
+	CUresult (*stream_destroy)(CUstream s);
+	CUresult (*stream_sync)(CUstream s);
+	CUresult (*dtoh_async)(void *dst, CUdeviceptr src, size_t n,
+			       CUstream s);
+	CUresult (*htod_async)(CUdeviceptr dst, const void *src, size_t n,
+			       CUstream s);
+	CUresult (*host_register)(void *p, size_t n, unsigned int flags);
+	CUresult (*host_unregister)(void *p);
+	CUresult (*host_alloc)(void **pp, size_t n, unsigned int flags);
+	CUresult (*free_host)(void *p);
+};
+
+static struct cuda_swap_drv swap_drv;
+static int swap_drv_state;	/* 0 not loaded, 1 loaded, -1 missing */
+static pthread_mutex_t swap_drv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const struct cuda_swap_drv *swap_syms(struct cuda_priv *p)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} t[] = {
+#define SW(m, n) { n, offsetof(struct cuda_swap_drv, m) }
+		SW(stream_create, "cuStreamCreate"),
+		SW(stream_destroy, "cuStreamDestroy_v2"),
+		SW(stream_sync, "cuStreamSynchronize"),
+		SW(dtoh_async, "cuMemcpyDtoHAsync_v2"),
+		SW(htod_async, "cuMemcpyHtoDAsync_v2"),
+		SW(host_register, "cuMemHostRegister_v2"),
+		SW(host_unregister, "cuMemHostUnregister"),
+		SW(host_alloc, "cuMemHostAlloc"),
+		SW(free_host, "cuMemFreeHost"),
+#undef SW
+	};
+	size_t i;
+
+	pthread_mutex_lock(&swap_drv_lock);
+	if (!swap_drv_state) {
+		swap_drv_state = 1;
+		for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+			void *f = dlsym(p->drv.lib, t[i].name);
+
+			if (!f) {
+				kvd_log(KVD_ERR, "cuda: no %s in libcuda",
+					t[i].name);
+				swap_drv_state = -1;
+				break;
+			}
+			memcpy((char *)&swap_drv + t[i].off, &f, sizeof(f));
+		}
+	}
+	pthread_mutex_unlock(&swap_drv_lock);
+	return swap_drv_state == 1 ? &swap_drv : NULL;
+}
+
+static int cuda_io_open(struct kvd *d, void **stream)
+{
+	struct cuda_priv *p = P(d);
+	const struct cuda_swap_drv *s = swap_syms(p);
+	CUstream st = NULL;
+	CUresult cr;
+
+	if (!s)
+		return -ENOSYS;
+	p->drv.cuCtxSetCurrent(p->ctx);
+	cr = s->stream_create(&st, CU_STREAM_NON_BLOCKING);
+	if (cr != CUDA_SUCCESS)
+		return cuda_drv_errno(cr);
+	*stream = st;
+	return 0;
+}
+
+static void cuda_io_close(struct kvd *d, void *stream)
+{
+	struct cuda_priv *p = P(d);
+	const struct cuda_swap_drv *s = swap_syms(p);
+
+	if (!s || !stream)
+		return;
+	p->drv.cuCtxSetCurrent(p->ctx);
+	s->stream_destroy((CUstream)stream);
+}
+
+/* n whole blocks device -> host (read) or host -> device (write), queued
+ * on the worker's stream, then one wait for all of them. */
+static int cuda_dev_copy(struct kvd *d, void *stream, const uint32_t *blocks,
+			 void *const *bufs, uint32_t n, bool to_host)
+{
+	struct cuda_priv *p = P(d);
+	const struct cuda_swap_drv *s = swap_syms(p);
+	CUresult cr = CUDA_SUCCESS, cs;
+	uint32_t i;
+
+	if (!s)
+		return -ENOSYS;
+	p->drv.cuCtxSetCurrent(p->ctx);
+	for (i = 0; i < n && cr == CUDA_SUCCESS; i++) {
+		CUdeviceptr at = p->base + (CUdeviceptr)blocks[i] *
+				 d->block_bytes;
+
+		cr = to_host ?
+		     s->dtoh_async(bufs[i], at, d->block_bytes,
+				   (CUstream)stream) :
+		     s->htod_async(at, bufs[i], d->block_bytes,
+				   (CUstream)stream);
+	}
+	/* wait for what was queued, even after an error */
+	cs = s->stream_sync((CUstream)stream);
+	if (cr == CUDA_SUCCESS)
+		cr = cs;
+	if (cr != CUDA_SUCCESS) {
+		kvd_log(KVD_WARN, "cuda: swap copy: %s",
+			cuda_drv_strerror(&p->drv, cr));
+		return cuda_drv_errno(cr);
+	}
+	return 0;
+}
+
+static int cuda_dev_read(struct kvd *d, void *stream, const uint32_t *blocks,
+			 void *const *bufs, uint32_t n)
+{
+	return cuda_dev_copy(d, stream, blocks, bufs, n, true);
+}
+
+static int cuda_dev_write(struct kvd *d, void *stream,
+			  const uint32_t *blocks, const void *const *bufs,
+			  uint32_t n)
+{
+	return cuda_dev_copy(d, stream, blocks, (void *const *)bufs, n,
+			     false);
+}
+
+static int cuda_host_pin(struct kvd *d, void *ptr, uint64_t len)
+{
+	struct cuda_priv *p = P(d);
+	const struct cuda_swap_drv *s = swap_syms(p);
+	CUresult cr;
+
+	if (!s)
+		return -ENOSYS;
+	p->drv.cuCtxSetCurrent(p->ctx);
+	cr = s->host_register(ptr, len, CU_MEMHOSTREGISTER_PORTABLE);
+	if (cr != CUDA_SUCCESS) {
+		kvd_log(KVD_WARN, "cuda: cuMemHostRegister %llu bytes: %s",
+			(unsigned long long)len,
+			cuda_drv_strerror(&p->drv, cr));
+		return cuda_drv_errno(cr);
+	}
+	return 0;
+}
+
+static void cuda_host_unpin(struct kvd *d, void *ptr, uint64_t len)
+{
+	struct cuda_priv *p = P(d);
+	const struct cuda_swap_drv *s = swap_syms(p);
+
+	if (!s)
+		return;
+	p->drv.cuCtxSetCurrent(p->ctx);
+	s->host_unregister(ptr);
+}
+
+static int cuda_host_alloc(struct kvd *d, uint64_t len, void **out)
+{
+	struct cuda_priv *p = P(d);
+	const struct cuda_swap_drv *s = swap_syms(p);
+	CUresult cr;
+
+	if (!s)
+		return -ENOSYS;
+	p->drv.cuCtxSetCurrent(p->ctx);
+	cr = s->host_alloc(out, len, CU_MEMHOSTALLOC_PORTABLE);
+	return cr == CUDA_SUCCESS ? 0 : cuda_drv_errno(cr);
+}
+
+static void cuda_host_free(struct kvd *d, void *ptr)
+{
+	struct cuda_priv *p = P(d);
+	const struct cuda_swap_drv *s = swap_syms(p);
+
+	if (!s)
+		return;
+	p->drv.cuCtxSetCurrent(p->ctx);
+	s->free_host(ptr);
+}
+
 const struct kvd_backend_ops kvd_backend_cuda = {
 	.name = "cuda",
 	.probe = cuda_probe,
@@ -318,6 +520,14 @@ const struct kvd_backend_ops kvd_backend_cuda = {
 	.decode = cuda_decode,
 	.prefill = cuda_prefill,
 	.copy = cuda_copy,
+	.io_open = cuda_io_open,
+	.io_close = cuda_io_close,
+	.dev_read = cuda_dev_read,
+	.dev_write = cuda_dev_write,
+	.host_pin = cuda_host_pin,
+	.host_unpin = cuda_host_unpin,
+	.host_alloc = cuda_host_alloc,
+	.host_free = cuda_host_free,
 };
 
 #endif /* KVD_NO_CUDA */

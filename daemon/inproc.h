@@ -1,37 +1,39 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * inproc.h - kvpoold's in-process ledger requests (ledger.c) and the
- * client hooks they call back (server.c).
+ * client hooks they call back (server.c).  Every request names the pool
+ * (tier) it is about.
  */
 #ifndef KVPOOLD_INPROC_H
 #define KVPOOLD_INPROC_H
 
 #include "kvpoold.h"
 
-int kvd_ip_lease_open(struct kvd *d, const struct kvpool_cred *cred,
+int kvd_ip_lease_open(struct kvd_pool *p, const struct kvpool_cred *cred,
 		      void *client, const char *tenant,
 		      struct kvpool_lease **out);
-void kvd_ip_lease_close(struct kvd *d, struct kvpool_lease *lease);
-int kvd_ip_attach(struct kvd *d, struct kvpool_lease *lease,
+void kvd_ip_lease_close(struct kvd_pool *p, struct kvpool_lease *lease);
+int kvd_ip_attach(struct kvd_pool *p, struct kvpool_lease *lease,
 		  const char *pool, const char *tenant,
 		  const struct kvpool_cred *cred);
-int kvd_ip_grant(struct kvd *d, struct kvpool_lease *lease, uint32_t count,
-		 uint32_t flags, uint64_t timeout_ns, uint32_t *blocks,
-		 int sock);
-int kvd_ip_release(struct kvd *d, struct kvpool_lease *lease,
+int kvd_ip_grant(struct kvd_pool *p, struct kvpool_lease *lease,
+		 uint32_t count, uint32_t flags, uint64_t timeout_ns,
+		 uint32_t *blocks, int sock);
+int kvd_ip_release(struct kvd_pool *p, struct kvpool_lease *lease,
 		   const uint32_t *blocks, uint32_t count, uint32_t flags);
-void kvd_ip_status(struct kvd *d, struct kvpool_lease *lease,
+void kvd_ip_status(struct kvd_pool *p, struct kvpool_lease *lease,
 		   struct kvpool_status *st);
 int kvd_ip_tenant_op(struct kvd *d, int op, const struct kvp_tenant *t);
-int kvd_ip_tenant_list(struct kvd *d, struct kvp_tenant_rec *out,
+int kvd_ip_tenant_list(struct kvd_pool *p, struct kvp_tenant_rec *out,
 		       uint32_t start, uint32_t cap, uint32_t *total);
-int kvd_ip_lease_list(struct kvd *d, struct kvp_client_rec *out,
+int kvd_ip_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
 		      uint32_t start, uint32_t cap, uint32_t *total);
-int kvd_mod_lease_list(struct kvd *d, struct kvp_client_rec *out,
+int kvd_mod_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
 		       uint32_t start, uint32_t cap, uint32_t *total);
+uint32_t kvd_lease_blocks(struct kvd_pool *p, uint64_t lease_id);
 
-/* server.c: called with d->lock held; must not block. */
+/* server.c: called with p->lock held; must not block. */
 void kvd_client_reclaim(void *client, uint32_t target);
-int kvd_client_connected(struct kvd *d, uint64_t lease_id);
+int kvd_client_connected(struct kvd_pool *p, uint64_t lease_id);
 
 #endif /* KVPOOLD_INPROC_H */

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * kvpoold - the kvpool daemon: owns the pool's memory (GPU or host),
- * backs it lazily, serves the data plane and, without the kernel module,
- * hosts the ledger itself.  See Documentation/daemon.rst and kvpoold(8).
+ * kvpoold - the kvpool daemon: owns a pool per memory tier (GPU or host
+ * memory on top, then host DRAM and a file below), backs them lazily,
+ * serves the data plane (swaps between tiers included) and, without the
+ * kernel module, hosts the ledger itself.  See Documentation/daemon.rst,
+ * Documentation/tiers.rst and kvpoold(8).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "kvpoold.h"
+#include "prefix.h"
 
 static int log_level = KVD_NOTICE;
 static bool log_syslog;
@@ -76,8 +79,17 @@ static void usage(FILE *f)
 "      --shrink-delay-ms N   idle time before a shrink (default 5000)\n"
 "      --backing-limit N     never back more than N blocks (grows beyond\n"
 "                            fail: waiting clients get -ENOMEM)\n"
-"      --tenant SPEC         NAME[:MAX[:MIN[:UID[:GID]]]], in-process only\n"
+"      --tenant SPEC         [POOL/]NAME[:MAX[:MIN[:UID[:GID]]]], in-process\n"
+"                            only (without POOL/: limits in the top pool,\n"
+"                            no limit in the lower ones)\n"
+"      --tier SPEC           a lower tier: dram:SIZE[:NAME] (host memory) or\n"
+"                            nvme:PATH:SIZE[:NAME] (a file); SIZE in blocks\n"
+"                            or bytes with K/M/G/T; repeat (up to 3)\n"
+"      --nvme-io MODE        auto (default: io_uring if it works), uring or\n"
+"                            pread\n"
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
+"      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
+"                            every key collides; default 128)\n"
 "  -u, --user NAME           drop to this user after start (as root)\n"
 "  -g, --admin-group NAME    group allowed to change tenants\n"
 "      --syslog              log to syslog even in the foreground\n"
@@ -105,7 +117,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
-	O_SYSLOG, O_BLIMIT,
+	O_SYSLOG, O_BLIMIT, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -128,6 +140,10 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "cuda-device", required_argument, NULL, O_CUDADEV },
 		{ "syslog", no_argument, NULL, O_SYSLOG },
 		{ "backing-limit", required_argument, NULL, O_BLIMIT },
+		{ "tier", required_argument, NULL, O_TIER },
+		{ "nvme-io", required_argument, NULL, O_NVMEIO },
+		{ "inject-io-error", required_argument, NULL, O_INJECT },
+		{ "prefix-hash-bits", required_argument, NULL, O_PFXBITS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -181,10 +197,31 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 				goto bad;
 			o->backing_limit = (uint32_t)v;
 			break;
+		case O_PFXBITS:
+			if (parse_u64(optarg, 128, &v))
+				goto bad;
+			o->prefix_hash_bits = (unsigned int)v;
+			break;
 		case O_TENANT:
 			if (o->ntenants >= 64)
 				goto bad;
 			o->tenants[o->ntenants++] = optarg;
+			break;
+		case O_TIER:
+			if (kvd_tier_parse(o, optarg))
+				goto bad;
+			break;
+		case O_NVMEIO:
+			if (strcmp(optarg, "auto") && strcmp(optarg, "uring") &&
+			    strcmp(optarg, "pread"))
+				goto bad;
+			o->nvme_io = optarg;
+			break;
+		case O_INJECT:
+			/* tests: every Nth file I/O of a lower tier fails */
+			if (parse_u64(optarg, 1000000000, &v))
+				goto bad;
+			o->inject_io_error = (uint32_t)v;
 			break;
 		case O_CUDADEV:
 			if (parse_u64(optarg, 64, &v))
@@ -343,45 +380,19 @@ static int drop_privileges(struct kvd *d)
 
 static int setup(struct kvd *d)
 {
-	uint64_t align = 4096;
-	pthread_condattr_t ca;
 	int r;
 
-	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->clients_lock, NULL);
 	pthread_mutex_init(&d->cpu_lock, NULL);
-	pthread_rwlock_init(&d->backing, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&d->waiters, &ca);
-	pthread_condattr_destroy(&ca);
 
 	r = pick_backend(d);
 	if (!r)
 		r = pick_ledger(d);
 	if (r)
 		return r;
-	snprintf(d->pool_name, sizeof(d->pool_name), "%s",
-		 d->o.pool && d->o.pool[0] ? d->o.pool :
-		 d->be == &kvd_backend_cuda ? "gpu0" : "host");
-	d->block_bytes = d->o.block_bytes;
-	d->capacity = d->o.capacity;
-	d->chunk_blocks = d->o.chunk_blocks;
-	r = d->be->init(d, &align);
-	if (r) {
-		kvd_log(KVD_ERR, "backend %s: %s", d->be->name, strerror(-r));
+	r = kvd_pools_init(d);
+	if (r)
 		return r;
-	}
-	/* A chunk must be a whole number of the backend's mapping units. */
-	while (((uint64_t)d->chunk_blocks * d->block_bytes) % align &&
-	       d->chunk_blocks < d->capacity)
-		d->chunk_blocks++;
-	if (d->chunk_blocks > d->capacity)
-		d->chunk_blocks = d->capacity;
-	if (d->chunk_blocks != d->o.chunk_blocks)
-		kvd_log(KVD_NOTICE, "chunk_blocks %u -> %u (%s granularity "
-			"%llu)", d->o.chunk_blocks, d->chunk_blocks,
-			d->be->name, (unsigned long long)align);
 	if (d->be == &kvd_backend_cpu &&
 	    kvk_cpu_init(&d->cpu, 0) != 0)
 		d->cpu = NULL;
@@ -392,6 +403,16 @@ static int setup(struct kvd *d)
 		kvd_log(KVD_ERR, "ledger (%s): %s",
 			d->mode == KVP_MODE_MODULE ? d->o.device_path :
 			"in-process", strerror(-r));
+		return r;
+	}
+	r = kvd_prefix_init(d);
+	if (r) {
+		kvd_log(KVD_ERR, "prefix cache: %s", strerror(-r));
+		return r;
+	}
+	r = kvd_swap_start(d);
+	if (r) {
+		kvd_log(KVD_ERR, "swap workers: %s", strerror(-r));
 		return r;
 	}
 	r = kvd_listen(d);
@@ -407,24 +428,34 @@ static int setup(struct kvd *d)
 static int run(struct kvd *d, int sfd)
 {
 	for (;;) {
-		struct pollfd pf[3] = {
-			{ .fd = d->listen_fd, .events = POLLIN },
-			{ .fd = kvd_owner_poll_fd(d), .events = POLLIN },
-			{ .fd = sfd, .events = POLLIN },
-		};
+		struct pollfd pf[2 + KVD_MAX_TIERS];
 		int timeout = 1000;
+		unsigned int i;
 
-		if (d->shrink_at_ns) {
-			uint64_t now = kvd_now_ns();
-			int64_t left = (int64_t)(d->shrink_at_ns - now);
-
-			timeout = left <= 0 ? 0 : (int)(left / 1000000 + 1);
-			if (timeout > 1000)
-				timeout = 1000;
+		pf[0].fd = d->listen_fd;
+		pf[1].fd = sfd;
+		for (i = 0; i < d->npools; i++)
+			pf[2 + i].fd = kvd_owner_poll_fd(&d->pools[i]);
+		for (i = 0; i < 2 + d->npools; i++) {
+			pf[i].events = POLLIN;
+			pf[i].revents = 0;
 		}
-		if (poll(pf, 3, timeout) < 0 && errno != EINTR)
+		for (i = 0; i < d->npools; i++) {
+			uint64_t at = d->pools[i].shrink_at_ns, now;
+			int64_t left;
+			int t;
+
+			if (!at)
+				continue;
+			now = kvd_now_ns();
+			left = (int64_t)(at - now);
+			t = left <= 0 ? 0 : (int)(left / 1000000 + 1);
+			if (t < timeout)
+				timeout = t;
+		}
+		if (poll(pf, 2 + d->npools, timeout) < 0 && errno != EINTR)
 			return -errno;
-		if (pf[2].revents & POLLIN) {
+		if (pf[1].revents & POLLIN) {
 			struct signalfd_siginfo si;
 
 			if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
@@ -433,19 +464,21 @@ static int run(struct kvd *d, int sfd)
 				return 0;
 			}
 		}
-		if (pf[1].revents & POLLIN)
-			kvd_owner_events(d);
+		for (i = 0; i < d->npools; i++)
+			if (pf[2 + i].revents & POLLIN)
+				kvd_owner_events(&d->pools[i]);
 		if (pf[0].revents & POLLIN)
 			kvd_accept(d);
-		kvd_owner_timer(d);
+		for (i = 0; i < d->npools; i++)
+			kvd_owner_timer(&d->pools[i]);
 	}
 }
-
 int main(int argc, char **argv)
 {
 	static struct kvd dd;
 	struct kvd *d = &dd;
 	sigset_t ss;
+	unsigned int i;
 	int sfd, r;
 
 	d->o.socket_path = getenv("KVPOOL_SOCKET");
@@ -461,6 +494,7 @@ int main(int argc, char **argv)
 	d->o.chunk_blocks = 64;
 	d->o.default_max = KVPOOL_UNLIMITED;
 	d->o.shrink_delay_ms = 5000;
+	d->o.prefix_hash_bits = 128;
 	d->o.log_level = KVD_NOTICE;
 	d->listen_fd = -1;
 	d->admin_gid = (gid_t)-1;
@@ -492,6 +526,8 @@ int main(int argc, char **argv)
 		log_syslog = true;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	/* a file tier past a file size limit fails with EFBIG instead */
+	signal(SIGXFSZ, SIG_IGN);
 	sigemptyset(&ss);
 	sigaddset(&ss, SIGTERM);
 	sigaddset(&ss, SIGINT);
@@ -506,6 +542,8 @@ int main(int argc, char **argv)
 	r = setup(d);
 	if (!r)
 		r = drop_privileges(d);
+	if (!r)
+		r = kvd_prefix_start(d);
 	if (r) {
 		if (d->listen_fd >= 0)
 			unlink(d->o.socket_path);
@@ -513,17 +551,24 @@ int main(int argc, char **argv)
 	}
 	kvd_log(KVD_NOTICE, "serving %s: pool %s, %s backend, %s ledger, "
 		"%u blocks of %llu bytes, chunk %u, epoch %llu",
-		d->o.socket_path, d->pool_name, d->be->name,
+		d->o.socket_path, d->top->name, d->be->name,
 		d->mode == KVP_MODE_MODULE ? "module" : "in-process",
-		d->capacity, (unsigned long long)d->block_bytes,
-		d->chunk_blocks, (unsigned long long)d->epoch);
+		d->top->capacity, (unsigned long long)d->top->block_bytes,
+		d->top->chunk_blocks, (unsigned long long)d->epoch);
+	for (i = 1; i < d->npools; i++)
+		kvd_log(KVD_NOTICE, "tier %u: pool %s (%s%s%s), %u blocks, "
+			"chunk %u", i, d->pools[i].name,
+			kvd_tier_kind_name(d->pools[i].kind),
+			d->pools[i].path[0] ? " " : "", d->pools[i].path,
+			d->pools[i].capacity, d->pools[i].chunk_blocks);
 	r = run(d, sfd);
 	close(d->listen_fd);
 	unlink(d->o.socket_path);
 	kvd_clients_stop(d);
+	kvd_swap_stop(d);
+	kvd_prefix_fini(d);
 	kvd_ledger_close(d);
-	if (d->be->fini)
-		d->be->fini(d);
+	kvd_pools_fini(d);
 	if (d->cpu)
 		kvk_cpu_free(d->cpu);
 	return r ? 1 : 0;

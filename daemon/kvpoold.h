@@ -2,14 +2,19 @@
 /*
  * kvpoold.h - internals of the kvpool daemon.
  *
- * Threads: the main thread is the pool owner (accepts connections, reads
- * owner events, grows and shrinks the backing); every connection gets its
- * own thread that serves its requests one at a time.  Shared state:
- *  - d->lock (in-process ledger only) around every ledger-core call, with
- *    d->waiters for grants that wait;
- *  - d->backing (rwlock): data-plane ops hold it for reading while they
- *    touch pool memory, the owner takes it for writing to unmap chunks;
- *  - d->clients_lock around the list of connections.
+ * The daemon owns one pool per tier (struct kvd_pool): the top one
+ * (d->top, the backend's memory) and the lower ones (host DRAM, a file).
+ *
+ * Threads: the main thread is every pool's owner (accepts connections,
+ * reads owner events, grows and shrinks the backing); every connection gets
+ * its own thread that serves its requests one at a time; every lower tier
+ * has a swap worker thread (swap.c).  Shared state, per pool:
+ *  - p->lock (in-process ledger only) around every ledger-core call, with
+ *    p->waiters for grants that wait and releases that wait for an unpin;
+ *  - p->backing (rwlock): data-plane ops and swap jobs hold it for reading
+ *    while they touch pool memory, the owner takes it for writing to unmap
+ *    chunks;
+ * and d->clients_lock around the list of connections.
  */
 #ifndef KVPOOLD_H
 #define KVPOOLD_H
@@ -37,7 +42,9 @@ void kvd_log(int level, const char *fmt, ...)
 uint64_t kvd_now_ns(void);
 
 /* A memory backend: reserve the address space of the whole pool once,
- * then make chunks of it real and unreal. */
+ * then make chunks of it real and unreal.  The backend serves the top
+ * pool (tier 0); its geometry is d->block_bytes, d->capacity and
+ * d->chunk_blocks. */
 struct kvd_backend_ops {
 	const char *name;
 	/* Probe: 0 if usable on this machine. */
@@ -61,10 +68,136 @@ struct kvd_backend_ops {
 	int (*prefill)(struct kvd *d, struct kvk_prefill_args *a);
 	int (*copy)(struct kvd *d, const uint32_t *src, const uint32_t *dst,
 		    uint32_t n);
+	/*
+	 * Swap support (daemon/swap.c), all optional.  A backend whose pool
+	 * is host memory gives host_ptr; one whose pool is device memory
+	 * gives dev_read/dev_write instead: copy whole blocks between the
+	 * pool and host buffers (one per block, block_bytes each) on the
+	 * stream of a swap worker (io_open/io_close; NULL stream: none).
+	 * host_pin/host_unpin make host memory of a lower tier DMA-able
+	 * (page-locked); host_alloc/host_free give page-locked staging.
+	 */
+	void *(*host_ptr)(struct kvd *d, uint32_t block);
+	int (*io_open)(struct kvd *d, void **stream);
+	void (*io_close)(struct kvd *d, void *stream);
+	int (*dev_read)(struct kvd *d, void *stream, const uint32_t *blocks,
+			void *const *bufs, uint32_t n);
+	int (*dev_write)(struct kvd *d, void *stream, const uint32_t *blocks,
+			 const void *const *bufs, uint32_t n);
+	int (*host_pin)(struct kvd *d, void *p, uint64_t len);
+	void (*host_unpin)(struct kvd *d, void *p, uint64_t len);
+	int (*host_alloc)(struct kvd *d, uint64_t len, void **p);
+	void (*host_free)(struct kvd *d, void *p);
 };
 
 extern const struct kvd_backend_ops kvd_backend_cpu;
 extern const struct kvd_backend_ops kvd_backend_cuda;
+
+/* Most pools (tiers) one daemon owns: the top one and the lower ones. */
+#define KVD_MAX_TIERS		4
+
+struct kvd_pool;
+
+/* I/O state of one swap worker for one pool (kvd_tier_ops.io_open). */
+struct kvd_io {
+	void *stream;			/* top pool on cuda: its stream */
+	void *ring;			/* nvme: a struct io_uring, or NULL */
+	uint8_t *bounce;		/* nvme: depth slots, 4 KiB aligned */
+	uint32_t depth;
+};
+
+/*
+ * The memory of one pool (tier): the top pool's goes through the backend
+ * (tier.c), a lower tier's is host memory (tier_dram.c) or a file
+ * (tier_nvme.c).  Blocks move between pools only through the swap engine
+ * (swap.c), which uses host_ptr when a pool is host-addressable and
+ * read/write otherwise.
+ */
+struct kvd_tier_ops {
+	const char *name;
+	/* Set up (address space, file); *align: chunk granularity. */
+	int (*init)(struct kvd_pool *p, uint64_t *align);
+	void (*fini)(struct kvd_pool *p);
+	int (*map)(struct kvd_pool *p, uint32_t from, uint32_t to);
+	int (*unmap)(struct kvd_pool *p, uint32_t from, uint32_t to);
+	/* Host address of a block, or NULL when not host memory. */
+	void *(*host_ptr)(struct kvd_pool *p, uint32_t block);
+	/* Copy n whole blocks to / from host buffers (4 KiB aligned when
+	 * the pool needs it: see kvd_io). */
+	int (*read)(struct kvd_pool *p, struct kvd_io *io,
+		    const uint32_t *blocks, void *const *bufs, uint32_t n);
+	int (*write)(struct kvd_pool *p, struct kvd_io *io,
+		     const uint32_t *blocks, const void *const *bufs,
+		     uint32_t n);
+	/* Per swap worker I/O state (an io_uring ring, a stream). */
+	int (*io_open)(struct kvd_pool *p, struct kvd_io *io);
+	void (*io_close)(struct kvd_pool *p, struct kvd_io *io);
+	/* KVP_TIER_F_* of this pool. */
+	uint32_t (*flags)(struct kvd_pool *p);
+};
+
+extern const struct kvd_tier_ops kvd_tier_top;
+extern const struct kvd_tier_ops kvd_tier_dram;
+extern const struct kvd_tier_ops kvd_tier_nvme;
+
+/* Swap counters of one pool (atomics; "out" = blocks copied into this
+ * pool from a higher one, "in" = copied out of it to a higher one). */
+struct kvd_tier_stats {
+	_Atomic uint64_t swaps;		/* jobs done with this pool as either
+					 * end */
+	_Atomic uint64_t blocks_in;	/* blocks copied into this pool */
+	_Atomic uint64_t blocks_out;	/* blocks copied out of it */
+	_Atomic uint64_t bytes_in;
+	_Atomic uint64_t bytes_out;
+	_Atomic uint64_t copy_in_ns;	/* time spent copying in */
+	_Atomic uint64_t copy_out_ns;	/* and out */
+	_Atomic uint64_t errors;	/* jobs that failed */
+	_Atomic uint64_t lat_us[16];	/* job latency, log2 buckets of us */
+};
+
+/* One pool owned by the daemon: a tier. */
+struct kvd_pool {
+	struct kvd *d;
+	unsigned int tier;		/* index in d->pools; 0 = top */
+	uint32_t kind;			/* KVP_TIER_* */
+	char name[KVPOOL_NAME_LEN];
+	uint64_t block_bytes;
+	uint32_t capacity;
+	uint32_t chunk_blocks;
+	uint32_t backing_limit;		/* most blocks backed (0: capacity) */
+	const struct kvd_tier_ops *ops;
+	void *priv;
+	char path[256];			/* nvme: the file */
+
+	/* Backing: blocks [0, mapped) are accessible; the owner thread
+	 * only writes it, under backing for writing when shrinking. */
+	pthread_rwlock_t backing;
+	uint32_t mapped;
+
+	/* In-process ledger: lock around every core call, waiters for
+	 * grants that wait (and releases waiting for an unpin). */
+	pthread_mutex_t lock;
+	pthread_cond_t waiters;
+	struct kvpool_pool *pool;
+	int wake_fd;			/* eventfd: owner events pending */
+
+	/* Module: the owner file of this pool. */
+	int owner_fd;
+
+	/* Shrink timer: 0 = none. */
+	uint64_t shrink_at_ns;
+
+	struct kvd_tier_stats st;
+	struct kvd_swapper *swapper;	/* lower tiers: the swap worker */
+};
+
+struct kvd_tier_spec {
+	uint32_t kind;			/* KVP_TIER_DRAM, KVP_TIER_NVME */
+	uint32_t capacity;		/* blocks */
+	uint64_t bytes;			/* or bytes (0: use capacity) */
+	char name[KVPOOL_NAME_LEN];
+	char path[256];
+};
 
 struct kvd_opts {
 	const char *socket_path;
@@ -86,16 +219,23 @@ struct kvd_opts {
 	bool use_syslog;
 	const char *tenants[64];	/* --tenant specs (in-process) */
 	int ntenants;
+	struct kvd_tier_spec tiers[KVD_MAX_TIERS - 1];	/* --tier */
+	int ntiers;
+	const char *nvme_io;		/* "auto", "uring", "pread" */
+	uint32_t inject_io_error;	/* tests: every Nth file I/O fails */
+	unsigned int prefix_hash_bits;	/* --prefix-hash-bits (tests) */
 };
 
 struct kvd_client;
+struct kvd_swapper;
 
 struct kvd {
 	struct kvd_opts o;
 	int mode;			/* KVP_MODE_* */
 	const struct kvd_backend_ops *be;
 	void *be_priv;
-	char pool_name[KVPOOL_NAME_LEN];
+	/* The top pool's geometry as the backend sees it (the same values
+	 * as pools[0]). */
 	uint64_t block_bytes;
 	uint32_t capacity;
 	uint32_t chunk_blocks;
@@ -103,26 +243,17 @@ struct kvd {
 	uid_t self_uid;
 	gid_t admin_gid;		/* (gid_t)-1: none */
 
-	/* Backing: blocks [0, mapped) are accessible; owner thread only
-	 * writes it, under backing for writing when shrinking. */
-	pthread_rwlock_t backing;
-	uint32_t mapped;
-
-	/* In-process ledger. */
-	pthread_mutex_t lock;
-	pthread_cond_t waiters;
-	struct kvpool_pool *pool;
-	int wake_fd;			/* eventfd: owner events pending */
-
-	/* Module. */
-	int owner_fd;
-
-	/* Shrink timer: 0 = none. */
-	uint64_t shrink_at_ns;
+	/* Pools, one per tier: pools[0] is the top one (top). */
+	struct kvd_pool pools[KVD_MAX_TIERS];
+	unsigned int npools;
+	struct kvd_pool *top;
 
 	/* CPU kernels thread pool (one user at a time, trylock). */
 	struct kvk_cpu *cpu;
 	pthread_mutex_t cpu_lock;
+
+	/* Prefix cache (prefix.c). */
+	struct kvd_prefix *prefix;
 
 	int listen_fd;
 	char sock_dir[108];		/* created by us (chown on --user) */
@@ -136,29 +267,59 @@ struct kvd {
 int kvd_listen(struct kvd *d);
 void kvd_accept(struct kvd *d);
 void kvd_clients_stop(struct kvd *d);
-int kvd_fill_client_list(struct kvd *d, struct kvp_client_rec *out,
+int kvd_fill_client_list(struct kvd_pool *p, struct kvp_client_rec *out,
 			 uint32_t start, uint32_t cap, uint32_t *total);
 
-/* ledger.c: the ledger link (in-process core or /dev/kvpool owner). */
+/* ledger.c: the ledger link (in-process core or /dev/kvpool owner), one
+ * per pool. */
 int kvd_ledger_open(struct kvd *d);
 void kvd_ledger_close(struct kvd *d);
-/* Owner duties, called by the main thread when the wake fd / owner fd is
- * readable, and on the shrink timer. */
-void kvd_owner_events(struct kvd *d);
-void kvd_owner_timer(struct kvd *d);
-int kvd_owner_poll_fd(struct kvd *d);
+/* Owner duties, called by the main thread when a pool's wake fd / owner
+ * fd is readable, and on its shrink timer. */
+void kvd_owner_events(struct kvd_pool *p);
+void kvd_owner_timer(struct kvd_pool *p);
+int kvd_owner_poll_fd(struct kvd_pool *p);
 /*
- * Check that lease_id holds every block: 0, -EPERM, -ENOENT.  With the
- * module and @pin, a successful check also pins the lease (its blocks
- * cannot change hands) until kvd_lease_unpin().  The in-process ledger
- * needs no pin: a client's releases are served by the same thread as its
- * operations.
+ * Check that lease_id holds every block of pool p: 0, -EPERM, -ENOENT.
+ * With the module and @pin, a successful check also pins the lease (its
+ * blocks cannot change hands) until kvd_lease_unpin().  The in-process
+ * ledger needs no pin for an op served by the client's own thread: a
+ * client's releases are served by the same thread as its operations.
  */
-int kvd_lease_check(struct kvd *d, uint64_t lease_id, const uint32_t *blocks,
-		    uint32_t n, bool pin);
-int kvd_lease_unpin(struct kvd *d, uint64_t lease_id);
-uint64_t kvd_mapped_bytes(struct kvd *d);
-void kvd_ledger_pool_rec(struct kvd *d, struct kvp_pool_rec *r);
+int kvd_lease_check(struct kvd_pool *p, uint64_t lease_id,
+		    const uint32_t *blocks, uint32_t n, bool pin);
+int kvd_lease_unpin(struct kvd_pool *p, uint64_t lease_id);
+/*
+ * Pin for work done outside the client's thread (swap jobs), with either
+ * ledger: check like kvd_lease_check and pin until kvd_lease_pin_drop.
+ * Meanwhile the client's releases wait and a close keeps the blocks.
+ */
+int kvd_lease_pin(struct kvd_pool *p, uint64_t lease_id,
+		  const uint32_t *blocks, uint32_t n);
+void kvd_lease_pin_drop(struct kvd_pool *p, uint64_t lease_id);
+uint64_t kvd_mapped_bytes(struct kvd_pool *p);
+void kvd_ledger_pool_rec(struct kvd_pool *p, struct kvp_pool_rec *r);
+/* The pool called name ("" or NULL: the top one), or NULL. */
+struct kvd_pool *kvd_pool_by_name(struct kvd *d, const char *name);
+
+/* tier.c: --tier specs and the pools' memory. */
+int kvd_tier_parse(struct kvd_opts *o, const char *spec);
+/* Fill d->pools from the options (top first) and set up their memory;
+ * called before the ledger is opened. */
+int kvd_pools_init(struct kvd *d);
+void kvd_pools_fini(struct kvd *d);
+/* Re-do a pool's memory set-up after the ledger gave it another
+ * geometry (module re-attach). */
+int kvd_pool_reinit(struct kvd_pool *p);
+const char *kvd_tier_kind_name(uint32_t kind);
+
+/* swap.c: tier ops of the data plane, swap jobs and their workers. */
+int kvd_swap_start(struct kvd *d);
+void kvd_swap_stop(struct kvd *d);
+int kvd_fill_tier_list(struct kvd *d, struct kvp_tier_rec *out,
+		       uint32_t start, uint32_t cap, uint32_t *total);
+int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
+			  uint32_t start, uint32_t cap, uint32_t *total);
 
 /* Backend-specific helpers. */
 void *kvd_cpu_base(struct kvd *d);

@@ -2,12 +2,17 @@
 /*
  * ledger.c - kvpoold's link to the ledger, and its owner duties.
  *
- * Module mode: the daemon opens /dev/kvpool, creates the pool (or attaches
- * to the orphaned one after a restart and rebuilds from SNAPSHOT), reads
- * owner events with read(2) and answers them with POOL_GROW/POOL_SHRINK.
+ * Module mode: the daemon opens /dev/kvpool once per pool, creates the pool
+ * (or attaches to the orphaned one after a restart and rebuilds from
+ * SNAPSHOT), reads owner events with read(2) and answers them with
+ * POOL_GROW/POOL_SHRINK.
  * In-process mode: the daemon hosts the ledger core (kmod/kvpool_ledger.c)
- * itself, with d->lock around every core call, d->waiters for waiting
- * grants and an eventfd to wake the owner (main) thread.
+ * itself, one core pool per tier, with p->lock around every core call,
+ * p->waiters for waiting grants and an eventfd to wake the owner (main)
+ * thread.
+ * Every pool (tier) has its own link: its own core pool or owner file,
+ * lock, events, backing and shrink timer; nothing here is special to the
+ * top pool except that its owner epoch is the daemon's data epoch.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,30 +25,38 @@
 
 #include "kvpoold.h"
 #include "inproc.h"
+#include "prefix.h"
 
-/* ---- in-process callbacks (d->lock held) ------------------------------- */
+/* ---- in-process callbacks (p->lock held) ------------------------------- */
 
 static void ip_owner_wake(struct kvpool_pool *pool)
 {
-	struct kvd *d = pool->host;
+	struct kvd_pool *p = pool->host;
 	uint64_t one = 1;
 
-	if (write(d->wake_fd, &one, sizeof(one)) < 0) {
+	if (write(p->wake_fd, &one, sizeof(one)) < 0) {
 		/* counter saturated: a wake is pending anyway */
 	}
 }
 
 static void ip_waiters_wake(struct kvpool_pool *pool)
 {
-	struct kvd *d = pool->host;
+	struct kvd_pool *p = pool->host;
 
-	pthread_cond_broadcast(&d->waiters);
+	pthread_cond_broadcast(&p->waiters);
 }
 
 static void ip_reclaim_wake(struct kvpool_lease *lease)
 {
+	struct kvd_pool *p = lease->pool->host;
+
+	/* a connection's lease; else in the top pool, maybe one of the
+	 * prefix cache's (a lower tier's leases without a client are the
+	 * connections' own there: reclaim there is not asked of them) */
 	if (lease->host)
 		kvd_client_reclaim(lease->host, lease->reclaim_target);
+	else if (p == p->d->top)
+		kvd_prefix_reclaim_wake(p->d);
 }
 
 static const struct kvpool_ledger_ops ip_ops = {
@@ -52,16 +65,44 @@ static const struct kvpool_ledger_ops ip_ops = {
 	.reclaim_wake = ip_reclaim_wake,
 };
 
-/* "name[:max[:min[:uid[:gid]]]]", "max" or "-" for unlimited/none. */
+struct kvd_pool *kvd_pool_by_name(struct kvd *d, const char *name)
+{
+	unsigned int i;
+
+	if (!name || !name[0])
+		return d->top;
+	for (i = 0; i < d->npools; i++)
+		if (!strncmp(d->pools[i].name, name, KVPOOL_NAME_LEN))
+			return &d->pools[i];
+	return NULL;
+}
+
+/*
+ * "[pool/]name[:max[:min[:uid[:gid]]]]", "max" or "-" for unlimited/none.
+ * Without "pool/": the tenant gets these limits in the top pool and is
+ * created in every lower pool too, with no limit there (same uid/gid), so
+ * that it can swap; "pool/name:..." sets one pool's limits (later wins).
+ */
 static int tenant_spec(struct kvd *d, const char *spec)
 {
-	char name[KVPOOL_NAME_LEN] = "";
+	char name[KVPOOL_NAME_LEN] = "", pname[KVPOOL_NAME_LEN] = "";
 	uint32_t v[4] = { KVPOOL_UNLIMITED, 0, KVPOOL_ID_NONE,
 			  KVPOOL_ID_NONE };
+	const char *slash = strchr(spec, '/');
 	const char *p = strchr(spec, ':');
-	size_t n = p ? (size_t)(p - spec) : strlen(spec);
+	struct kvd_pool *pool;
+	size_t n;
+	unsigned int k;
 	int i, r;
 
+	if (slash && (!p || slash < p)) {
+		n = (size_t)(slash - spec);
+		if (n >= sizeof(pname))
+			return -EINVAL;
+		memcpy(pname, spec, n);
+		spec = slash + 1;
+	}
+	n = p ? (size_t)(p - spec) : strlen(spec);
 	if (n >= sizeof(name))
 		return -EINVAL;
 	memcpy(name, spec, n);
@@ -82,45 +123,73 @@ static int tenant_spec(struct kvd *d, const char *spec)
 			return -EINVAL;
 		p = *end ? end : NULL;
 	}
-	r = kvpool_tenant_create(d->pool, name, v[0], v[1], v[2], v[3], NULL);
-	if (r)
-		kvd_log(KVD_ERR, "tenant %s: %s", spec, strerror(-r));
-	else
-		kvd_log(KVD_INFO, "tenant %s max %u min %u", name, v[0], v[1]);
-	return r;
+	pool = kvd_pool_by_name(d, pname);
+	if (!pool) {
+		kvd_log(KVD_ERR, "tenant %s: no pool %s", name, pname);
+		return -ENOENT;
+	}
+	for (k = 0; k < d->npools; k++) {
+		struct kvd_pool *q = &d->pools[k];
+		struct kvpool_tenant *t;
+		bool mine = q == pool;
+		uint32_t max = mine ? v[0] : KVPOOL_UNLIMITED;
+		uint32_t min = mine ? v[1] : 0;
+
+		if (!mine && (pname[0] || q == d->top))
+			continue;
+		t = kvpool_tenant_find(q->pool, name);
+		if (t && !mine)
+			continue;
+		if (t) {
+			r = kvpool_tenant_set_max(t, max);
+			if (!r)
+				r = kvpool_tenant_set_min(t, min);
+			t->allow_uid = v[2];
+			t->allow_gid = v[3];
+		} else {
+			r = kvpool_tenant_create(q->pool, name, max, min, v[2],
+						 v[3], NULL);
+		}
+		if (r) {
+			kvd_log(KVD_ERR, "tenant %s in %s: %s", name, q->name,
+				strerror(-r));
+			return r;
+		}
+		if (mine)
+			kvd_log(KVD_INFO, "tenant %s in %s: max %u min %u",
+				name, q->name, max, min);
+	}
+	return 0;
 }
 
-static int inproc_open(struct kvd *d)
+static int inproc_open(struct kvd_pool *p)
 {
+	struct kvd *d = p->d;
 	struct kvpool_pool_params pp;
-	int i, r;
+	int r;
 
 	memset(&pp, 0, sizeof(pp));
-	memcpy(pp.name, d->pool_name, KVPOOL_NAME_LEN);
-	pp.block_bytes = d->block_bytes;
-	pp.capacity = d->capacity;
-	pp.chunk_blocks = d->chunk_blocks;
+	memcpy(pp.name, p->name, KVPOOL_NAME_LEN);
+	pp.block_bytes = p->block_bytes;
+	pp.capacity = p->capacity;
+	pp.chunk_blocks = p->chunk_blocks;
 	pp.default_max = d->o.default_max;
-	d->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (d->wake_fd < 0)
+	p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (p->wake_fd < 0)
 		return -errno;
-	r = kvpool_pool_create(&pp, &ip_ops, d, d, &d->pool);
+	r = kvpool_pool_create(&pp, &ip_ops, p, p, &p->pool);
 	if (r)
 		return r;
 	/* Epochs must differ across daemon lives: use the start time. */
-	d->pool->epoch = d->epoch;
-	for (i = 0; i < d->o.ntenants; i++) {
-		r = tenant_spec(d, d->o.tenants[i]);
-		if (r)
-			return r;
-	}
+	p->pool->epoch = d->epoch;
 	return 0;
 }
 
 /* ---- module --------------------------------------------------------------- */
 
-static int snapshot(struct kvd *d, struct kvpool_snapshot *s,
-		    struct kvpool_lease_info **li, struct kvpool_block_owner **bo)
+static int snapshot(struct kvd_pool *p, struct kvpool_snapshot *s,
+		    struct kvpool_lease_info **li,
+		    struct kvpool_block_owner **bo)
 {
 	int tries;
 
@@ -128,7 +197,7 @@ static int snapshot(struct kvd *d, struct kvpool_snapshot *s,
 	*bo = NULL;
 	for (tries = 0; tries < 8; tries++) {
 		memset(s, 0, sizeof(*s));
-		if (ioctl(d->owner_fd, KVPOOL_IOC_SNAPSHOT, s))
+		if (ioctl(p->owner_fd, KVPOOL_IOC_SNAPSHOT, s))
 			return -errno;
 		free(*li);
 		free(*bo);
@@ -140,7 +209,7 @@ static int snapshot(struct kvd *d, struct kvpool_snapshot *s,
 		s->blocks_ptr = (uintptr_t)*bo;
 		s->leases_cap = s->leases + 16;
 		s->blocks_cap = s->blocks + 64;
-		if (!ioctl(d->owner_fd, KVPOOL_IOC_SNAPSHOT, s))
+		if (!ioctl(p->owner_fd, KVPOOL_IOC_SNAPSHOT, s))
 			return 0;
 		if (errno != ENOSPC)
 			return -errno;
@@ -148,8 +217,11 @@ static int snapshot(struct kvd *d, struct kvpool_snapshot *s,
 	return -EAGAIN;
 }
 
-static int module_open(struct kvd *d)
+/* 0: created, 1: re-attached (p->mapped = the pool's backed count, to be
+ * mapped by the caller), or -errno. */
+static int module_open(struct kvd_pool *p, uint64_t *epoch)
 {
+	struct kvd *d = p->d;
 	struct kvpool_features f;
 	struct kvpool_pool_attach pa;
 	struct kvpool_pool_create pc;
@@ -159,13 +231,13 @@ static int module_open(struct kvd *d)
 	struct kvpool_block_owner *bo;
 	int r;
 
-	d->owner_fd = open(d->o.device_path, O_RDWR | O_CLOEXEC);
-	if (d->owner_fd < 0)
+	p->owner_fd = open(d->o.device_path, O_RDWR | O_CLOEXEC);
+	if (p->owner_fd < 0)
 		return -errno;
 	memset(&f, 0, sizeof(f));
 	f.requested = KVPOOL_FEAT_RECOVERY | KVPOOL_FEAT_LEASE_CHECK |
 		      KVPOOL_FEAT_PIN;
-	if (ioctl(d->owner_fd, KVPOOL_IOC_FEATURES, &f))
+	if (ioctl(p->owner_fd, KVPOOL_IOC_FEATURES, &f))
 		return -errno;
 	if ((f.enabled & f.requested) != f.requested) {
 		kvd_log(KVD_ERR, "module lacks features 0x%llx",
@@ -173,111 +245,160 @@ static int module_open(struct kvd *d)
 		return -EOPNOTSUPP;
 	}
 	memset(&pa, 0, sizeof(pa));
-	memcpy(pa.name, d->pool_name, KVPOOL_NAME_LEN);
-	if (!ioctl(d->owner_fd, KVPOOL_IOC_POOL_ATTACH, &pa)) {
-		d->epoch = pa.epoch;
+	memcpy(pa.name, p->name, KVPOOL_NAME_LEN);
+	if (!ioctl(p->owner_fd, KVPOOL_IOC_POOL_ATTACH, &pa)) {
+		*epoch = pa.epoch;
 		memset(&st, 0, sizeof(st));
-		if (ioctl(d->owner_fd, KVPOOL_IOC_STATUS, &st))
+		if (ioctl(p->owner_fd, KVPOOL_IOC_STATUS, &st))
 			return -errno;
-		if (st.block_bytes != d->block_bytes ||
-		    st.capacity != d->capacity)
+		if (st.block_bytes != p->block_bytes ||
+		    st.capacity != p->capacity) {
 			kvd_log(KVD_WARN, "pool %s: using its block_bytes %llu "
-				"capacity %u", d->pool_name,
+				"capacity %u", p->name,
 				(unsigned long long)st.block_bytes,
 				st.capacity);
-		d->block_bytes = st.block_bytes;
-		d->capacity = st.capacity;
-		r = snapshot(d, &s, &li, &bo);
+			p->block_bytes = st.block_bytes;
+			p->capacity = st.capacity;
+			r = kvd_pool_reinit(p);
+			if (r)
+				return r;
+		}
+		r = snapshot(p, &s, &li, &bo);
 		if (r == 0)
 			kvd_log(KVD_NOTICE, "re-attached to pool %s epoch %llu: "
 				"%u leases, %u blocks leased, %u backed",
-				d->pool_name, (unsigned long long)d->epoch,
+				p->name, (unsigned long long)*epoch,
 				s.leases, s.blocks, s.backed);
 		free(li);
 		free(bo);
 		if (r)
 			return r;
-		d->mapped = s.backed;	/* mapped by kvd_ledger_open's caller */
+		p->mapped = s.backed;	/* mapped by kvd_ledger_open */
 		return 1;
 	}
 	if (errno != ENOENT)
 		return -errno;
 	memset(&pc, 0, sizeof(pc));
-	memcpy(pc.name, d->pool_name, KVPOOL_NAME_LEN);
-	pc.block_bytes = d->block_bytes;
-	pc.capacity = d->capacity;
-	pc.chunk_blocks = d->chunk_blocks;
+	memcpy(pc.name, p->name, KVPOOL_NAME_LEN);
+	pc.block_bytes = p->block_bytes;
+	pc.capacity = p->capacity;
+	pc.chunk_blocks = p->chunk_blocks;
 	pc.default_max = d->o.default_max;
-	if (ioctl(d->owner_fd, KVPOOL_IOC_POOL_CREATE, &pc))
+	if (ioctl(p->owner_fd, KVPOOL_IOC_POOL_CREATE, &pc))
 		return -errno;
-	d->epoch = pc.epoch;
-	kvd_log(KVD_NOTICE, "created pool %s epoch %llu", d->pool_name,
-		(unsigned long long)d->epoch);
+	*epoch = pc.epoch;
+	kvd_log(KVD_NOTICE, "created pool %s epoch %llu", p->name,
+		(unsigned long long)pc.epoch);
+	return 0;
+}
+
+static int pool_open(struct kvd_pool *p)
+{
+	struct kvd *d = p->d;
+	uint64_t epoch = 0;
+	uint32_t backed;
+	int r;
+
+	p->wake_fd = -1;
+	p->owner_fd = -1;
+	if (d->mode == KVP_MODE_INPROC)
+		return inproc_open(p);
+	r = module_open(p, &epoch);
+	if (r < 0)
+		return r;
+	/* The data epoch is the top pool's owner epoch. */
+	if (p == d->top)
+		d->epoch = epoch;
+	if (r == 1) {
+		backed = p->mapped;
+		p->mapped = 0;
+		r = backed ? p->ops->map(p, 0, backed) : 0;
+		if (r) {
+			kvd_log(KVD_ERR, "pool %s: cannot back %u blocks after "
+				"restart", p->name, backed);
+			return r;
+		}
+		p->mapped = backed;
+		p->shrink_at_ns = kvd_now_ns() +
+				  d->o.shrink_delay_ms * 1000000ULL;
+	}
 	return 0;
 }
 
 int kvd_ledger_open(struct kvd *d)
 {
+	unsigned int i;
 	int r;
 
-	d->wake_fd = -1;
-	d->owner_fd = -1;
-	if (d->mode == KVP_MODE_INPROC)
-		return inproc_open(d);
-	r = module_open(d);
-	if (r == 1) {
-		uint32_t backed = d->mapped;
-
-		d->mapped = 0;
-		r = backed ? d->be->map(d, 0, backed) : 0;
+	for (i = 0; i < d->npools; i++) {
+		d->pools[i].wake_fd = -1;
+		d->pools[i].owner_fd = -1;
+	}
+	for (i = 0; i < d->npools; i++) {
+		r = pool_open(&d->pools[i]);
 		if (r) {
-			kvd_log(KVD_ERR, "cannot back %u blocks after restart",
-				backed);
+			kvd_log(KVD_ERR, "pool %s: %s", d->pools[i].name,
+				strerror(-r));
 			return r;
 		}
-		d->mapped = backed;
-		d->shrink_at_ns = kvd_now_ns() +
-				  d->o.shrink_delay_ms * 1000000ULL;
 	}
-	return r;
+	if (d->mode == KVP_MODE_INPROC)
+		for (i = 0; i < (unsigned int)d->o.ntenants; i++) {
+			r = tenant_spec(d, d->o.tenants[i]);
+			if (r)
+				return r;
+		}
+	return 0;
 }
 
 void kvd_ledger_close(struct kvd *d)
 {
-	if (d->pool) {
-		pthread_mutex_lock(&d->lock);
-		kvpool_pool_destroy(d->pool);
-		d->pool = NULL;
-		pthread_mutex_unlock(&d->lock);
+	unsigned int i;
+
+	for (i = 0; i < d->npools; i++) {
+		struct kvd_pool *p = &d->pools[i];
+
+		if (p->pool) {
+			pthread_mutex_lock(&p->lock);
+			kvpool_pool_destroy(p->pool);
+			p->pool = NULL;
+			pthread_mutex_unlock(&p->lock);
+		}
+		if (p->owner_fd >= 0)
+			close(p->owner_fd);
+		if (p->wake_fd >= 0)
+			close(p->wake_fd);
+		p->owner_fd = p->wake_fd = -1;
 	}
-	if (d->owner_fd >= 0)
-		close(d->owner_fd);
-	if (d->wake_fd >= 0)
-		close(d->wake_fd);
 }
 
-int kvd_owner_poll_fd(struct kvd *d)
+int kvd_owner_poll_fd(struct kvd_pool *p)
 {
-	return d->mode == KVP_MODE_INPROC ? d->wake_fd : d->owner_fd;
+	return p->d->mode == KVP_MODE_INPROC ? p->wake_fd : p->owner_fd;
 }
 
 /* ---- owner duties ----------------------------------------------------------- */
 
-static int ledger_grow(struct kvd *d, uint32_t backed, uint32_t flags)
+static int ledger_grow(struct kvd_pool *p, uint32_t backed, uint32_t flags)
 {
 	struct kvpool_pool_resize rs;
 	int r;
 
-	if (d->mode == KVP_MODE_INPROC) {
-		pthread_mutex_lock(&d->lock);
-		r = kvpool_pool_grow(d->pool, backed, flags);
-		pthread_mutex_unlock(&d->lock);
+	if (p->d->mode == KVP_MODE_INPROC) {
+		pthread_mutex_lock(&p->lock);
+		r = kvpool_pool_grow(p->pool, backed, flags);
+		pthread_mutex_unlock(&p->lock);
 		return r;
 	}
 	memset(&rs, 0, sizeof(rs));
 	rs.backed = backed;
 	rs.flags = flags;
-	return ioctl(d->owner_fd, KVPOOL_IOC_POOL_GROW, &rs) ? -errno : 0;
+	return ioctl(p->owner_fd, KVPOOL_IOC_POOL_GROW, &rs) ? -errno : 0;
+}
+
+static void arm_shrink(struct kvd_pool *p)
+{
+	p->shrink_at_ns = kvd_now_ns() + p->d->o.shrink_delay_ms * 1000000ULL;
 }
 
 /*
@@ -285,70 +406,74 @@ static int ledger_grow(struct kvd *d, uint32_t backed, uint32_t flags)
  * what could be mapped (waiters that fit are granted) and then report
  * KVPOOL_GROW_FAILED so that the others get -ENOMEM at once.
  */
-static void on_grow(struct kvd *d, uint32_t want)
+static void on_grow(struct kvd_pool *p, uint32_t want)
 {
 	uint32_t target, next;
 	int r = 0;
 
-	target = (want + d->chunk_blocks - 1) / d->chunk_blocks *
-		 d->chunk_blocks;
-	if (target > d->capacity)
-		target = d->capacity;
-	while (d->mapped < target) {
-		next = d->mapped + d->chunk_blocks;
-		if (next > d->capacity)
-			next = d->capacity;
+	target = (want + p->chunk_blocks - 1) / p->chunk_blocks *
+		 p->chunk_blocks;
+	if (target > p->capacity)
+		target = p->capacity;
+	while (p->mapped < target) {
+		next = p->mapped + p->chunk_blocks;
+		if (next > p->capacity)
+			next = p->capacity;
 		/* --backing-limit: the memory a device would have */
-		if (d->o.backing_limit && next > d->o.backing_limit)
+		if (p->backing_limit && next > p->backing_limit)
 			r = -ENOMEM;
 		else
-			r = d->be->map(d, d->mapped, next);
+			r = p->ops->map(p, p->mapped, next);
 		if (r)
 			break;
-		d->mapped = next;
+		p->mapped = next;
 	}
-	if (d->mapped > 0) {
-		int g = ledger_grow(d, d->mapped < target ? d->mapped : target,
+	if (p->mapped > 0) {
+		int g = ledger_grow(p, p->mapped < target ? p->mapped : target,
 				    0);
 
 		if (g && g != -EINVAL)
-			kvd_log(KVD_WARN, "POOL_GROW %u: %s", d->mapped,
-				strerror(-g));
+			kvd_log(KVD_WARN, "%s: POOL_GROW %u: %s", p->name,
+				p->mapped, strerror(-g));
 	}
 	if (r) {
-		kvd_log(KVD_WARN, "grow to %u blocks failed at %u: %s", target,
-			d->mapped, strerror(-r));
-		ledger_grow(d, 0, KVPOOL_GROW_FAILED);
+		kvd_log(KVD_WARN, "%s: grow to %u blocks failed at %u: %s",
+			p->name, target, p->mapped, strerror(-r));
+		/* Room inside what is backed, before the waiters give up. */
+		if (p == p->d->top)
+			kvd_prefix_evict_pool(p->d, "", target - p->mapped);
+		ledger_grow(p, 0, KVPOOL_GROW_FAILED);
 	} else {
-		kvd_log(KVD_DEBUG, "backed %u blocks", target);
+		kvd_log(KVD_DEBUG, "%s: backed %u blocks", p->name, target);
 	}
 	/* a grow makes later idleness worth a shrink check */
-	d->shrink_at_ns = kvd_now_ns() + d->o.shrink_delay_ms * 1000000ULL;
+	arm_shrink(p);
 }
 
-void kvd_owner_events(struct kvd *d)
+void kvd_owner_events(struct kvd_pool *p)
 {
 	struct kvpool_event ev[32];
 	int i, n = 0;
 
-	if (d->mode == KVP_MODE_INPROC) {
+	if (p->d->mode == KVP_MODE_INPROC) {
 		uint64_t cnt;
 
-		if (read(d->wake_fd, &cnt, sizeof(cnt)) < 0) {
+		if (read(p->wake_fd, &cnt, sizeof(cnt)) < 0) {
 			/* nothing pending */
 		}
-		pthread_mutex_lock(&d->lock);
-		while (n < 32 && kvpool_owner_read_event(d->pool, &ev[n]) == 1)
+		pthread_mutex_lock(&p->lock);
+		while (n < 32 && kvpool_owner_read_event(p->pool, &ev[n]) == 1)
 			n++;
-		pthread_mutex_unlock(&d->lock);
+		pthread_mutex_unlock(&p->lock);
 		if (n == 32)
-			ip_owner_wake(d->pool);	/* more next round */
+			ip_owner_wake(p->pool);	/* more next round */
 	} else {
-		ssize_t got = read(d->owner_fd, ev, sizeof(ev));
+		ssize_t got = read(p->owner_fd, ev, sizeof(ev));
 
 		if (got < 0) {
 			if (errno != EAGAIN && errno != EINTR)
-				kvd_log(KVD_ERR, "owner read: %m");
+				kvd_log(KVD_ERR, "%s: owner read: %m",
+					p->name);
 			return;
 		}
 		n = (int)(got / (ssize_t)sizeof(ev[0]));
@@ -356,18 +481,24 @@ void kvd_owner_events(struct kvd *d)
 	for (i = 0; i < n; i++) {
 		switch (ev[i].type) {
 		case KVPOOL_EVENT_GROW:
-			on_grow(d, ev[i].blocks);
+			on_grow(p, ev[i].blocks);
 			break;
 		case KVPOOL_EVENT_IDLE:
-			d->shrink_at_ns = kvd_now_ns() +
-					  d->o.shrink_delay_ms * 1000000ULL;
+			arm_shrink(p);
+			break;
+		case KVPOOL_EVENT_SHORT:
+			/* Unreferenced cached blocks are given back first
+			 * (the prefix cache lives in the top pool). */
+			if (p == p->d->top)
+				kvd_prefix_evict_pool(p->d, ev[i].tenant,
+						      ev[i].blocks);
 			break;
 		case KVPOOL_EVENT_CLIENT_CLOSED:
-			kvd_log(KVD_DEBUG, "lease %llu closed, %u blocks back",
+			kvd_log(KVD_DEBUG, "%s: lease %llu closed, %u blocks "
+				"back", p->name,
 				(unsigned long long)ev[i].lease_id,
 				ev[i].blocks);
-			d->shrink_at_ns = kvd_now_ns() +
-					  d->o.shrink_delay_ms * 1000000ULL;
+			arm_shrink(p);
 			break;
 		default:
 			break;
@@ -376,21 +507,21 @@ void kvd_owner_events(struct kvd *d)
 }
 
 /* Lowest backed count SHRINK accepts now, module mode. */
-static int module_floor(struct kvd *d, uint32_t *floor)
+static int module_floor(struct kvd_pool *p, uint32_t *floor)
 {
 	struct kvpool_snapshot s;
 	struct kvpool_lease_info *li;
 	struct kvpool_block_owner *bo;
 	uint32_t top = 0;
-	int r = snapshot(d, &s, &li, &bo);
+	int r = snapshot(p, &s, &li, &bo);
 
 	if (!r) {
 		if (s.blocks)
 			top = bo[s.blocks - 1].block + 1;
-		*floor = (top + d->chunk_blocks - 1) / d->chunk_blocks *
-			 d->chunk_blocks;
-		if (*floor > d->capacity)
-			*floor = d->capacity;
+		*floor = (top + p->chunk_blocks - 1) / p->chunk_blocks *
+			 p->chunk_blocks;
+		if (*floor > p->capacity)
+			*floor = p->capacity;
 		if (*floor > s.backed)
 			*floor = s.backed;
 	}
@@ -399,27 +530,27 @@ static int module_floor(struct kvd *d, uint32_t *floor)
 	return r;
 }
 
-void kvd_owner_timer(struct kvd *d)
+void kvd_owner_timer(struct kvd_pool *p)
 {
 	struct kvpool_pool_resize rs;
 	uint32_t floor = 0, old;
 	int r;
 
-	if (!d->shrink_at_ns || kvd_now_ns() < d->shrink_at_ns)
+	if (!p->shrink_at_ns || kvd_now_ns() < p->shrink_at_ns)
 		return;
-	d->shrink_at_ns = 0;
-	if (d->mode == KVP_MODE_INPROC) {
-		pthread_mutex_lock(&d->lock);
-		floor = kvpool_pool_shrink_floor(d->pool);
-		r = floor < d->pool->backed ?
-		    kvpool_pool_shrink(d->pool, floor) : -EALREADY;
-		pthread_mutex_unlock(&d->lock);
+	p->shrink_at_ns = 0;
+	if (p->d->mode == KVP_MODE_INPROC) {
+		pthread_mutex_lock(&p->lock);
+		floor = kvpool_pool_shrink_floor(p->pool);
+		r = floor < p->pool->backed ?
+		    kvpool_pool_shrink(p->pool, floor) : -EALREADY;
+		pthread_mutex_unlock(&p->lock);
 	} else {
-		r = module_floor(d, &floor);
-		if (!r && floor < d->mapped) {
+		r = module_floor(p, &floor);
+		if (!r && floor < p->mapped) {
 			memset(&rs, 0, sizeof(rs));
 			rs.backed = floor;
-			r = ioctl(d->owner_fd, KVPOOL_IOC_POOL_SHRINK, &rs) ?
+			r = ioctl(p->owner_fd, KVPOOL_IOC_POOL_SHRINK, &rs) ?
 			    -errno : 0;
 		} else if (!r) {
 			r = -EALREADY;
@@ -427,31 +558,32 @@ void kvd_owner_timer(struct kvd *d)
 	}
 	if (r) {
 		if (r != -EALREADY)
-			kvd_log(KVD_DEBUG, "shrink to %u: %s", floor,
-				strerror(-r));
+			kvd_log(KVD_DEBUG, "%s: shrink to %u: %s", p->name,
+				floor, strerror(-r));
 		return;
 	}
 	/* The ledger no longer grants above floor: drop the memory once no
-	 * data-plane op is running. */
-	pthread_rwlock_wrlock(&d->backing);
-	old = d->mapped;
+	 * data-plane op or swap job is running on it. */
+	pthread_rwlock_wrlock(&p->backing);
+	old = p->mapped;
 	if (floor < old) {
-		r = d->be->unmap(d, floor, old);
+		r = p->ops->unmap(p, floor, old);
 		if (r)
-			kvd_log(KVD_WARN, "unmap: %s", strerror(-r));
-		d->mapped = floor;
+			kvd_log(KVD_WARN, "%s: unmap: %s", p->name,
+				strerror(-r));
+		p->mapped = floor;
 	}
-	pthread_rwlock_unlock(&d->backing);
-	kvd_log(KVD_DEBUG, "shrank %u -> %u blocks", old, floor);
+	pthread_rwlock_unlock(&p->backing);
+	kvd_log(KVD_DEBUG, "%s: shrank %u -> %u blocks", p->name, old, floor);
 }
 
-uint64_t kvd_mapped_bytes(struct kvd *d)
+uint64_t kvd_mapped_bytes(struct kvd_pool *p)
 {
-	return (uint64_t)d->mapped * d->block_bytes;
+	return (uint64_t)p->mapped * p->block_bytes;
 }
 
-int kvd_lease_check(struct kvd *d, uint64_t lease_id, const uint32_t *blocks,
-		    uint32_t n, bool pin)
+int kvd_lease_check(struct kvd_pool *p, uint64_t lease_id,
+		    const uint32_t *blocks, uint32_t n, bool pin)
 {
 	struct kvpool_lease_check lc;
 	uint32_t bad = 0;
@@ -459,10 +591,10 @@ int kvd_lease_check(struct kvd *d, uint64_t lease_id, const uint32_t *blocks,
 
 	if (!n)
 		return 0;
-	if (d->mode == KVP_MODE_INPROC) {
-		pthread_mutex_lock(&d->lock);
-		r = kvpool_lease_check(d->pool, lease_id, blocks, n, &bad);
-		pthread_mutex_unlock(&d->lock);
+	if (p->d->mode == KVP_MODE_INPROC) {
+		pthread_mutex_lock(&p->lock);
+		r = kvpool_lease_check(p->pool, lease_id, blocks, n, &bad);
+		pthread_mutex_unlock(&p->lock);
 		return r;
 	}
 	memset(&lc, 0, sizeof(lc));
@@ -470,50 +602,84 @@ int kvd_lease_check(struct kvd *d, uint64_t lease_id, const uint32_t *blocks,
 	lc.lease_id = lease_id;
 	lc.count = n;
 	lc.flags = pin ? KVPOOL_LEASE_CHECK_PIN : 0;
-	return ioctl(d->owner_fd, KVPOOL_IOC_LEASE_CHECK, &lc) ? -errno : 0;
+	return ioctl(p->owner_fd, KVPOOL_IOC_LEASE_CHECK, &lc) ? -errno : 0;
 }
 
-int kvd_lease_unpin(struct kvd *d, uint64_t lease_id)
+int kvd_lease_unpin(struct kvd_pool *p, uint64_t lease_id)
 {
 	struct kvpool_lease_unpin u;
 	int r;
 
-	if (d->mode == KVP_MODE_INPROC)
+	if (p->d->mode == KVP_MODE_INPROC)
 		return 0;
 	memset(&u, 0, sizeof(u));
 	u.lease_id = lease_id;
-	r = ioctl(d->owner_fd, KVPOOL_IOC_LEASE_UNPIN, &u) ? -errno : 0;
+	r = ioctl(p->owner_fd, KVPOOL_IOC_LEASE_UNPIN, &u) ? -errno : 0;
 	if (r)
-		kvd_log(KVD_WARN, "unpin lease %llu: %s",
+		kvd_log(KVD_WARN, "%s: unpin lease %llu: %s", p->name,
 			(unsigned long long)lease_id, strerror(-r));
 	return r;
 }
 
-void kvd_ledger_pool_rec(struct kvd *d, struct kvp_pool_rec *r)
+int kvd_lease_pin(struct kvd_pool *p, uint64_t lease_id,
+		  const uint32_t *blocks, uint32_t n)
 {
+	uint32_t bad = 0;
+	int r;
+
+	if (!n)
+		return -EINVAL;
+	if (p->d->mode != KVP_MODE_INPROC)
+		return kvd_lease_check(p, lease_id, blocks, n, true);
+	pthread_mutex_lock(&p->lock);
+	r = kvpool_lease_pin(p->pool, lease_id, blocks, n, &bad);
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+void kvd_lease_pin_drop(struct kvd_pool *p, uint64_t lease_id)
+{
+	int r;
+
+	if (p->d->mode != KVP_MODE_INPROC) {
+		kvd_lease_unpin(p, lease_id);
+		return;
+	}
+	pthread_mutex_lock(&p->lock);
+	r = kvpool_lease_unpin(p->pool, lease_id);
+	pthread_mutex_unlock(&p->lock);
+	if (r)
+		kvd_log(KVD_WARN, "%s: unpin lease %llu: %s", p->name,
+			(unsigned long long)lease_id, strerror(-r));
+}
+
+void kvd_ledger_pool_rec(struct kvd_pool *p, struct kvp_pool_rec *r)
+{
+	struct kvd *d = p->d;
+
 	memset(r, 0, sizeof(*r));
-	memcpy(r->name, d->pool_name, KVPOOL_NAME_LEN);
+	memcpy(r->name, p->name, KVPOOL_NAME_LEN);
 	strncpy(r->backend, d->be->name, sizeof(r->backend) - 1);
 	r->mode = d->mode;
-	r->chunk_blocks = d->chunk_blocks;
-	r->mapped_bytes = kvd_mapped_bytes(d);
+	r->chunk_blocks = p->chunk_blocks;
+	r->mapped_bytes = kvd_mapped_bytes(p);
 	if (d->mode == KVP_MODE_INPROC) {
-		pthread_mutex_lock(&d->lock);
-		r->block_bytes = d->pool->block_bytes;
-		r->capacity = d->pool->capacity;
-		r->backed = d->pool->backed;
-		r->used = d->pool->used;
+		pthread_mutex_lock(&p->lock);
+		r->block_bytes = p->pool->block_bytes;
+		r->capacity = p->pool->capacity;
+		r->backed = p->pool->backed;
+		r->used = p->pool->used;
 		r->state = KVPOOL_STATE_LIVE;
-		r->epoch = d->pool->epoch;
-		r->leases = d->pool->nleases;
-		r->tenants = d->pool->ntenants;
-		pthread_mutex_unlock(&d->lock);
+		r->epoch = p->pool->epoch;
+		r->leases = p->pool->nleases;
+		r->tenants = p->pool->ntenants;
+		pthread_mutex_unlock(&p->lock);
 	} else {
 		struct kvpool_status st;
 		struct kvpool_snapshot s;
 
 		memset(&st, 0, sizeof(st));
-		if (!ioctl(d->owner_fd, KVPOOL_IOC_STATUS, &st)) {
+		if (!ioctl(p->owner_fd, KVPOOL_IOC_STATUS, &st)) {
 			r->block_bytes = st.block_bytes;
 			r->capacity = st.capacity;
 			r->backed = st.backed;
@@ -522,21 +688,21 @@ void kvd_ledger_pool_rec(struct kvd *d, struct kvp_pool_rec *r)
 			r->epoch = st.epoch;
 		}
 		memset(&s, 0, sizeof(s));
-		if (!ioctl(d->owner_fd, KVPOOL_IOC_SNAPSHOT, &s))
+		if (!ioctl(p->owner_fd, KVPOOL_IOC_SNAPSHOT, &s))
 			r->leases = s.leases;
 	}
 }
 
 /* ---- in-process ledger requests (client threads) ------------------------ */
 
-int kvd_ip_lease_open(struct kvd *d, const struct kvpool_cred *cred,
+int kvd_ip_lease_open(struct kvd_pool *p, const struct kvpool_cred *cred,
 		      void *client, const char *tenant,
 		      struct kvpool_lease **out)
 {
 	int r;
 
-	pthread_mutex_lock(&d->lock);
-	r = kvpool_lease_open(d->pool, cred, out);
+	pthread_mutex_lock(&p->lock);
+	r = kvpool_lease_open(p->pool, cred, out);
 	if (!r) {
 		(*out)->host = client;
 		if (tenant && tenant[0]) {
@@ -548,42 +714,49 @@ int kvd_ip_lease_open(struct kvd *d, const struct kvpool_cred *cred,
 			}
 		}
 	}
-	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&p->lock);
 	return r;
 }
 
-void kvd_ip_lease_close(struct kvd *d, struct kvpool_lease *lease)
+void kvd_ip_lease_close(struct kvd_pool *p, struct kvpool_lease *lease)
 {
-	pthread_mutex_lock(&d->lock);
+	pthread_mutex_lock(&p->lock);
 	lease->host = NULL;
 	kvpool_lease_close(lease);
-	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&p->lock);
 }
 
-int kvd_ip_attach(struct kvd *d, struct kvpool_lease *lease,
+int kvd_ip_attach(struct kvd_pool *p, struct kvpool_lease *lease,
 		  const char *pool, const char *tenant,
 		  const struct kvpool_cred *cred)
 {
 	int r;
 
-	if (pool[0] && strncmp(pool, d->pool_name, KVPOOL_NAME_LEN))
+	if (pool[0] && strncmp(pool, p->name, KVPOOL_NAME_LEN))
 		return -ENOENT;
-	pthread_mutex_lock(&d->lock);
+	pthread_mutex_lock(&p->lock);
 	r = kvpool_lease_attach(lease, tenant, cred);
-	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&p->lock);
 	return r;
 }
 
-int kvd_ip_grant(struct kvd *d, struct kvpool_lease *lease, uint32_t count,
-		 uint32_t flags, uint64_t timeout_ns, uint32_t *blocks,
-		 int sock)
+static void deadline_ts(uint64_t until, struct timespec *ts)
+{
+	/* p->waiters uses CLOCK_MONOTONIC (see kvd_pools_init) */
+	ts->tv_sec = (time_t)(until / 1000000000ULL);
+	ts->tv_nsec = (long)(until % 1000000000ULL);
+}
+
+int kvd_ip_grant(struct kvd_pool *p, struct kvpool_lease *lease,
+		 uint32_t count, uint32_t flags, uint64_t timeout_ns,
+		 uint32_t *blocks, int sock)
 {
 	struct kvpool_wait w;
 	uint64_t deadline = timeout_ns ? kvd_now_ns() + timeout_ns : 0;
 	int r;
 
 	memset(&w, 0, sizeof(w));
-	pthread_mutex_lock(&d->lock);
+	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		struct timespec ts;
 		uint64_t now, until;
@@ -605,7 +778,7 @@ int kvd_ip_grant(struct kvd *d, struct kvpool_lease *lease, uint32_t count,
 			kvpool_lease_wait_end(lease, &w, r);
 			break;
 		}
-		if (d->stop) {
+		if (p->d->stop) {
 			r = -EINTR;
 			kvpool_lease_wait_end(lease, &w, r);
 			break;
@@ -613,63 +786,75 @@ int kvd_ip_grant(struct kvd *d, struct kvpool_lease *lease, uint32_t count,
 		until = now + 500000000ULL;
 		if (deadline && deadline < until)
 			until = deadline;
-		/* d->waiters uses CLOCK_MONOTONIC (see main) */
-		ts.tv_sec = (time_t)(until / 1000000000ULL);
-		ts.tv_nsec = (long)(until % 1000000000ULL);
-		pthread_cond_timedwait(&d->waiters, &d->lock, &ts);
+		deadline_ts(until, &ts);
+		pthread_cond_timedwait(&p->waiters, &p->lock, &ts);
 	}
-	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&p->lock);
 	return r;
 }
 
-int kvd_ip_release(struct kvd *d, struct kvpool_lease *lease,
+/* A release waits while a swap job has the lease pinned (the core says
+ * -EBUSY): the job's unpin wakes the waiters. */
+int kvd_ip_release(struct kvd_pool *p, struct kvpool_lease *lease,
 		   const uint32_t *blocks, uint32_t count, uint32_t flags)
 {
 	int r;
 
-	pthread_mutex_lock(&d->lock);
-	if (flags & KVPOOL_RELEASE_ALL)
-		r = kvpool_lease_release_all(lease);
-	else
-		r = kvpool_lease_release(lease, blocks, count);
-	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct timespec ts;
+
+		if (flags & KVPOOL_RELEASE_ALL)
+			r = kvpool_lease_release_all(lease);
+		else
+			r = kvpool_lease_release(lease, blocks, count);
+		if (r != -EBUSY || p->d->stop)
+			break;
+		deadline_ts(kvd_now_ns() + 100000000ULL, &ts);
+		pthread_cond_timedwait(&p->waiters, &p->lock, &ts);
+	}
+	pthread_mutex_unlock(&p->lock);
 	return r;
 }
 
-void kvd_ip_status(struct kvd *d, struct kvpool_lease *lease,
+void kvd_ip_status(struct kvd_pool *p, struct kvpool_lease *lease,
 		   struct kvpool_status *st)
 {
 	memset(st, 0, sizeof(*st));
-	pthread_mutex_lock(&d->lock);
-	kvpool_status_fill(d->pool, lease, st);
-	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_lock(&p->lock);
+	kvpool_status_fill(p->pool, lease, st);
+	pthread_mutex_unlock(&p->lock);
 }
 
 /* ---- admin (in-process ledger) -------------------------------------------- */
 
 int kvd_ip_tenant_op(struct kvd *d, int op, const struct kvp_tenant *t)
 {
-	char name[KVPOOL_NAME_LEN];
+	char name[KVPOOL_NAME_LEN], pname[KVPOOL_NAME_LEN];
 	struct kvpool_tenant *tn;
+	struct kvd_pool *p;
 	int r = 0;
 
 	if (d->mode != KVP_MODE_INPROC)
 		return -EOPNOTSUPP;	/* use generic netlink */
-	if (t->pool[0] && strncmp(t->pool, d->pool_name, KVPOOL_NAME_LEN))
+	memcpy(pname, t->pool, sizeof(pname));
+	pname[sizeof(pname) - 1] = 0;
+	p = kvd_pool_by_name(d, pname);
+	if (!p)
 		return -ENOENT;
 	memcpy(name, t->name, sizeof(name));
 	name[sizeof(name) - 1] = 0;
-	pthread_mutex_lock(&d->lock);
+	pthread_mutex_lock(&p->lock);
 	switch (op) {
 	case KVP_OP_TENANT_ADD:
-		r = kvpool_tenant_create(d->pool, name, t->max, t->min, t->uid,
+		r = kvpool_tenant_create(p->pool, name, t->max, t->min, t->uid,
 					 t->gid, NULL);
 		break;
 	case KVP_OP_TENANT_DEL:
-		r = kvpool_tenant_delete(d->pool, name);
+		r = kvpool_tenant_delete(p->pool, name);
 		break;
 	case KVP_OP_TENANT_SET:
-		tn = kvpool_tenant_find(d->pool, name);
+		tn = kvpool_tenant_find(p->pool, name);
 		if (!tn) {
 			r = -ENOENT;
 			break;
@@ -686,20 +871,20 @@ int kvd_ip_tenant_op(struct kvd *d, int op, const struct kvp_tenant *t)
 	default:
 		r = -EOPNOTSUPP;
 	}
-	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&p->lock);
 	return r;
 }
 
-int kvd_ip_tenant_list(struct kvd *d, struct kvp_tenant_rec *out,
+int kvd_ip_tenant_list(struct kvd_pool *p, struct kvp_tenant_rec *out,
 		       uint32_t start, uint32_t cap, uint32_t *total)
 {
 	struct kvpool_tenant *t;
 	uint32_t i = 0, n = 0;
 
-	if (d->mode != KVP_MODE_INPROC)
+	if (p->d->mode != KVP_MODE_INPROC)
 		return -EOPNOTSUPP;
-	pthread_mutex_lock(&d->lock);
-	list_for_each_entry(t, &d->pool->tenants, node) {
+	pthread_mutex_lock(&p->lock);
+	list_for_each_entry(t, &p->pool->tenants, node) {
 		if (i >= start && n < cap) {
 			struct kvp_tenant_rec *o = &out[n++];
 
@@ -719,19 +904,19 @@ int kvd_ip_tenant_list(struct kvd *d, struct kvp_tenant_rec *out,
 		}
 		i++;
 	}
-	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&p->lock);
 	*total = i;
 	return (int)n;
 }
 
-int kvd_ip_lease_list(struct kvd *d, struct kvp_client_rec *out,
+int kvd_ip_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
 		      uint32_t start, uint32_t cap, uint32_t *total)
 {
 	struct kvpool_lease *l;
 	uint32_t i = 0, n = 0;
 
-	pthread_mutex_lock(&d->lock);
-	list_for_each_entry(l, &d->pool->leases, pool_node) {
+	pthread_mutex_lock(&p->lock);
+	list_for_each_entry(l, &p->pool->leases, pool_node) {
 		if (i >= start && n < cap) {
 			struct kvp_client_rec *o = &out[n++];
 
@@ -745,19 +930,19 @@ int kvd_ip_lease_list(struct kvd *d, struct kvp_client_rec *out,
 		}
 		i++;
 	}
-	pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&p->lock);
 	*total = i;
 	return (int)n;
 }
 
-int kvd_mod_lease_list(struct kvd *d, struct kvp_client_rec *out,
+int kvd_mod_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
 		       uint32_t start, uint32_t cap, uint32_t *total)
 {
 	struct kvpool_snapshot s;
 	struct kvpool_lease_info *li;
 	struct kvpool_block_owner *bo;
 	uint32_t i, n = 0;
-	int r = snapshot(d, &s, &li, &bo);
+	int r = snapshot(p, &s, &li, &bo);
 
 	if (r) {
 		free(li);
@@ -773,10 +958,38 @@ int kvd_mod_lease_list(struct kvd *d, struct kvp_client_rec *out,
 		o->uid = li[i].uid;
 		memcpy(o->tenant, li[i].tenant, sizeof(o->tenant));
 		o->blocks = li[i].blocks;
-		o->connected = kvd_client_connected(d, li[i].lease_id);
+		o->connected = kvd_client_connected(p, li[i].lease_id);
 	}
 	*total = s.leases;
 	free(li);
 	free(bo);
 	return (int)n;
+}
+
+/* Blocks held by lease_id in pool p (0 if none or unknown). */
+uint32_t kvd_lease_blocks(struct kvd_pool *p, uint64_t lease_id)
+{
+	struct kvpool_snapshot s;
+	struct kvpool_lease_info *li;
+	struct kvpool_block_owner *bo;
+	struct kvpool_lease *l;
+	uint32_t n = 0, i;
+
+	if (!lease_id)
+		return 0;
+	if (p->d->mode == KVP_MODE_INPROC) {
+		pthread_mutex_lock(&p->lock);
+		list_for_each_entry(l, &p->pool->leases, pool_node)
+			if (l->id == lease_id)
+				n = l->held;
+		pthread_mutex_unlock(&p->lock);
+		return n;
+	}
+	if (snapshot(p, &s, &li, &bo) == 0)
+		for (i = 0; i < s.leases; i++)
+			if (li[i].lease_id == lease_id)
+				n = li[i].blocks;
+	free(li);
+	free(bo);
+	return n;
 }

@@ -23,6 +23,8 @@
 
 #include "kvpoold.h"
 #include "inproc.h"
+#include "swap.h"
+#include "prefix.h"
 
 #define MAX_FDS		2
 #define MAX_BATCH	4096
@@ -46,6 +48,9 @@ struct kvd_client {
 	unsigned int nlayouts;
 	_Atomic uint32_t reclaim_target;
 	uint32_t pins;			/* module ledger pins held by this op */
+	struct kvd_ctier *ct;		/* tiers and swaps (swap.c) */
+	char tenant[KVPOOL_NAME_LEN];	/* module: the lease's, at HELLO */
+	struct kvd_prefix_conn *pfx;	/* cached blocks it references */
 	int fds[MAX_FDS];
 	int nfds;
 	uint8_t in[KVP_MSG_MAX] __attribute__((aligned(16)));
@@ -113,14 +118,14 @@ static int check_blocks(struct kvd_client *c, const uint32_t *b, uint32_t n)
 	uint32_t i;
 
 	for (i = 0; i < n; i++)
-		if (b[i] >= d->capacity)
+		if (b[i] >= d->top->capacity)
 			return -EPERM;
 	/*
 	 * With the module the check also pins the lease until the op is
 	 * done (unpin_blocks), so the client cannot release a block and have
 	 * it granted to someone else while we still use it.
 	 */
-	if (kvd_lease_check(d, c->lease_id, b, n, true))
+	if (kvd_lease_check(d->top, c->lease_id, b, n, true))
 		return -EPERM;
 	if (d->mode != KVP_MODE_INPROC)
 		c->pins++;
@@ -130,7 +135,44 @@ static int check_blocks(struct kvd_client *c, const uint32_t *b, uint32_t n)
 static void unpin_blocks(struct kvd_client *c)
 {
 	for (; c->pins; c->pins--)
-		kvd_lease_unpin(c->d, c->lease_id);
+		kvd_lease_unpin(c->d->top, c->lease_id);
+}
+
+/*
+ * Blocks an op only reads: the caller's own, or cached blocks it
+ * references (prefix cache; they stay allocated while it does).  A
+ * cached block it references but would write is -EROFS.
+ */
+static int check_blocks_ro(struct kvd_client *c, const uint32_t *b,
+			   uint32_t n)
+{
+	uint32_t *own, k = 0, i;
+	int r;
+
+	if (!c->pfx)
+		return check_blocks(c, b, n);
+	own = malloc(n ? n * sizeof(*own) : 1);
+	if (!own)
+		return -ENOMEM;
+	for (i = 0; i < n; i++)
+		if (!kvd_prefix_referenced(c->pfx, b[i]))
+			own[k++] = b[i];
+	r = k ? check_blocks(c, own, k) : 0;
+	free(own);
+	return r;
+}
+
+static int check_blocks_rw(struct kvd_client *c, const uint32_t *b,
+			   uint32_t n)
+{
+	int r = check_blocks(c, b, n);
+	uint32_t i;
+
+	if (r == -EPERM && c->pfx)
+		for (i = 0; i < n; i++)
+			if (kvd_prefix_referenced(c->pfx, b[i]))
+				return -EROFS;
+	return r;
 }
 
 /* Every block must be mapped too (a lying ledger must not crash us);
@@ -140,7 +182,7 @@ static int check_mapped(struct kvd_client *c, const uint32_t *b, uint32_t n)
 	uint32_t i;
 
 	for (i = 0; i < n; i++)
-		if (b[i] >= c->d->mapped)
+		if (b[i] >= c->d->top->mapped)
 			return -EPERM;
 	return 0;
 }
@@ -163,6 +205,7 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 		    struct kvp_hello_reply *rep)
 {
 	struct kvd *d = c->d;
+	char tenant[KVP_NAME_LEN] = "";
 	int lfd = -1, rfd = -1, r = 0;
 	int want = !!(h->flags & KVP_HELLO_LEDGER_FD) +
 		   !!(h->flags & KVP_HELLO_REGION);
@@ -196,33 +239,41 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 		close(lfd);
 		lfd = -1;
 		if (!st.lease_id ||
-		    strncmp(st.pool, d->pool_name, KVPOOL_NAME_LEN)) {
+		    strncmp(st.pool, d->top->name, KVPOOL_NAME_LEN)) {
 			r = -ENOENT;
 			goto out;
 		}
 		c->lease_id = st.lease_id;
+		memcpy(c->tenant, st.tenant, sizeof(c->tenant));
+		c->tenant[sizeof(c->tenant) - 1] = 0;
+		memcpy(tenant, c->tenant, sizeof(tenant));
 	} else {
 		struct kvpool_cred cred = {
 			.uid = c->cred.uid, .gid = c->cred.gid,
 			.pid = (u32)c->cred.pid, .admin = c->cred.uid == 0,
 		};
-		char tenant[KVP_NAME_LEN];
 
 		if (lfd >= 0) {
 			r = -EINVAL;
 			goto out;
 		}
 		if (h->pool[0] &&
-		    strncmp(h->pool, d->pool_name, KVPOOL_NAME_LEN)) {
+		    strncmp(h->pool, d->top->name, KVPOOL_NAME_LEN)) {
 			r = -ENOENT;
 			goto out;
 		}
 		memcpy(tenant, h->tenant, sizeof(tenant));
 		tenant[sizeof(tenant) - 1] = 0;
-		r = kvd_ip_lease_open(d, &cred, c, tenant, &c->lease);
+		r = kvd_ip_lease_open(d->top, &cred, c, tenant, &c->lease);
 		if (r)
 			goto out;
 		c->lease_id = c->lease->id;
+		memcpy(tenant, c->lease->tenant->name, sizeof(tenant));
+	}
+	c->ct = kvd_ctier_new(d, c->lease_id, c->lease, tenant);
+	if (!c->ct) {
+		r = -ENOMEM;
+		goto out_lease;
 	}
 
 	if (rfd >= 0) {
@@ -251,16 +302,20 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 	}
 	c->hello = true;
 	rep->mode = d->mode;
-	rep->capacity = d->capacity;
-	rep->block_bytes = d->block_bytes;
+	rep->capacity = d->top->capacity;
+	rep->block_bytes = d->top->block_bytes;
 	rep->lease_id = c->lease_id;
-	memcpy(rep->pool, d->pool_name, KVPOOL_NAME_LEN);
+	memcpy(rep->pool, d->top->name, KVPOOL_NAME_LEN);
 	strncpy(rep->backend, d->be->name, sizeof(rep->backend) - 1);
-	rep->chunk_blocks = d->chunk_blocks;
+	rep->chunk_blocks = d->top->chunk_blocks;
 	goto out;
 out_lease:
+	if (c->ct) {
+		kvd_ctier_release(c->ct);
+		c->ct = NULL;
+	}
 	if (c->lease) {
-		kvd_ip_lease_close(d, c->lease);
+		kvd_ip_lease_close(d->top, c->lease);
 		c->lease = NULL;
 	}
 	c->lease_id = 0;
@@ -283,10 +338,10 @@ static int op_layout(struct kvd_client *c, const struct kvp_layout *l,
 	if (c->nlayouts >= KVP_MAX_LAYOUTS)
 		return -ENOSPC;
 	r = kvk_layout_init(&kl, l->layers, l->kv_heads, l->head_dim,
-			    l->dtype, c->d->block_bytes);
+			    l->dtype, c->d->top->block_bytes);
 	if (r)
 		return r;
-	kl.pool_blocks = c->d->capacity;
+	kl.pool_blocks = c->d->top->capacity;
 	c->layouts[c->nlayouts] = kl;
 	rep->layout_id = c->nlayouts++;
 	rep->tokens_per_block = kl.tokens_per_block;
@@ -322,17 +377,18 @@ static int op_kv(struct kvd_client *c, const struct kvp_kv *q, bool write)
 			r = -EINVAL;
 			goto out;
 		}
-	r = check_blocks(c, blocks, q->ntok);
+	r = write ? check_blocks_rw(c, blocks, q->ntok) :
+		    check_blocks_ro(c, blocks, q->ntok);
 	if (r)
 		goto out;
-	pthread_rwlock_rdlock(&d->backing);
+	pthread_rwlock_rdlock(&d->top->backing);
 	r = check_mapped(c, blocks, q->ntok);
 	if (!r)
 		r = write ? d->be->write_kv(d, l, q->layer, q->ntok, blocks,
 					    slots, k, v) :
 			    d->be->read_kv(d, l, q->layer, q->ntok, blocks,
 					   slots, k, v);
-	pthread_rwlock_unlock(&d->backing);
+	pthread_rwlock_unlock(&d->top->backing);
 out:
 	free(blocks);
 	free(slots);
@@ -351,7 +407,7 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 
 	if (a->pad || !l || a->layer >= l->layers || !a->batch ||
 	    a->batch > MAX_BATCH || !a->q_heads || !mbs ||
-	    mbs > d->capacity || a->n_new > MAX_NTOK)
+	    mbs > d->top->capacity || a->n_new > MAX_NTOK)
 		return -EINVAL;
 	if (a->q_heads % l->kv_heads || a->q_heads / l->kv_heads > KVK_MAX_GQA)
 		return -EINVAL;
@@ -386,10 +442,10 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 		for (i = 0; i < nb; i++)
 			used[nused++] = tables[b * mbs + i];
 	}
-	r = check_blocks(c, used, nused);
+	r = check_blocks_ro(c, used, nused);
 	if (r)
 		goto out;
-	pthread_rwlock_rdlock(&d->backing);
+	pthread_rwlock_rdlock(&d->top->backing);
 	r = check_mapped(c, used, nused);
 	if (!r && !a->n_new) {
 		struct kvk_decode_args da = {
@@ -410,7 +466,7 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 		};
 		r = d->be->prefill(d, &pa);
 	}
-	pthread_rwlock_unlock(&d->backing);
+	pthread_rwlock_unlock(&d->top->backing);
 out:
 	free(tables);
 	free(ctx);
@@ -430,18 +486,18 @@ static int op_copy(struct kvd_client *c, const struct kvp_copy *q)
 	if (!r)
 		r = region_u32(c, q->off_dst, q->n, &dst);
 	if (!r)
-		r = check_blocks(c, src, q->n);
+		r = check_blocks_ro(c, src, q->n);
 	if (!r)
-		r = check_blocks(c, dst, q->n);
+		r = check_blocks_rw(c, dst, q->n);
 	if (r)
 		goto out;
-	pthread_rwlock_rdlock(&d->backing);
+	pthread_rwlock_rdlock(&d->top->backing);
 	r = check_mapped(c, src, q->n);
 	if (!r)
 		r = check_mapped(c, dst, q->n);
 	if (!r)
 		r = d->be->copy(d, src, dst, q->n);
-	pthread_rwlock_unlock(&d->backing);
+	pthread_rwlock_unlock(&d->top->backing);
 out:
 	free(src);
 	free(dst);
@@ -453,26 +509,80 @@ static int op_status(struct kvd_client *c, struct kvp_status_reply *rep)
 	struct kvd *d = c->d;
 
 	if (d->mode == KVP_MODE_INPROC) {
-		kvd_ip_status(d, c->lease, &rep->ledger);
-	} else if (ioctl(d->owner_fd, KVPOOL_IOC_STATUS, &rep->ledger)) {
+		kvd_ip_status(d->top, c->lease, &rep->ledger);
+	} else if (ioctl(d->top->owner_fd, KVPOOL_IOC_STATUS, &rep->ledger)) {
 		return -errno;
 	}
 	rep->ledger.epoch = d->epoch;
 	rep->ledger.lease_id = c->lease_id;
 	rep->mode = d->mode;
-	rep->chunk_blocks = d->chunk_blocks;
+	rep->chunk_blocks = d->top->chunk_blocks;
 	strncpy(rep->backend, d->be->name, sizeof(rep->backend) - 1);
 	rep->region_bytes = c->region_bytes;
 	return 0;
 }
 
-int kvd_fill_client_list(struct kvd *d, struct kvp_client_rec *out,
+int kvd_fill_client_list(struct kvd_pool *p, struct kvp_client_rec *out,
 			 uint32_t start, uint32_t cap, uint32_t *total)
 {
-	if (d->mode == KVP_MODE_INPROC)
-		return kvd_ip_lease_list(d, out, start, cap, total);
-	return kvd_mod_lease_list(d, out, start, cap, total);
+	if (p->d->mode == KVP_MODE_INPROC)
+		return kvd_ip_lease_list(p, out, start, cap, total);
+	return kvd_mod_lease_list(p, out, start, cap, total);
 }
+
+/* Every connection that said HELLO, with its leases in every tier. */
+int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
+			  uint32_t start, uint32_t cap, uint32_t *total)
+{
+	struct kvd_client *c;
+	uint32_t i = 0, n = 0;
+
+	pthread_mutex_lock(&d->clients_lock);
+	for (c = d->clients; c; c = c->next) {
+		if (!c->hello || !c->ct)
+			continue;
+		if (i >= start && n < cap) {
+			struct kvp_client_tier_rec *o = &out[n++];
+
+			memset(o, 0, sizeof(*o));
+			o->pid = (uint32_t)c->cred.pid;
+			o->uid = c->cred.uid;
+			kvd_ctier_rec(c->ct, o);
+		}
+		i++;
+	}
+	pthread_mutex_unlock(&d->clients_lock);
+	*total = i;
+	return (int)n;
+}
+
+/* ---- for swap.c ----------------------------------------------------------- */
+
+int kvd_client_send(struct kvd_client *c, const void *buf, size_t len)
+{
+	return send_msg(c, buf, len);
+}
+
+int kvd_client_take_fd(struct kvd_client *c)
+{
+	return take_fd(c);
+}
+
+int kvd_client_sock(struct kvd_client *c)
+{
+	return c->sock;
+}
+
+void kvd_client_cred(struct kvd_client *c, struct kvpool_cred *cred)
+{
+	memset(cred, 0, sizeof(*cred));
+	cred->uid = c->cred.uid;
+	cred->gid = c->cred.gid;
+	cred->pid = (u32)c->cred.pid;
+	cred->admin = c->cred.uid == 0;
+}
+
+
 
 /* ---- dispatch ----------------------------------------------------------- */
 
@@ -495,7 +605,7 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		if (blen)
 			return -EBADMSG;
 		*rlen = sizeof(struct kvp_pool_rec);
-		kvd_ledger_pool_rec(d, rbody);
+		kvd_ledger_pool_rec(d->top, rbody);
 		return 0;
 	case KVP_OP_TENANT_ADD:
 	case KVP_OP_TENANT_DEL:
@@ -504,36 +614,71 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 
 		if (!c->admin)
 			return -EACCES;
+		/* A tenant's own cache leases must not keep it alive. */
+		if (h->op == KVP_OP_TENANT_DEL && inproc) {
+			char name[KVPOOL_NAME_LEN];
+
+			memcpy(name, t->name, sizeof(name));
+			name[sizeof(name) - 1] = 0;
+			kvd_prefix_flush(d, name);
+		}
 		return kvd_ip_tenant_op(d, h->op, t);
 	}
+	case KVP_OP_PREFIX_LIST:
+	case KVP_OP_PREFIX_FLUSH:
+	case KVP_OP_PREFIX_SHARE:
+		return kvd_prefix_admin(d, c->admin, h->op, body, blen, rbody,
+					rlen);
 	case KVP_OP_TENANT_LIST:
-	case KVP_OP_CLIENT_LIST: {
+	case KVP_OP_CLIENT_LIST:
+	case KVP_OP_TIER_LIST:
+	case KVP_OP_CLIENT_TIERS: {
 		const struct kvp_list *q = BODY(struct kvp_list);
 		struct kvp_list_reply *lr = rbody;
 		size_t room = KVP_MSG_MAX - sizeof(struct kvp_reply) -
-			      sizeof(*lr);
+			      sizeof(*lr), rsz;
+		char pname[KVP_NAME_LEN];
+		struct kvd_pool *p;
 		int n;
 
 		if (q->pad)
 			return -EINVAL;
-		if (q->pool[0] && strncmp(q->pool, d->pool_name,
-					  KVPOOL_NAME_LEN))
+		memcpy(pname, q->pool, sizeof(pname));
+		pname[sizeof(pname) - 1] = 0;
+		p = kvd_pool_by_name(d, pname);
+		if (!p)
 			return -ENOENT;
-		if (h->op == KVP_OP_TENANT_LIST)
-			n = kvd_ip_tenant_list(d, (void *)(lr + 1), q->start,
-				(uint32_t)(room / sizeof(struct kvp_tenant_rec)),
-				&lr->total);
-		else
-			n = kvd_fill_client_list(d, (void *)(lr + 1), q->start,
-				(uint32_t)(room / sizeof(struct kvp_client_rec)),
-				&lr->total);
+		switch (h->op) {
+		case KVP_OP_TENANT_LIST:
+			rsz = sizeof(struct kvp_tenant_rec);
+			n = kvd_ip_tenant_list(p, (void *)(lr + 1), q->start,
+					       (uint32_t)(room / rsz),
+					       &lr->total);
+			break;
+		case KVP_OP_CLIENT_LIST:
+			rsz = sizeof(struct kvp_client_rec);
+			n = kvd_fill_client_list(p, (void *)(lr + 1), q->start,
+						 (uint32_t)(room / rsz),
+						 &lr->total);
+			break;
+		case KVP_OP_TIER_LIST:
+			rsz = sizeof(struct kvp_tier_rec);
+			n = kvd_fill_tier_list(d, (void *)(lr + 1), q->start,
+					       (uint32_t)(room / rsz),
+					       &lr->total);
+			break;
+		default:
+			rsz = sizeof(struct kvp_client_tier_rec);
+			n = kvd_fill_client_tiers(d, (void *)(lr + 1),
+						  q->start,
+						  (uint32_t)(room / rsz),
+						  &lr->total);
+			break;
+		}
 		if (n < 0)
 			return n;
 		lr->count = (uint32_t)n;
-		*rlen = sizeof(*lr) + (size_t)n *
-			(h->op == KVP_OP_TENANT_LIST ?
-			 sizeof(struct kvp_tenant_rec) :
-			 sizeof(struct kvp_client_rec));
+		*rlen = sizeof(*lr) + (size_t)n * rsz;
 		return n;
 	}
 	default:
@@ -545,9 +690,20 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 	case KVP_OP_ATTACH: case KVP_OP_LEASE: case KVP_OP_RELEASE:
 	case KVP_OP_STATUS: case KVP_OP_LAYOUT: case KVP_OP_WRITE_KV:
 	case KVP_OP_READ_KV: case KVP_OP_ATTN: case KVP_OP_COPY:
+	case KVP_OP_PREFIX_MATCH: case KVP_OP_PREFIX_PUBLISH:
+	case KVP_OP_PREFIX_UNREF: case KVP_OP_PREFIX_EVICT:
+	case KVP_OP_LAYOUT_MODEL:
 		if (!c->hello)
 			return -ENOTCONN;
 		break;
+	case KVP_OP_TIER_ATTACH: case KVP_OP_TIER_LEASE:
+	case KVP_OP_TIER_RELEASE: case KVP_OP_TIER_STATUS:
+	case KVP_OP_SWAP: case KVP_OP_SWAP_WAIT: case KVP_OP_BLOCK_SUM:
+	case KVP_OP_SEQ_REPORT:
+		if (!c->hello)
+			return -ENOTCONN;
+		return kvd_tier_dispatch(c, c->ct, h->op, body, blen, rbody,
+					 rlen);
 	default:
 		return -EOPNOTSUPP;
 	}
@@ -568,7 +724,9 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		memcpy(pool, a->pool, sizeof(pool));
 		memcpy(tenant, a->tenant, sizeof(tenant));
 		pool[sizeof(pool) - 1] = tenant[sizeof(tenant) - 1] = 0;
-		r = kvd_ip_attach(d, c->lease, pool, tenant, &cred);
+		r = kvd_ip_attach(d->top, c->lease, pool, tenant, &cred);
+		if (!r && c->ct)
+			kvd_ctier_set_tenant(c->ct, c->lease->tenant->name);
 		ar->lease_id = c->lease_id;
 		*rlen = sizeof(*ar);
 		return r;
@@ -582,7 +740,7 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		if (!l->count || l->count > KVP_IO_MAX_BLOCKS ||
 		    (l->flags & ~KVPOOL_LEASE_FLAGS))
 			return -EINVAL;
-		r = kvd_ip_grant(d, c->lease, l->count, l->flags,
+		r = kvd_ip_grant(d->top, c->lease, l->count, l->flags,
 				 l->timeout_ns, rbody, c->sock);
 		if (r > 0)
 			*rlen = (size_t)r * sizeof(uint32_t);
@@ -603,8 +761,9 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		if ((rl->flags & KVPOOL_RELEASE_ALL) ? rl->count != 0 :
 		    rl->count == 0)
 			return -EINVAL;
-		return kvd_ip_release(d, c->lease, (const uint32_t *)(rl + 1),
-				      rl->count, rl->flags);
+		return kvd_ip_release(d->top, c->lease,
+				      (const uint32_t *)(rl + 1), rl->count,
+				      rl->flags);
 	}
 	case KVP_OP_STATUS:
 		if (blen)
@@ -622,6 +781,10 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		return op_attn(c, BODY(struct kvp_attn));
 	case KVP_OP_COPY:
 		return op_copy(c, BODY(struct kvp_copy));
+	case KVP_OP_PREFIX_MATCH: case KVP_OP_PREFIX_PUBLISH:
+	case KVP_OP_PREFIX_UNREF: case KVP_OP_PREFIX_EVICT:
+	case KVP_OP_LAYOUT_MODEL:
+		return kvd_prefix_op(c, h->op, body, blen, rbody, rlen);
 	}
 	return -EOPNOTSUPP;
 }
@@ -739,8 +902,10 @@ static void client_free(struct kvd_client *c)
 		}
 	d->nclients--;
 	pthread_mutex_unlock(&d->clients_lock);
+	kvd_ctier_release(c->ct);
+	kvd_prefix_conn_close(d, c->pfx);
 	if (c->lease)
-		kvd_ip_lease_close(d, c->lease);
+		kvd_ip_lease_close(d->top, c->lease);
 	if (c->region)
 		munmap(c->region, c->region_bytes);
 	drop_fds(c);
@@ -756,18 +921,21 @@ static void *client_main(void *arg)
 	kvd_log(KVD_DEBUG, "client pid %d uid %u connected", c->cred.pid,
 		c->cred.uid);
 	while (!c->d->stop) {
-		struct pollfd pf[2] = {
+		struct pollfd pf[3] = {
 			{ .fd = c->sock, .events = POLLIN },
 			{ .fd = c->evfd, .events = POLLIN },
+			{ .fd = kvd_ctier_fd(c->ct), .events = POLLIN },
 		};
 
-		if (poll(pf, 2, -1) < 0) {
+		if (poll(pf, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
 		if (pf[1].revents & POLLIN)
 			send_reclaim(c);
+		if (pf[2].revents & POLLIN)
+			kvd_ctier_flush(c, c->ct);
 		if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
 			if (serve_one(c))
 				break;
@@ -777,6 +945,59 @@ static void *client_main(void *arg)
 		(unsigned long long)c->lease_id);
 	client_free(c);
 	return NULL;
+}
+
+/* ---- a connection's parts, for prefix.c ------------------------------- */
+
+int kvd_client_region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
+			  uint64_t size, void **p)
+{
+	return region_ptr(c, off, n, size, p);
+}
+
+int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
+			  uint32_t **out)
+{
+	return region_u32(c, off, n, out);
+}
+
+const struct kvk_layout *kvd_client_layout(struct kvd_client *c, uint32_t id)
+{
+	return get_layout(c, id);
+}
+
+int kvd_client_layout_add(struct kvd_client *c, const struct kvp_layout *l,
+			  struct kvp_layout_reply *rep)
+{
+	return op_layout(c, l, rep);
+}
+
+uint64_t kvd_client_lease_id(const struct kvd_client *c)
+{
+	return c->lease_id;
+}
+
+struct kvd *kvd_client_daemon(struct kvd_client *c)
+{
+	return c->d;
+}
+
+void kvd_client_tenant(struct kvd_client *c, char name[KVPOOL_NAME_LEN])
+{
+	struct kvd *d = c->d;
+
+	if (d->mode != KVP_MODE_INPROC || !c->lease) {
+		memcpy(name, c->tenant, KVPOOL_NAME_LEN);
+		return;
+	}
+	pthread_mutex_lock(&d->top->lock);
+	memcpy(name, c->lease->tenant->name, KVPOOL_NAME_LEN);
+	pthread_mutex_unlock(&d->top->lock);
+}
+
+struct kvd_prefix_conn **kvd_client_prefix(struct kvd_client *c)
+{
+	return &c->pfx;
 }
 
 /* ---- hooks for the ledger (d->lock held) ------------------------------ */
@@ -792,14 +1013,17 @@ void kvd_client_reclaim(void *client, uint32_t target)
 	}
 }
 
-int kvd_client_connected(struct kvd *d, uint64_t lease_id)
+int kvd_client_connected(struct kvd_pool *p, uint64_t lease_id)
 {
+	struct kvd *d = p->d;
 	struct kvd_client *c;
 	int found = 0;
 
 	pthread_mutex_lock(&d->clients_lock);
 	for (c = d->clients; c && !found; c = c->next)
-		found = c->hello && c->lease_id == lease_id;
+		found = c->hello && (p->tier ?
+			kvd_ctier_connected(c->ct, p->tier, lease_id) :
+			c->lease_id == lease_id);
 	pthread_mutex_unlock(&d->clients_lock);
 	return found;
 }
@@ -874,9 +1098,11 @@ void kvd_clients_stop(struct kvd *d)
 	int i;
 
 	d->stop = 1;
-	pthread_mutex_lock(&d->lock);
-	pthread_cond_broadcast(&d->waiters);
-	pthread_mutex_unlock(&d->lock);
+	for (i = 0; i < (int)d->npools; i++) {
+		pthread_mutex_lock(&d->pools[i].lock);
+		pthread_cond_broadcast(&d->pools[i].waiters);
+		pthread_mutex_unlock(&d->pools[i].lock);
+	}
 	pthread_mutex_lock(&d->clients_lock);
 	for (c = d->clients; c; c = c->next)
 		shutdown(c->sock, SHUT_RDWR);

@@ -103,11 +103,44 @@ enum kvp_op {
 	KVP_OP_POOL_STATUS = 36, /* (no body) -> struct kvp_pool_rec */
 	KVP_OP_CLIENT_LIST = 37, /* struct kvp_list -> struct kvp_list_reply +
 				  * struct kvp_client_rec[count] */
+	/* prefix cache, data plane (see "prefix cache" below) */
+	KVP_OP_PREFIX_MATCH = 48,   /* struct kvp_prefix_match ->
+				     * struct kvp_prefix_match_reply */
+	KVP_OP_PREFIX_PUBLISH = 49, /* struct kvp_prefix_publish ->
+				     * struct kvp_prefix_publish_reply */
+	KVP_OP_PREFIX_UNREF = 50,   /* struct kvp_prefix_unref -> - */
+	KVP_OP_PREFIX_EVICT = 51,   /* struct kvp_prefix_evict -> - */
+	KVP_OP_LAYOUT_MODEL = 52,   /* struct kvp_layout_model ->
+				     * struct kvp_layout_reply */
+	/* prefix cache, admin (no HELLO needed) */
+	KVP_OP_PREFIX_LIST = 56,    /* struct kvp_list -> struct kvp_list_reply
+				     * + struct kvp_prefix_rec[count] */
+	KVP_OP_PREFIX_FLUSH = 57,   /* struct kvp_prefix_tenant -> - */
+	KVP_OP_PREFIX_SHARE = 58,   /* struct kvp_prefix_tenant -> - */
+	/* tiers: the daemon's pools (see "Tiers and swap" below) */
+	KVP_OP_TIER_LIST = 64,	/* struct kvp_list -> struct kvp_list_reply +
+				 * struct kvp_tier_rec[count]; no HELLO */
+	KVP_OP_TIER_ATTACH = 65, /* struct kvp_tier_attach ->
+				  * struct kvp_tier_attach_reply */
+	KVP_OP_TIER_LEASE = 66,	/* struct kvp_tier_lease -> u32 blocks[status]
+				 * (in-process ledger only) */
+	KVP_OP_TIER_RELEASE = 67, /* struct kvp_tier_release + u32[count] -> -
+				   * (in-process ledger only) */
+	KVP_OP_TIER_STATUS = 68, /* struct kvp_tier_sel ->
+				  * struct kvp_status_reply */
+	KVP_OP_SWAP = 69,	/* struct kvp_swap -> struct kvp_swap_reply */
+	KVP_OP_SWAP_WAIT = 70,	/* struct kvp_swap_wait ->
+				 * struct kvp_swap_done */
+	KVP_OP_BLOCK_SUM = 71,	/* struct kvp_block_sum -> - */
+	KVP_OP_SEQ_REPORT = 72,	/* struct kvp_seq_report -> - */
+	KVP_OP_CLIENT_TIERS = 73, /* struct kvp_list -> struct kvp_list_reply +
+				   * struct kvp_client_tier_rec[count] */
 };
 
 /* Asynchronous records from the daemon (req_id 0, body below). */
 enum kvp_event {
 	KVP_EV_RECLAIM = 0x4001,	/* struct kvp_ev_reclaim */
+	KVP_EV_SWAP_DONE = 0x4002,	/* struct kvp_swap_done */
 };
 
 /* ---- session ----------------------------------------------------------- */
@@ -297,11 +330,317 @@ struct kvp_client_rec {
 	uint32_t connected;	/* 1: has a data-plane connection */
 };
 
+/* ---- prefix cache ------------------------------------------------------ */
+
+/*
+ * A tenant's prefix cache, kept by the daemon for all its processes: full
+ * blocks named by a hash chain of their token ids (the daemon computes the
+ * keys; clients send token ids, never keys), verified on every hit.
+ * Cached blocks are held by the daemon in two leases charged to the
+ * tenant: "hot" (referenced by some connection) and "cold" (unreferenced,
+ * LRU, given back first under pressure).  A connection references a
+ * cached block from MATCH (or PUBLISH) until UNREF or until it closes; it
+ * may read referenced blocks (READ_KV, ATTN, COPY's source) but never
+ * write them (-EROFS).  Errors besides the general ones:
+ *   -ENOKEY	the layout was declared without a model identity
+ *		(KVP_OP_LAYOUT instead of KVP_OP_LAYOUT_MODEL);
+ *   -EPERM	PUBLISH names a block the caller neither holds nor references;
+ *   -EXDEV	PUBLISH: the lease was moved to another tenant since HELLO;
+ *   -EOPNOTSUPP the ledger cannot move blocks (a module without
+ *		KVPOOL_FEAT_LEASE_MOVE).
+ * On any error nothing changed.
+ */
+#define KVP_MODEL_LEN		64
+/* Most token ids in one MATCH or PUBLISH. */
+#define KVP_PREFIX_MAX_TOKENS	(1U << 20)
+
+/* LAYOUT_MODEL: a layout and the model whose KV it stores; the model
+ * identity is this string (name and revision, NUL-terminated, not empty)
+ * and the layout itself, so two models never share a cached block. */
+struct kvp_layout_model {
+	struct kvp_layout layout;
+	char model[KVP_MODEL_LEN];
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+/* MATCH: the longest cached prefix of full blocks of token ids
+ * u32 tokens[ntok] at off_tokens; the blocks go to u32 [max_blocks] at
+ * off_blocks; status = blocks matched (now referenced by the caller). */
+struct kvp_prefix_match {
+	uint32_t layout_id;
+	uint32_t ntok;		/* 0..KVP_PREFIX_MAX_TOKENS; partial tail ignored */
+	uint64_t off_tokens;
+	uint64_t off_blocks;
+	uint32_t max_blocks;	/* at most this many blocks */
+	uint32_t flags;		/* must be 0 */
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+struct kvp_prefix_match_reply {
+	uint32_t blocks;	/* blocks matched */
+	uint32_t tokens;	/* blocks * tokens_per_block */
+	uint64_t daemon_ns;	/* time the daemon spent (lookup + attach) */
+	uint64_t reserved[2];
+};
+
+/* PUBLISH: the first nblocks full blocks of a sequence, u32 blocks at
+ * off_blocks (held by the caller, or cached blocks it references), their
+ * token ids u32 [ntok = nblocks * tokens_per_block] at off_tokens.  For
+ * each block the daemon writes u32 result[i] at off_result: the cached
+ * block that now stands for position i (the caller's own, moved into the
+ * cache, or one that was cached already: the caller then frees its own).
+ * Every result block is referenced by the caller.  status = blocks moved
+ * into the cache. */
+struct kvp_prefix_publish {
+	uint32_t layout_id;
+	uint32_t nblocks;	/* 1..KVP_IO_MAX_BLOCKS */
+	uint32_t ntok;		/* nblocks * tokens_per_block, else -EINVAL */
+	uint32_t flags;		/* must be 0 */
+	uint64_t off_tokens;
+	uint64_t off_blocks;
+	uint64_t off_result;
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+struct kvp_prefix_publish_reply {
+	uint32_t added;		/* blocks moved from the caller's lease */
+	uint32_t shared;	/* positions already cached (deduplicated) */
+	uint64_t reserved[2];
+};
+
+/* UNREF: drop the caller's references to u32 blocks[n] at off_blocks
+ * (every one must be referenced, no repeats: -EINVAL, nothing dropped),
+ * or to every block with KVP_PREFIX_UNREF_ALL (n 0).  status = dropped. */
+#define KVP_PREFIX_UNREF_ALL	(1U << 0)
+struct kvp_prefix_unref {
+	uint32_t n;		/* 0..KVP_IO_MAX_BLOCKS */
+	uint32_t flags;
+	uint64_t off_blocks;
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+/* EVICT: give back up to count unreferenced cached blocks of the caller's
+ * tenant, least recently used first; status = blocks given back. */
+struct kvp_prefix_evict {
+	uint32_t count;		/* >= 1 */
+	uint32_t flags;		/* must be 0 */
+	uint64_t reserved[2];	/* must be 0 */
+};
+
+/* PREFIX_FLUSH: give back every unreferenced cached block of tenant and
+ * stop finding its referenced ones (they go when their last reference
+ * does); status = blocks given back.  PREFIX_SHARE: tenant joins the
+ * shared namespace ns ("" : back to its own), after a flush. */
+struct kvp_prefix_tenant {
+	char pool[KVP_NAME_LEN];	/* empty: the daemon's pool */
+	char tenant[KVP_NAME_LEN];
+	char ns[KVP_NAME_LEN];		/* PREFIX_SHARE only, else empty */
+	uint32_t flags;			/* must be 0 */
+	uint32_t pad;
+	uint64_t reserved[2];
+};
+
+struct kvp_prefix_rec {
+	char tenant[KVP_NAME_LEN];
+	char ns[KVP_NAME_LEN];		/* shared namespace, "" if its own */
+	uint64_t hot_lease;		/* lease ids (0: not open) */
+	uint64_t cold_lease;
+	uint32_t cached;		/* cached blocks charged to it */
+	uint32_t referenced;		/* of which referenced */
+	uint64_t hits;			/* blocks found by MATCH */
+	uint64_t misses;		/* full blocks asked for, not found */
+	uint64_t hit_tokens;		/* tokens in the blocks found */
+	uint64_t evictions;		/* blocks given back (LRU) */
+	uint64_t published;		/* blocks moved into the cache */
+	uint64_t reserved[2];
+};
+
 /* ---- async -------------------------------------------------------------- */
 
 struct kvp_ev_reclaim {
 	uint32_t target;	/* blocks asked back (0: request withdrawn) */
 	uint32_t pad;
+};
+
+/* ---- tiers and swap ------------------------------------------------------ *
+ *
+ * One daemon owns a pool per tier: tier 0 is the top pool (the one HELLO
+ * binds to: "gpu0" on cuda, "host" on cpu), the lower ones hold host DRAM
+ * ("dram") and blocks in a file ("nvme"), in that order.  Every pool has
+ * the ledger's rules, tenants and quotas of its own.  A client that wants
+ * a lower tier joins it with TIER_ATTACH and then holds one lease per pool:
+ * with the module, a /dev/kvpool file per pool, attached to that pool with
+ * KVPOOL_IOC_TENANT_ATTACH and passed along (SCM_RIGHTS, closed by the
+ * daemon at once, like HELLO's); in-process, the connection holds a lease
+ * in each pool it joined, and closing it returns them all.
+ *
+ * SWAP copies whole blocks (data and scales, byte for byte) from blocks
+ * the caller holds in one pool to blocks it holds in another; it changes
+ * no lease.  Swapping out is: lease below, SWAP, release above; swapping
+ * in is the reverse.  So each pool charges the tenant for what it holds,
+ * and a crash at any point leaks nothing: every block is in some lease of
+ * the caller.  Every source and destination block is checked (-EPERM) and
+ * both leases are pinned until the copy is done (a release waits, a close
+ * keeps the blocks until then).  The reply comes at once with a ticket; the
+ * copy runs on the lower tier's swap worker and ends with exactly one
+ * KVP_EV_SWAP_DONE record on the socket (req_id 0).  SWAP_WAIT waits for a
+ * ticket (its reply comes after that record).  KVP_SWAP_SYNC makes SWAP
+ * itself wait: its reply status is then the copy's.  At most
+ * KVP_SWAP_INFLIGHT jobs per connection (-EBUSY beyond).
+ *
+ * Errors: -ENOENT no such tier; -EUNATCH the caller has not joined that
+ * tier; -EINVAL same tier twice, a count of 0 or above KVP_IO_MAX_BLOCKS,
+ * a destination block named twice, non-zero reserved fields; -EPERM a
+ * block the caller does not hold there; -EBUSY too many jobs in flight;
+ * and in the completion: -EIO (the file's I/O failed), -ECANCELED (the
+ * daemon stopped first).  After a failed copy the destination blocks hold
+ * unspecified bytes; every block stays the caller's.
+ */
+
+#define KVP_MAX_TIERS		4
+#define KVP_SWAP_INFLIGHT	64
+
+/* kvp_tier_rec.kind */
+#define KVP_TIER_TOP		1	/* device (cuda) or host (cpu) memory */
+#define KVP_TIER_DRAM		2	/* host memory (pinned on cuda) */
+#define KVP_TIER_NVME		3	/* blocks in a file */
+
+/* kvp_tier_rec.flags */
+#define KVP_TIER_F_DIRECT	(1U << 0)	/* file opened O_DIRECT */
+#define KVP_TIER_F_URING	(1U << 1)	/* file I/O through io_uring */
+#define KVP_TIER_F_PINNED	(1U << 2)	/* host memory page-locked */
+
+/* Swap latency histogram: bucket i counts jobs of [2^i, 2^(i+1)) us. */
+#define KVP_LAT_BUCKETS		16
+
+struct kvp_tier_rec {
+	struct kvp_pool_rec pool;	/* as POOL_STATUS, for this pool */
+	uint32_t tier;			/* 0: the top pool */
+	uint32_t kind;			/* KVP_TIER_* */
+	uint32_t flags;			/* KVP_TIER_F_* */
+	uint32_t pad;
+	uint64_t swaps;			/* jobs with this pool at one end */
+	uint64_t blocks_in;		/* blocks copied into this pool */
+	uint64_t blocks_out;		/* blocks copied out of it */
+	uint64_t bytes_in;
+	uint64_t bytes_out;
+	uint64_t copy_in_ns;		/* time copying into this pool */
+	uint64_t copy_out_ns;		/* time copying out of it */
+	uint64_t errors;		/* jobs that failed */
+	uint64_t lat_us[KVP_LAT_BUCKETS];	/* job latency, submit to done */
+	uint64_t reserved[4];
+};
+
+/* kvp_tier_attach.flags */
+#define KVP_TIER_LEDGER_FD	(1U << 0)	/* a /dev/kvpool fd rides along */
+
+struct kvp_tier_attach {
+	uint32_t tier;			/* 1..: a lower tier */
+	uint32_t flags;			/* KVP_TIER_LEDGER_FD with the module */
+	char tenant[KVP_NAME_LEN];	/* in-process: "" = per-uid tenant */
+	uint64_t reserved[2];
+};
+
+struct kvp_tier_attach_reply {
+	uint64_t lease_id;		/* the caller's lease in that pool */
+	uint64_t block_bytes;
+	uint32_t capacity;
+	uint32_t chunk_blocks;
+	char pool[KVP_NAME_LEN];
+	uint64_t reserved[2];
+};
+
+struct kvp_tier_lease {
+	uint32_t tier;
+	uint32_t count;			/* 1..KVP_IO_MAX_BLOCKS */
+	uint32_t flags;			/* KVPOOL_LEASE_* */
+	uint32_t pad;
+	uint64_t timeout_ns;		/* 0: no limit */
+	uint64_t reserved;
+};
+
+struct kvp_tier_release {
+	uint32_t tier;
+	uint32_t count;			/* entries following; 0 with
+					 * KVPOOL_RELEASE_ALL */
+	uint32_t flags;			/* KVPOOL_RELEASE_* */
+	uint32_t pad;
+	/* uint32_t blocks[count]; */
+};
+
+struct kvp_tier_sel {
+	uint32_t tier;
+	uint32_t pad;
+};
+
+/* kvp_swap.flags */
+#define KVP_SWAP_SYNC		(1U << 0)	/* reply when the copy is done */
+#define KVP_SWAP_FLAGS		KVP_SWAP_SYNC
+
+struct kvp_swap {
+	uint32_t src_tier;
+	uint32_t dst_tier;
+	uint32_t n;			/* blocks, 1..KVP_IO_MAX_BLOCKS */
+	uint32_t flags;			/* KVP_SWAP_* */
+	uint64_t off_src;		/* u32 [n]: blocks in src_tier */
+	uint64_t off_dst;		/* u32 [n]: blocks in dst_tier */
+	uint64_t reserved[2];
+};
+
+struct kvp_swap_reply {
+	uint64_t ticket;		/* per connection, from 1 */
+	uint64_t reserved;
+};
+
+struct kvp_swap_wait {
+	uint64_t ticket;
+	uint64_t timeout_ns;		/* 0: no limit */
+};
+
+/* The end of a swap job: the KVP_EV_SWAP_DONE record's body and the
+ * SWAP_WAIT reply's (whose status is 0 once the job is done, -ETIMEDOUT,
+ * or -ENOENT for a ticket never issued or no longer remembered: the last
+ * 4 * KVP_SWAP_INFLIGHT results are kept). */
+struct kvp_swap_done {
+	uint64_t ticket;
+	int32_t status;			/* 0 or -errno */
+	uint32_t blocks;
+	uint64_t bytes;
+	uint64_t ns;			/* submit to done */
+	uint64_t copy_ns;		/* copying */
+};
+
+struct kvp_block_sum {
+	uint32_t tier;
+	uint32_t n;			/* 1..KVP_IO_MAX_BLOCKS */
+	uint64_t off_blocks;		/* u32 [n]: blocks held in tier */
+	uint64_t off_sums;		/* u64 [n] out: FNV-1a 64 of each
+					 * block's bytes */
+	uint64_t reserved;
+};
+
+/* What the library's sequences look like, for kvpoolctl (informational;
+ * the daemon only stores it). */
+struct kvp_seq_report {
+	uint32_t resident;		/* sequences wholly in the top pool */
+	uint32_t dropped;		/* must be re-filled by the caller */
+	uint32_t swapped[KVP_MAX_TIERS];	/* sequences with blocks in
+						 * tier i (index 0 unused) */
+	uint64_t reserved[2];
+};
+
+struct kvp_client_tier_rec {
+	uint64_t lease_id;		/* in the top pool */
+	uint32_t pid;
+	uint32_t uid;
+	char tenant[KVP_NAME_LEN];
+	uint32_t blocks[KVP_MAX_TIERS];	/* held in each tier */
+	uint64_t tier_lease[KVP_MAX_TIERS];	/* 0: not joined */
+	struct kvp_seq_report seqs;	/* as last reported */
+	uint64_t swaps;			/* jobs submitted */
+	uint64_t bytes_out;		/* copied down (to a lower tier) */
+	uint64_t bytes_in;		/* copied up */
+	uint64_t reserved[2];
 };
 
 #endif /* KVPOOL_PROTO_H */

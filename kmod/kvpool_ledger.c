@@ -329,6 +329,7 @@ static void closed_flush(struct kvpool_pool *pool)
 	memset(&pool->grow_ev, 0, sizeof(pool->grow_ev));
 	memset(&pool->idle_ev, 0, sizeof(pool->idle_ev));
 	memset(&pool->reclaim_ev, 0, sizeof(pool->reclaim_ev));
+	memset(&pool->short_ev, 0, sizeof(pool->short_ev));
 }
 
 void kvpool_pool_destroy(struct kvpool_pool *pool)
@@ -551,16 +552,60 @@ int kvpool_lease_unpin(struct kvpool_pool *pool, u64 lease_id)
 	return 0;
 }
 
+int kvpool_lease_move(struct kvpool_pool *pool, u64 from_id, u64 to_id,
+		      const u32 *blocks, u32 count, u32 *bad_index)
+{
+	struct kvpool_lease *from, *to;
+	u32 i, me, dst;
+	int ret;
+
+	*bad_index = 0;
+	if (!count || count > KVPOOL_IO_MAX_BLOCKS || from_id == to_id)
+		return -EINVAL;
+	from = lease_by_id(pool, from_id, false);
+	to = lease_by_id(pool, to_id, false);
+	if (!from || !to)
+		return -ENOENT;
+	if (from->tenant != to->tenant)
+		return -EXDEV;
+	/* Validate everything first; mark to catch repeated indices. */
+	me = from->slot + 1;
+	for (i = 0; i < count; i++) {
+		u32 b = blocks[i];
+
+		if (b >= pool->capacity || pool->owner_of[b] != me)
+			break;
+		pool->owner_of[b] = U32_MAX;
+	}
+	if (i < count) {
+		ret = blocks[i] < pool->capacity &&
+		      pool->owner_of[blocks[i]] == U32_MAX ? -EINVAL : -EPERM;
+		*bad_index = i;
+		while (i-- > 0)
+			pool->owner_of[blocks[i]] = me;
+		return ret;
+	}
+	dst = to->slot + 1;
+	for (i = 0; i < count; i++)
+		pool->owner_of[blocks[i]] = dst;
+	from->held -= count;
+	to->held += count;
+	if (from->reclaim_target > from->held)
+		set_reclaim(from, from->held);
+	return count;
+}
+
 bool kvpool_owner_has_events(struct kvpool_pool *pool)
 {
 	return !list_empty(&pool->closed) || pool->grow_ev.seq ||
-	       pool->idle_ev.seq || pool->reclaim_ev.seq;
+	       pool->idle_ev.seq || pool->reclaim_ev.seq || pool->short_ev.seq;
 }
 
 int kvpool_owner_read_event(struct kvpool_pool *pool, struct kvpool_event *ev)
 {
-	struct kvpool_event *slots[3] = {
+	struct kvpool_event *slots[4] = {
 		&pool->grow_ev, &pool->idle_ev, &pool->reclaim_ev,
+		&pool->short_ev,
 	};
 	struct kvpool_event *best = NULL;
 	struct kvpool_lease *closed = NULL;
@@ -674,10 +719,11 @@ static u32 post_to_tenant(struct kvpool_tenant *t, u32 need)
 	struct kvpool_lease *l;
 	u32 asked = 0;
 
+	/* RECLAIM_FIRST leases are at the head of the list. */
 	list_for_each_entry(l, &t->leases, tenant_node) {
 		u32 give = min(l->held, need - asked);
 
-		if (!give)
+		if (!give || l->reclaim_order == KVPOOL_RECLAIM_NEVER)
 			continue;
 		set_reclaim(l, max(l->reclaim_target, give));
 		asked += give;
@@ -818,7 +864,10 @@ static int auto_tenant(struct kvpool_pool *pool, u32 uid,
 static void lease_bind(struct kvpool_lease *lease, struct kvpool_tenant *t)
 {
 	lease->tenant = t;
-	list_add_tail(&lease->tenant_node, &t->leases);
+	if (lease->reclaim_order == KVPOOL_RECLAIM_FIRST)
+		list_add(&lease->tenant_node, &t->leases);
+	else
+		list_add_tail(&lease->tenant_node, &t->leases);
 	t->nleases++;
 }
 
@@ -892,6 +941,25 @@ int kvpool_lease_attach(struct kvpool_lease *lease, const char *tenant,
 		return -EBUSY;
 	lease_unbind(lease);
 	lease_bind(lease, t);
+	return 0;
+}
+
+int kvpool_lease_set_reclaim_order(struct kvpool_lease *lease, u32 order,
+				   const struct kvpool_cred *cred)
+{
+	struct kvpool_tenant *t = lease->tenant;
+
+	if (order > KVPOOL_RECLAIM_NEVER)
+		return -EINVAL;
+	if (order != KVPOOL_RECLAIM_NORMAL && !cred->admin)
+		return -EPERM;
+	lease->reclaim_order = order;
+	if (order == KVPOOL_RECLAIM_FIRST)
+		list_move(&lease->tenant_node, &t->leases);
+	else
+		list_move_tail(&lease->tenant_node, &t->leases);
+	if (order == KVPOOL_RECLAIM_NEVER)
+		set_reclaim(lease, 0);
 	return 0;
 }
 
@@ -1096,10 +1164,17 @@ int kvpool_lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
 	avail = free > protect ? (u32)(free - protect) : 0;
 	if (count > avail) {
 		if (!partial || !avail) {
-			/* Rule 5: below our min, ask others to give back. */
+			/*
+			 * Rule 5: below our min, ask others to give back;
+			 * otherwise tell the owner, who may hold blocks it
+			 * can give back (its cached blocks).
+			 */
 			if (t->cur < t->min)
 				post_reclaim(t, min(count - avail,
 						    t->min - t->cur));
+			else
+				emit(pool, KVPOOL_EVENT_SHORT, 0, lease->id,
+				     count - avail, t->name, &pool->short_ev);
 			return grant_wait(lease, count, flags, w);
 		}
 		count = avail;

@@ -113,7 +113,19 @@ struct kvpool_lease {
 	struct kvpool_event closed_ev;	/* after close: the owner's record */
 	u32 pins;		/* data-plane operations in flight */
 	bool closing;		/* closed while pinned: done at last unpin */
+	u32 reclaim_order;	/* KVPOOL_RECLAIM_* */
 	void *host;
+};
+
+/*
+ * Where a lease stands when reclaim targets are posted to its tenant
+ * (kvpool_lease.reclaim_order): FIRST leases sit at the head of the
+ * tenant's list and are asked first, NEVER leases are skipped.
+ */
+enum {
+	KVPOOL_RECLAIM_NORMAL = 0,
+	KVPOOL_RECLAIM_FIRST = 1,
+	KVPOOL_RECLAIM_NEVER = 2,
 };
 
 /* Per-call wait context, kept by the host across the retries of one grant. */
@@ -168,6 +180,7 @@ struct kvpool_pool {
 	struct kvpool_event grow_ev;
 	struct kvpool_event idle_ev;
 	struct kvpool_event reclaim_ev;
+	struct kvpool_event short_ev;
 
 	const struct kvpool_ledger_ops *ops;
 	void *host;
@@ -202,6 +215,18 @@ int kvpool_lease_check(struct kvpool_pool *pool, u64 lease_id,
 int kvpool_lease_pin(struct kvpool_pool *pool, u64 lease_id,
 		     const u32 *blocks, u32 count, u32 *bad_index);
 int kvpool_lease_unpin(struct kvpool_pool *pool, u64 lease_id);
+/*
+ * Move @count blocks held by lease @from_id to lease @to_id, both open and
+ * charged to the same tenant: no counter changes, no block is free in
+ * between.  All or nothing: -EPERM (*bad_index set) if @from_id does not
+ * hold a block, -EINVAL for a repeated index (*bad_index set), count 0 or
+ * too large, or @from_id == @to_id; -ENOENT if a lease does not exist or
+ * is closing; -EXDEV if the tenants differ.  A pinned source is allowed
+ * (the blocks stay leased).  The source's reclaim target is capped at
+ * what it still holds.  Returns @count.
+ */
+int kvpool_lease_move(struct kvpool_pool *pool, u64 from_id, u64 to_id,
+		      const u32 *blocks, u32 count, u32 *bad_index);
 /* Next owner event into *ev: 1 if one was returned, 0 if none pending. */
 int kvpool_owner_read_event(struct kvpool_pool *pool, struct kvpool_event *ev);
 bool kvpool_owner_has_events(struct kvpool_pool *pool);
@@ -222,6 +247,13 @@ int kvpool_lease_open(struct kvpool_pool *pool, const struct kvpool_cred *cred,
 		      struct kvpool_lease **out);
 int kvpool_lease_attach(struct kvpool_lease *lease, const char *tenant,
 			const struct kvpool_cred *cred);
+/*
+ * Set where @lease stands when reclaim targets are posted to its tenant
+ * (KVPOOL_RECLAIM_*).  Anything but NORMAL needs cred->admin (-EPERM);
+ * -EINVAL for an unknown order.  A NEVER lease loses its reclaim target.
+ */
+int kvpool_lease_set_reclaim_order(struct kvpool_lease *lease, u32 order,
+				   const struct kvpool_cred *cred);
 /*
  * Returns every block and queues a close event; frees or keeps the lease
  * (a pinned lease finishes closing at its last unpin).  The host must not

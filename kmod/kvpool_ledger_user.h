@@ -117,6 +117,13 @@ static inline void list_del_init(struct list_head *e)
 	INIT_LIST_HEAD(e);
 }
 
+static inline void list_move(struct list_head *e, struct list_head *h)
+{
+	e->next->prev = e->prev;
+	e->prev->next = e->next;
+	list_add(e, h);
+}
+
 static inline void list_move_tail(struct list_head *e, struct list_head *h)
 {
 	e->next->prev = e->prev;

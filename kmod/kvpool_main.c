@@ -517,6 +517,48 @@ static long kvpool_ioc_lease_unpin(struct kvpool_ioc_ctx *c, void *data)
 	return ret;
 }
 
+static long kvpool_ioc_lease_move(struct kvpool_ioc_ctx *c, void *data)
+{
+	struct kvpool_lease_move *a = data;
+	struct kvpool_file *f = c->f;
+	struct kvpool_dpool *dp;
+	u32 *blocks, bad = 0;
+	long ret;
+
+	if (a->flags || a->pad || !kvpool_zero(a->reserved, sizeof(a->reserved)))
+		return -EINVAL;
+	if (!a->count || a->count > KVPOOL_IO_MAX_BLOCKS ||
+	    a->from_lease == a->to_lease)
+		return -EINVAL;
+	if (kvpool_role(f) != KVPOOL_ROLE_OWNER)
+		return -EPERM;
+	dp = f->dp;
+
+	blocks = kvpool_blocks_from_user(a->blocks_ptr, a->count);
+	if (IS_ERR(blocks))
+		return PTR_ERR(blocks);
+	kvpool_pool_lock(dp);
+	ret = kvpool_lease_move(dp->core, a->from_lease, a->to_lease, blocks,
+				a->count, &bad);
+	kvpool_pool_unlock(dp);
+	kvfree(blocks);
+	if (ret > 0)
+		ret = 0;
+	a->bad_index = ret == -EPERM || ret == -EINVAL ? bad : 0;
+	c->copy_out_on_error = (ret == -EPERM || ret == -EINVAL);
+	return ret;
+}
+
+/* KVPOOL_ATTACH_* flags to the core's reclaim order. */
+static u32 kvpool_attach_order(u32 flags)
+{
+	if (flags & KVPOOL_ATTACH_RECLAIM_FIRST)
+		return KVPOOL_RECLAIM_FIRST;
+	if (flags & KVPOOL_ATTACH_RECLAIM_NEVER)
+		return KVPOOL_RECLAIM_NEVER;
+	return KVPOOL_RECLAIM_NORMAL;
+}
+
 static long kvpool_ioc_tenant_attach(struct kvpool_ioc_ctx *c, void *data)
 {
 	struct kvpool_tenant_attach *a = data;
@@ -525,12 +567,18 @@ static long kvpool_ioc_tenant_attach(struct kvpool_ioc_ctx *c, void *data)
 	struct kvpool_cred cred;
 	long ret;
 
-	if (a->flags || a->pad || !kvpool_zero(a->reserved, sizeof(a->reserved)))
+	if ((a->flags & ~KVPOOL_ATTACH_FLAGS) || a->pad ||
+	    !kvpool_zero(a->reserved, sizeof(a->reserved)))
+		return -EINVAL;
+	if ((a->flags & KVPOOL_ATTACH_FLAGS) == KVPOOL_ATTACH_FLAGS)
 		return -EINVAL;
 	if (kvpool_name_terminated(a->pool) || kvpool_name_terminated(a->tenant))
 		return -EINVAL;
 	if (a->tenant[0] && kvpool_name_valid(a->tenant))
 		return -EINVAL;
+	/* Checked before anything is bound: a refused call changes nothing. */
+	if (a->flags && !capable(CAP_SYS_ADMIN))
+		return -EPERM;
 
 	mutex_lock(&kvpool_global_lock);
 	ret = -EBUSY;
@@ -557,6 +605,9 @@ static long kvpool_ioc_tenant_attach(struct kvpool_ioc_ctx *c, void *data)
 	kvpool_cred_fill(&cred);
 	kvpool_pool_lock(dp);
 	ret = kvpool_lease_attach(f->lease, a->tenant, &cred);
+	if (!ret)
+		ret = kvpool_lease_set_reclaim_order(f->lease,
+				kvpool_attach_order(a->flags), &cred);
 	if (!ret)
 		a->lease_id = f->lease->id;
 	kvpool_pool_unlock(dp);
@@ -758,6 +809,7 @@ static const struct kvpool_ioc_desc kvpool_ioctls[] = {
 	KVPOOL_IOC(KVPOOL_IOC_LEASE, kvpool_ioc_lease),
 	KVPOOL_IOC(KVPOOL_IOC_RELEASE, kvpool_ioc_release),
 	KVPOOL_IOC(KVPOOL_IOC_STATUS, kvpool_ioc_status),
+	KVPOOL_IOC(KVPOOL_IOC_LEASE_MOVE, kvpool_ioc_lease_move),
 };
 
 /* Large enough for every argument struct. */
@@ -773,6 +825,7 @@ union kvpool_ioc_arg {
 	struct kvpool_lease_req lease;
 	struct kvpool_release release;
 	struct kvpool_status status;
+	struct kvpool_lease_move move;
 };
 
 /*

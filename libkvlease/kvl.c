@@ -2,6 +2,7 @@
 /*
  * kvl.c - libkvlease: context, transports (module ioctls or the daemon's
  * in-process ledger), leases, and the data-plane calls on raw blocks.
+ * Lower tiers and swaps: kvl_tier.c; pressure policies: kvl_policy.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -146,11 +147,9 @@ static int rpc_raw(struct kvl_ctx *ctx, uint16_t op, const void *body,
 			return n == 0 ? -ECONNRESET : -errno;
 		if ((size_t)n < sizeof(*rep) || rep->hdr.magic != KVP_MAGIC)
 			return -EPROTO;
-		if (rep->hdr.op == KVP_EV_RECLAIM) {
-			const struct kvp_ev_reclaim *ev = (void *)(rep + 1);
-
-			if ((size_t)n >= sizeof(*rep) + sizeof(*ev))
-				ctx->reclaim_target = ev->target;
+		if (rep->hdr.op == KVP_EV_RECLAIM ||
+		    rep->hdr.op == KVP_EV_SWAP_DONE) {
+			kvl_note_event(ctx, ctx->msg, (size_t)n);
 			continue;
 		}
 		if (rep->hdr.req_id != id)
@@ -206,6 +205,11 @@ static int hello(struct kvl_ctx *ctx)
 		if (!ctx->refcnt)
 			return -ENOMEM;
 	}
+	if (ctx->pfx_ref && rep.capacity != ctx->capacity) {
+		free(ctx->pfx_ref);	/* references died with the connection */
+		ctx->pfx_ref = NULL;
+		ctx->npfx = 0;
+	}
 	ctx->block_bytes = rep.block_bytes;
 	ctx->capacity = rep.capacity;
 	memcpy(ctx->pool, rep.pool, KVL_NAME_LEN);
@@ -215,15 +219,23 @@ static int hello(struct kvl_ctx *ctx)
 	/* Layouts are per connection: declare them again, same ids. */
 	for (i = 0; i < ctx->nlayouts; i++) {
 		struct kvl_layout_slot *s = &ctx->layouts[i];
-		struct kvp_layout lq = {
-			.layers = s->l.layers, .kv_heads = s->l.kv_heads,
-			.head_dim = s->l.head_dim, .dtype = s->l.dtype,
-			.rope_base = s->l.rope_base,
-		};
+		struct kvp_layout_model lm;
 		struct kvp_layout_reply lr;
 
-		r = rpc_raw(ctx, KVP_OP_LAYOUT, &lq, sizeof(lq), NULL, 0, &lr,
-			    sizeof(lr), NULL);
+		memset(&lm, 0, sizeof(lm));
+		lm.layout.layers = s->l.layers;
+		lm.layout.kv_heads = s->l.kv_heads;
+		lm.layout.head_dim = s->l.head_dim;
+		lm.layout.dtype = s->l.dtype;
+		lm.layout.rope_base = s->l.rope_base;
+		memcpy(lm.model, s->model, sizeof(lm.model));
+		if (s->model[0])
+			r = rpc_raw(ctx, KVP_OP_LAYOUT_MODEL, &lm, sizeof(lm),
+				    NULL, 0, &lr, sizeof(lr), NULL);
+		else
+			r = rpc_raw(ctx, KVP_OP_LAYOUT, &lm.layout,
+				    sizeof(lm.layout), NULL, 0, &lr, sizeof(lr),
+				    NULL);
 		if (r < 0)
 			return r;
 		s->id = lr.layout_id;
@@ -259,9 +271,11 @@ static int reconnect(struct kvl_ctx *ctx)
 	if (r)
 		return r;
 	ctx->epoch = rep->epoch;
+	kvl_tiers_reconnect(ctx);
 	/* With the in-process ledger the lease died with the connection;
 	 * with the module only the contents did, and only on a new epoch. */
-	if (ctx->mode == KVL_MODE_DAEMON || ctx->epoch != old) {
+	/* References to cached blocks die with the connection, too. */
+	if (ctx->mode == KVL_MODE_DAEMON || ctx->epoch != old || ctx->npfx) {
 		kvl_logf(ctx, KVL_LOG_WARNING, "kvpoold epoch %llu -> %llu: "
 			 "block contents lost%s", (unsigned long long)old,
 			 (unsigned long long)ctx->epoch,
@@ -274,6 +288,44 @@ static int reconnect(struct kvl_ctx *ctx)
 
 /* rpc with recovery: a lost daemon makes the call fail with -ESTALE (or
  * be retried once when nothing was lost). */
+static int rpc(struct kvl_ctx *ctx, uint16_t op, const void *body,
+	       size_t blen, void *rbody, size_t rcap, size_t *rlen);
+
+int kvl_rpc(struct kvl_ctx *ctx, uint16_t op, const void *body, size_t blen,
+	    void *rbody, size_t rcap, size_t *rlen)
+{
+	return rpc(ctx, op, body, blen, rbody, rcap, rlen);
+}
+
+/* A request whose reply nobody waits for (the next rpc skips it). */
+void kvl_send_only(struct kvl_ctx *ctx, uint16_t op, const void *body,
+		   size_t blen)
+{
+	uint8_t msg[sizeof(struct kvp_hdr) + 256] __attribute__((aligned(8)));
+	struct kvp_hdr *h = (struct kvp_hdr *)msg;
+
+	if (ctx->sock < 0 || blen > 256)
+		return;
+	memset(h, 0, sizeof(*h));
+	h->magic = KVP_MAGIC;
+	h->op = op;
+	h->len = (uint32_t)(sizeof(*h) + blen);
+	h->req_id = ++ctx->req_id;
+	if (!h->req_id)
+		h->req_id = ++ctx->req_id;
+	memcpy(h + 1, body, blen);
+	if (send(ctx->sock, msg, h->len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+		/* informational only */
+	}
+}
+
+int kvl_rpc_fd(struct kvl_ctx *ctx, uint16_t op, const void *body,
+	       size_t blen, int fd, void *rbody, size_t rcap, size_t *rlen)
+{
+	return rpc_raw(ctx, op, body, blen, &fd, fd >= 0 ? 1 : 0, rbody,
+		       rcap, rlen);
+}
+
 static int rpc(struct kvl_ctx *ctx, uint16_t op, const void *body,
 	       size_t blen, void *rbody, size_t rcap, size_t *rlen)
 {
@@ -363,9 +415,11 @@ KVL_EXPORT int kvl_open(const struct kvl_opts *opts, struct kvl_ctx **out)
 		memset(&def, 0, sizeof(def));
 		opts = &def;
 	}
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 3; i++)
 		if (opts->reserved[i])
 			return -EINVAL;
+	if (opts->policy > KVL_POLICY_FAIL)
+		return -EINVAL;
 	if (opts->flags & ~(KVL_OPEN_NO_DAEMON | KVL_OPEN_NO_MODULE |
 			    KVL_OPEN_NO_RECONNECT))
 		return -EINVAL;
@@ -387,6 +441,8 @@ KVL_EXPORT int kvl_open(const struct kvl_opts *opts, struct kvl_ctx **out)
 	ctx->log = opts->log;
 	ctx->log_arg = opts->log_arg;
 	ctx->log_level = opts->log_level ? opts->log_level : KVL_LOG_WARNING;
+	ctx->policy = opts->policy ? opts->policy : KVL_POLICY_STALL;
+	ctx->stall_ms = opts->stall_ms;
 	s = opts->socket_path;
 	if (!s || !s[0])
 		s = getenv(KVL_SOCKET_ENV);
@@ -451,8 +507,10 @@ KVL_EXPORT void kvl_close(struct kvl_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	ctx->closing = true;	/* closing the socket drops our references */
 	while (ctx->seqs)
 		kvl_seq_free(ctx->seqs);
+	kvl_tiers_close(ctx);
 	if (ctx->sock >= 0)
 		close(ctx->sock);
 	if (ctx->dev_fd >= 0)
@@ -463,6 +521,9 @@ KVL_EXPORT void kvl_close(struct kvl_ctx *ctx)
 		close(ctx->memfd);
 	free(ctx->refcnt);
 	free(ctx->cache);
+	free(ctx->dropped);
+	free(ctx->pfx_ref);
+	free(ctx->unref_q);
 	free(ctx->socket_path);
 	free(ctx->device_path);
 	free(ctx);
@@ -582,8 +643,6 @@ KVL_EXPORT int kvl_release(struct kvl_ctx *ctx, const uint32_t *blocks,
 
 /* Internal: blocks the library gives back from its cache. */
 int kvl_release_internal(struct kvl_ctx *ctx, const uint32_t *blocks,
-			 uint32_t count);
-int kvl_release_internal(struct kvl_ctx *ctx, const uint32_t *blocks,
 			 uint32_t count)
 {
 	return kvl_release(ctx, blocks, count);
@@ -593,8 +652,11 @@ KVL_EXPORT int kvl_release_all(struct kvl_ctx *ctx)
 {
 	int r = release_raw(ctx, NULL, 0, KVPOOL_RELEASE_ALL);
 
-	if (r >= 0)
+	if (r >= 0) {
+		/* cached blocks were never in the lease: drop them too */
+		kvl_prefix_forget(ctx, true);
 		kvl_seq_forget_all(ctx);
+	}
 	return r;
 }
 
@@ -713,15 +775,21 @@ struct ralloc {
 	uint64_t used;
 };
 
-static uint64_t rput(struct kvl_ctx *ctx, struct ralloc *ra,
-		     const void *src, uint64_t bytes)
+uint64_t kvl_region_put(struct kvl_ctx *ctx, uint64_t *used, const void *src,
+			uint64_t bytes)
 {
-	uint64_t off = ra->used;
+	uint64_t off = *used;
 
-	ra->used += (bytes + 63) & ~63ULL;
+	*used += (bytes + 63) & ~63ULL;
 	if (src)
 		memcpy(ctx->region + off, src, bytes);
 	return off;
+}
+
+static uint64_t rput(struct kvl_ctx *ctx, struct ralloc *ra,
+		     const void *src, uint64_t bytes)
+{
+	return kvl_region_put(ctx, &ra->used, src, bytes);
 }
 
 static int kv_io(struct kvl_ctx *ctx, int layout, uint32_t layer,

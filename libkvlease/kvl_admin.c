@@ -792,6 +792,9 @@ int kvl_admin_tenant_add(struct kvl_admin *adm, const char *pool,
 			     uid, gid);
 }
 
+static int daemon_prefix(struct kvl_admin *a, uint16_t op, const char *pool,
+			 const char *tenant, const char *ns);
+
 int kvl_admin_tenant_del(struct kvl_admin *adm, const char *pool,
 			 const char *name)
 {
@@ -799,6 +802,10 @@ int kvl_admin_tenant_del(struct kvl_admin *adm, const char *pool,
 
 	if (ret)
 		return ret;
+	/* The daemon's cache leases of the tenant must not keep it alive
+	 * (the in-process ledger does this itself). */
+	if (adm->mode == KVL_MODE_MODULE && adm->sock >= 0)
+		daemon_prefix(adm, KVP_OP_PREFIX_FLUSH, pool, name, NULL);
 	if (adm->mode == KVL_MODE_MODULE)
 		return nl_tenant(adm, KVPOOL_CMD_TENANT_DEL, pool, name, 0, 0,
 				 0, 0);
@@ -901,4 +908,187 @@ int kvl_admin_client_list(struct kvl_admin *adm, const char *pool,
 	return daemon_list(adm, KVP_OP_CLIENT_LIST, pool,
 			   sizeof(struct kvp_client_rec), out, sizeof(*out),
 			   cap, fill_client);
+}
+
+/* ---------------------------------------------------------------- */
+/* Tiers (the daemon's pools) and clients per tier                  */
+/* ---------------------------------------------------------------- */
+
+static void fill_tier(void *out, size_t i, const void *rec)
+{
+	const struct kvp_tier_rec *r = rec;
+	struct kvl_tier_stats *t = (struct kvl_tier_stats *)out + i;
+	const struct kvp_pool_rec *p = &r->pool;
+	unsigned int k;
+
+	memset(t, 0, sizeof(*t));
+	memcpy(t->pool.name, p->name, sizeof(t->pool.name));
+	t->pool.name[KVL_NAME_LEN - 1] = '\0';
+	t->pool.block_bytes = p->block_bytes;
+	t->pool.capacity = p->capacity;
+	t->pool.backed = p->backed;
+	t->pool.used = p->used;
+	t->pool.state = p->state;
+	t->pool.epoch = p->epoch;
+	t->pool.leases = p->leases;
+	t->pool.chunk_blocks = p->chunk_blocks;
+	t->pool.tenants = p->tenants;
+	t->pool.mode = p->mode == KVP_MODE_MODULE ? KVL_MODE_MODULE :
+						    KVL_MODE_DAEMON;
+	memcpy(t->pool.backend, p->backend, sizeof(t->pool.backend));
+	t->pool.backend[sizeof(t->pool.backend) - 1] = '\0';
+	t->tier = r->tier;
+	t->kind = r->kind;
+	t->flags = r->flags;
+	t->swaps = r->swaps;
+	t->blocks_in = r->blocks_in;
+	t->blocks_out = r->blocks_out;
+	t->bytes_in = r->bytes_in;
+	t->bytes_out = r->bytes_out;
+	t->copy_in_ns = r->copy_in_ns;
+	t->copy_out_ns = r->copy_out_ns;
+	t->errors = r->errors;
+	for (k = 0; k < 16 && k < KVP_LAT_BUCKETS; k++)
+		t->lat_us[k] = r->lat_us[k];
+	t->mapped_bytes = p->mapped_bytes;
+}
+
+int kvl_admin_tier_list(struct kvl_admin *adm, struct kvl_tier_stats *out,
+			size_t cap)
+{
+	if (!adm || (cap && !out))
+		return -EINVAL;
+	/* the pools' owner (kvpoold) knows every tier and its swaps */
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;
+	return daemon_list(adm, KVP_OP_TIER_LIST, NULL,
+			   sizeof(struct kvp_tier_rec), out, sizeof(*out), cap,
+			   fill_tier);
+}
+
+static void fill_client_tiers(void *out, size_t i, const void *rec)
+{
+	const struct kvp_client_tier_rec *r = rec;
+	struct kvl_client_tiers *c = (struct kvl_client_tiers *)out + i;
+	unsigned int k;
+
+	memset(c, 0, sizeof(*c));
+	c->lease_id = r->lease_id;
+	c->pid = r->pid;
+	c->uid = r->uid;
+	memcpy(c->tenant, r->tenant, sizeof(c->tenant));
+	c->tenant[KVL_NAME_LEN - 1] = '\0';
+	for (k = 0; k < KVL_MAX_TIERS && k < KVP_MAX_TIERS; k++) {
+		c->blocks[k] = r->blocks[k];
+		c->joined[k] = r->tier_lease[k] != 0;
+		c->seq_swapped[k] = r->seqs.swapped[k];
+	}
+	c->seq_resident = r->seqs.resident;
+	c->seq_dropped = r->seqs.dropped;
+	c->swaps = r->swaps;
+	c->bytes_out = r->bytes_out;
+	c->bytes_in = r->bytes_in;
+}
+
+int kvl_admin_client_tiers(struct kvl_admin *adm,
+			   struct kvl_client_tiers *out, size_t cap)
+{
+	if (!adm || (cap && !out))
+		return -EINVAL;
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;
+	return daemon_list(adm, KVP_OP_CLIENT_TIERS, NULL,
+			   sizeof(struct kvp_client_tier_rec), out,
+			   sizeof(*out), cap, fill_client_tiers);
+}
+
+/* ---------------------------------------------------------------- */
+/* Prefix caches (kvpoold)                                          */
+/* ---------------------------------------------------------------- */
+
+static int daemon_prefix(struct kvl_admin *a, uint16_t op, const char *pool,
+			 const char *tenant, const char *ns)
+{
+	struct kvp_prefix_tenant q;
+
+	memset(&q, 0, sizeof(q));
+	copy_name(q.pool, pool, sizeof(q.pool));
+	copy_name(q.tenant, tenant, sizeof(q.tenant));
+	copy_name(q.ns, ns, sizeof(q.ns));
+	return daemon_call(a, op, &q, sizeof(q), NULL, 0, NULL);
+}
+
+static void fill_prefix(void *out, size_t i, const void *rec)
+{
+	const struct kvp_prefix_rec *r = rec;
+	struct kvl_prefix_info *p = (struct kvl_prefix_info *)out + i;
+
+	memset(p, 0, sizeof(*p));
+	memcpy(p->tenant, r->tenant, sizeof(p->tenant));
+	p->tenant[KVL_NAME_LEN - 1] = '\0';
+	memcpy(p->ns, r->ns, sizeof(p->ns));
+	p->ns[KVL_NAME_LEN - 1] = '\0';
+	p->hot_lease = r->hot_lease;
+	p->cold_lease = r->cold_lease;
+	p->cached = r->cached;
+	p->referenced = r->referenced;
+	p->hits = r->hits;
+	p->misses = r->misses;
+	p->hit_tokens = r->hit_tokens;
+	p->evictions = r->evictions;
+	p->published = r->published;
+}
+
+int kvl_admin_prefix_list(struct kvl_admin *adm, const char *pool,
+			  struct kvl_prefix_info *out, size_t cap)
+{
+	int ret;
+
+	if (!adm || (cap && !out))
+		return -EINVAL;
+	ret = check_name(pool, true);
+	if (ret)
+		return ret;
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;	/* only kvpoold keeps the caches */
+	return daemon_list(adm, KVP_OP_PREFIX_LIST, pool,
+			   sizeof(struct kvp_prefix_rec), out, sizeof(*out),
+			   cap, fill_prefix);
+}
+
+int kvl_admin_prefix_flush(struct kvl_admin *adm, const char *pool,
+			   const char *tenant)
+{
+	int ret;
+
+	if (!adm)
+		return -EINVAL;
+	ret = check_name(tenant, false);
+	if (!ret)
+		ret = check_name(pool, true);
+	if (ret)
+		return ret;
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;
+	return daemon_prefix(adm, KVP_OP_PREFIX_FLUSH, pool, tenant, NULL);
+}
+
+int kvl_admin_prefix_share(struct kvl_admin *adm, const char *pool,
+			   const char *tenant, const char *ns)
+{
+	int ret;
+
+	if (!adm)
+		return -EINVAL;
+	ret = check_name(tenant, false);
+	if (!ret)
+		ret = check_name(pool, true);
+	if (!ret)
+		ret = check_name(ns, true);
+	if (ret)
+		return ret;
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;
+	ret = daemon_prefix(adm, KVP_OP_PREFIX_SHARE, pool, tenant, ns);
+	return ret < 0 ? ret : 0;
 }

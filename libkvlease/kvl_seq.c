@@ -6,7 +6,18 @@
  * p % tokens_per_block of block table[p / tokens_per_block].  Blocks come
  * from a per-context cache of leased blocks, refilled lease_batch at a
  * time.  Forks share full blocks (a per-block reference count); writing
- * into a shared block copies it first (copy-on-write).
+ * into a shared block copies it first (copy-on-write).  Blocks of the
+ * tenant's prefix cache (kvl_prefix.c) sit in tables like the others but
+ * are not in our lease and are read-only: writing into one always copies
+ * it, and its last local reference is dropped at the daemon instead of
+ * going back to the block cache.
+ *
+ * Under pressure a sequence may be swapped (its own top blocks copied to a
+ * lower tier and given back: where[i] says which tier entry i is in;
+ * blocks shared with a fork, and prefix-cache blocks, stay on top) or
+ * dropped (its contents given up: the caller re-fills it).  Which
+ * sequence, and when, is decided in kvl_policy.c; this file moves the
+ * blocks.  A call that needs a swapped sequence brings it back first.
  */
 #include <errno.h>
 #include <math.h>
@@ -15,10 +26,7 @@
 
 #include "kvl_internal.h"
 
-int kvl_release_internal(struct kvl_ctx *ctx, const uint32_t *blocks,
-			 uint32_t count);
-
-static int refcnt_init(struct kvl_ctx *ctx)
+int kvl_seq_refcnt_init(struct kvl_ctx *ctx)
 {
 	if (ctx->refcnt)
 		return 0;
@@ -43,8 +51,9 @@ static int cache_push(struct kvl_ctx *ctx, uint32_t b)
 	return 0;
 }
 
-/* Make sure the cache holds at least `need` blocks. */
-static int cache_fill(struct kvl_ctx *ctx, uint32_t need)
+/* Make sure the cache holds at least `need` blocks, leasing with flags. */
+int kvl_cache_lease(struct kvl_ctx *ctx, uint32_t need, uint32_t flags,
+		    uint64_t timeout_ns)
 {
 	uint32_t want, *buf;
 	int r, i;
@@ -59,15 +68,20 @@ static int cache_fill(struct kvl_ctx *ctx, uint32_t need)
 		if (!buf)
 			return -ENOMEM;
 		/* Extra blocks are welcome, the missing ones are needed. */
-		r = kvl_lease(ctx, want, KVL_LEASE_PARTIAL, ctx->timeout_ns,
+		r = kvl_lease(ctx, want, flags | KVL_LEASE_PARTIAL, timeout_ns,
 			      buf);
+		/* At the tenant's max: its unused cached blocks go first. */
+		if (r == -EDQUOT && ctx->sock >= 0 &&
+		    kvl_prefix_evict(ctx, missing) > 0)
+			r = kvl_lease(ctx, want, KVL_LEASE_PARTIAL,
+				      ctx->timeout_ns, buf);
 		if (r == -EDQUOT && want > missing) {
 			free(buf);
 			want = missing;
 			buf = malloc(want * sizeof(*buf));
 			if (!buf)
 				return -ENOMEM;
-			r = kvl_lease(ctx, want, 0, ctx->timeout_ns, buf);
+			r = kvl_lease(ctx, want, flags, timeout_ns, buf);
 		}
 		if (r < 0) {
 			free(buf);
@@ -81,7 +95,7 @@ static int cache_fill(struct kvl_ctx *ctx, uint32_t need)
 }
 
 /* Give back cached blocks beyond keep. */
-static void cache_trim(struct kvl_ctx *ctx, uint32_t keep)
+void kvl_cache_trim(struct kvl_ctx *ctx, uint32_t keep)
 {
 	uint32_t n;
 
@@ -96,13 +110,19 @@ KVL_EXPORT int kvl_trim(struct kvl_ctx *ctx)
 {
 	uint32_t n = ctx->ncache;
 
-	cache_trim(ctx, 0);
+	kvl_cache_trim(ctx, 0);
 	return (int)(n - ctx->ncache);
 }
 
 static uint32_t tpb_of(const struct kvl_seq *s)
 {
 	return s->ctx->layouts[s->layout].l.tokens_per_block;
+}
+
+void kvl_seq_touch(struct kvl_seq *s)
+{
+	s->last_use = ++s->ctx->use_clock;
+	s->busy = s->ctx->call;
 }
 
 KVL_EXPORT int kvl_seq_create(struct kvl_ctx *ctx, int layout,
@@ -114,7 +134,7 @@ KVL_EXPORT int kvl_seq_create(struct kvl_ctx *ctx, int layout,
 	*out = NULL;
 	if (layout < 0 || (unsigned int)layout >= ctx->nlayouts)
 		return -EINVAL;
-	r = refcnt_init(ctx);
+	r = kvl_seq_refcnt_init(ctx);
 	if (r)
 		return r;
 	s = calloc(1, sizeof(*s));
@@ -122,22 +142,50 @@ KVL_EXPORT int kvl_seq_create(struct kvl_ctx *ctx, int layout,
 		return -ENOMEM;
 	s->ctx = ctx;
 	s->layout = layout;
+	s->state = KVL_SEQ_RESIDENT;
 	s->next = ctx->seqs;
 	ctx->seqs = s;
+	kvl_seq_touch(s);
 	*out = s;
 	return 0;
 }
 
-static void put_block(struct kvl_ctx *ctx, uint32_t b)
+void kvl_seq_put_block(struct kvl_ctx *ctx, uint32_t b)
 {
-	if (ctx->refcnt[b] && --ctx->refcnt[b] == 0)
+	if (!ctx->refcnt[b] || --ctx->refcnt[b])
+		return;
+	if (kvl_pfx_cached(ctx, b))
+		kvl_prefix_unref(ctx, b);
+	else
 		cache_push(ctx, b);
+}
+
+/* Give the sequence's lower-tier blocks back to their tier. */
+static void release_lower(struct kvl_seq *s)
+{
+	struct kvl_ctx *ctx = s->ctx;
+	uint32_t *low, i, k = 0;
+
+	if (!s->nswapped)
+		return;
+	low = malloc(s->nswapped * sizeof(*low));
+	if (low) {
+		for (i = 0; i < s->nblocks; i++)
+			if (s->where[i])
+				low[k++] = s->table[i];
+		if (kvl_tier_release(ctx, s->tier, low, k) < 0)
+			kvl_logf(ctx, KVL_LOG_WARNING, "cannot release %u "
+				 "blocks of tier %u", k, s->tier);
+		free(low);
+	}
+	s->nswapped = 0;
 }
 
 KVL_EXPORT void kvl_seq_free(struct kvl_seq *s)
 {
 	struct kvl_ctx *ctx;
 	struct kvl_seq **pp;
+	bool report;
 	uint32_t i;
 
 	if (!s)
@@ -148,19 +196,29 @@ KVL_EXPORT void kvl_seq_free(struct kvl_seq *s)
 			*pp = s->next;
 			break;
 		}
+	report = s->state != KVL_SEQ_RESIDENT;
+	kvl_policy_forget(s);
+	release_lower(s);
 	for (i = 0; i < s->nblocks; i++)
-		put_block(ctx, s->table[i]);
+		if (!s->where || !s->where[i])
+			kvl_seq_put_block(ctx, s->table[i]);
 	free(s->table);
+	free(s->where);
+	free(s->tok);
 	free(s);
+	kvl_prefix_unref_flush(ctx);
 	if (ctx->sock >= 0 || ctx->mode == KVL_MODE_MODULE)
-		cache_trim(ctx, 2 * ctx->lease_batch);
+		kvl_cache_trim(ctx, 2 * ctx->lease_batch);
+	if (report)
+		kvl_policy_report(ctx);
 }
 
-static int table_grow(struct kvl_seq *s, uint32_t n)
+int kvl_seq_table_grow(struct kvl_seq *s, uint32_t n)
 {
 	if (n > s->cap) {
 		uint32_t cap = s->cap ? s->cap : 8;
 		uint32_t *t;
+		uint8_t *w;
 
 		while (cap < n)
 			cap *= 2;
@@ -168,50 +226,105 @@ static int table_grow(struct kvl_seq *s, uint32_t n)
 		if (!t)
 			return -ENOMEM;
 		s->table = t;
+		w = realloc(s->where, cap);
+		if (!w)
+			return -ENOMEM;
+		memset(w + s->cap, 0, cap - s->cap);
+		s->where = w;
 		s->cap = cap;
 	}
 	return 0;
 }
 
-KVL_EXPORT int kvl_seq_append(struct kvl_seq *s, uint32_t ntok)
+/* A call needs s's contents on top. */
+static int resident(struct kvl_seq *s, uint32_t policy)
+{
+	if (s->state == KVL_SEQ_DROPPED)
+		return -ENODATA;
+	if (s->state == KVL_SEQ_SWAPPED)
+		return kvl_seq_swap_in(s, policy);
+	return 0;
+}
+
+KVL_EXPORT int kvl_seq_append_policy(struct kvl_seq *s, uint32_t ntok,
+				     uint32_t policy)
 {
 	struct kvl_ctx *ctx = s->ctx;
-	uint32_t tpb = tpb_of(s);
-	uint64_t len = (uint64_t)s->len + ntok;
-	uint32_t need;
+	uint32_t tpb = tpb_of(s), need;
+	uint64_t len;
 	int r;
 
+	ctx->call++;
+	kvl_seq_touch(s);
+	if (s->state == KVL_SEQ_DROPPED) {
+		/* re-filled from position 0 by the caller */
+		s->state = KVL_SEQ_RESIDENT;
+		kvl_policy_forget(s);
+		kvl_policy_report(ctx);
+	}
+	r = resident(s, policy);
+	if (r)
+		return r;
+	len = (uint64_t)s->len + ntok;
 	if (len > INT32_MAX)
 		return -EOVERFLOW;
 	need = (uint32_t)((len + tpb - 1) / tpb);
 	if (need > s->nblocks) {
-		r = table_grow(s, need);
+		r = kvl_seq_table_grow(s, need);
 		if (r)
 			return r;
-		r = cache_fill(ctx, need - s->nblocks);
-		if (r)
+		r = kvl_need_blocks(ctx, need - s->nblocks, policy);
+		if (r) {
+			if (r != -ESTALE)
+				kvl_preempt_self(s, policy);
 			return r;
+		}
 		while (s->nblocks < need) {
 			uint32_t b = ctx->cache[--ctx->ncache];
 
 			ctx->refcnt[b] = 1;
+			s->where[s->nblocks] = 0;
 			s->table[s->nblocks++] = b;
 		}
+		/* what pressure freed beyond this need goes back */
+		if (ctx->ncache > 2 * ctx->lease_batch)
+			kvl_cache_trim(ctx, 2 * ctx->lease_batch);
 	}
 	s->len = (uint32_t)len;
 	return (int)s->len;
 }
 
+KVL_EXPORT int kvl_seq_append(struct kvl_seq *s, uint32_t ntok)
+{
+	return kvl_seq_append_policy(s, ntok, KVL_POLICY_DEFAULT);
+}
+
 KVL_EXPORT int kvl_seq_truncate(struct kvl_seq *s, uint32_t len)
 {
 	uint32_t tpb = tpb_of(s), keep;
+	int r;
 
 	if (len > s->len)
 		return -EINVAL;
+	if (s->state == KVL_SEQ_SWAPPED && len) {
+		s->ctx->call++;
+		kvl_seq_touch(s);
+		r = resident(s, KVL_POLICY_DEFAULT);
+		if (r)
+			return r;
+	}
+	if (s->state == KVL_SEQ_SWAPPED) {
+		/* to 0: nothing to bring back */
+		release_lower(s);
+		s->state = KVL_SEQ_RESIDENT;
+		kvl_policy_report(s->ctx);
+	}
 	keep = (len + tpb - 1) / tpb;
 	while (s->nblocks > keep)
-		put_block(s->ctx, s->table[--s->nblocks]);
+		kvl_seq_put_block(s->ctx, s->table[--s->nblocks]);
 	s->len = len;
+	kvl_seq_tokens_truncate(s, len);
+	kvl_prefix_unref_flush(s->ctx);
 	return 0;
 }
 
@@ -235,9 +348,9 @@ static int cow(struct kvl_seq *s, uint32_t i)
 	uint32_t old = s->table[i], nb;
 	int r;
 
-	if (ctx->refcnt[old] <= 1)
+	if (ctx->refcnt[old] <= 1 && !kvl_pfx_cached(ctx, old))
 		return 0;
-	r = cache_fill(ctx, 1);
+	r = kvl_need_blocks(ctx, 1, KVL_POLICY_DEFAULT);
 	if (r)
 		return r;
 	nb = ctx->cache[ctx->ncache - 1];
@@ -246,7 +359,7 @@ static int cow(struct kvl_seq *s, uint32_t i)
 		return r;
 	ctx->ncache--;
 	ctx->refcnt[nb] = 1;
-	ctx->refcnt[old]--;
+	kvl_seq_put_block(ctx, old);	/* the last use of a cached block */
 	s->table[i] = nb;
 	return 0;
 }
@@ -257,6 +370,11 @@ static int positions(struct kvl_seq *s, uint32_t pos, uint32_t ntok,
 	uint32_t tpb = tpb_of(s), t, i;
 	int r;
 
+	s->ctx->call++;
+	kvl_seq_touch(s);
+	r = resident(s, KVL_POLICY_DEFAULT);
+	if (r)
+		return r;
 	if (!ntok || (uint64_t)pos + ntok > s->len)
 		return -EINVAL;
 	if (write)
@@ -286,6 +404,7 @@ KVL_EXPORT int kvl_seq_write_kv(struct kvl_seq *s, uint32_t layer,
 	uint32_t *b, *sl;
 	int r = positions(s, pos, ntok, true, &b, &sl);
 
+	kvl_prefix_unref_flush(s->ctx);
 	if (r)
 		return r;
 	r = kvl_write_kv(s->ctx, s->layout, layer, ntok, b, sl, k, v);
@@ -321,9 +440,17 @@ static int seq_attn(struct kvl_seq *const *seqs, uint32_t nseq,
 		return -EINVAL;
 	ctx = seqs[0]->ctx;
 	layout = seqs[0]->layout;
-	for (i = 0; i < nseq; i++) {
+	for (i = 0; i < nseq; i++)
 		if (seqs[i]->ctx != ctx || seqs[i]->layout != layout)
 			return -EINVAL;
+	/* the whole batch is in use: none of it may be a victim */
+	ctx->call++;
+	for (i = 0; i < nseq; i++)
+		kvl_seq_touch(seqs[i]);
+	for (i = 0; i < nseq; i++) {
+		r = resident(seqs[i], KVL_POLICY_DEFAULT);
+		if (r)
+			return r;
 		if (seqs[i]->nblocks > mbs)
 			mbs = seqs[i]->nblocks;
 	}
@@ -382,10 +509,16 @@ KVL_EXPORT int kvl_seq_fork(struct kvl_seq *s, struct kvl_seq **child)
 	struct kvl_seq *c;
 	int r;
 
+	ctx->call++;
+	kvl_seq_touch(s);
+	r = resident(s, KVL_POLICY_DEFAULT);
+	if (r)
+		return r;
 	r = kvl_seq_create(ctx, s->layout, &c);
 	if (r)
 		return r;
-	r = table_grow(c, s->nblocks ? s->nblocks : 1);
+	c->busy = ctx->call;
+	r = kvl_seq_table_grow(c, s->nblocks ? s->nblocks : 1);
 	if (r)
 		goto err;
 	for (i = 0; i < full; i++) {
@@ -397,7 +530,7 @@ KVL_EXPORT int kvl_seq_fork(struct kvl_seq *s, struct kvl_seq **child)
 	for (i = full; i < s->nblocks; i++) {
 		uint32_t nb;
 
-		r = cache_fill(ctx, 1);
+		r = kvl_need_blocks(ctx, 1, KVL_POLICY_DEFAULT);
 		if (r)
 			goto err;
 		nb = ctx->cache[ctx->ncache - 1];
@@ -409,11 +542,215 @@ KVL_EXPORT int kvl_seq_fork(struct kvl_seq *s, struct kvl_seq **child)
 		c->table[c->nblocks++] = nb;
 	}
 	c->len = s->len;
+	if (s->ntok_known) {
+		c->tok = malloc(s->ntok_known * sizeof(*c->tok));
+		if (!c->tok) {
+			r = -ENOMEM;
+			goto err;
+		}
+		memcpy(c->tok, s->tok, s->ntok_known * sizeof(*c->tok));
+		c->ntok_known = c->tok_cap = s->ntok_known;
+	}
 	*child = c;
 	return 0;
 err:
 	kvl_seq_free(c);
 	return r;
+}
+
+/* ---- moving a sequence between tiers ------------------------------------ */
+
+/* A top block only this sequence uses, in our lease (not a prefix-cache
+ * block, which is the daemon's). */
+static bool own(const struct kvl_seq *s, uint32_t i)
+{
+	uint32_t b = s->table[i];
+
+	return !s->where[i] && s->ctx->refcnt[b] == 1 &&
+	       !kvl_pfx_cached(s->ctx, b);
+}
+
+uint32_t kvl_seq_own_top(const struct kvl_seq *s)
+{
+	uint32_t i, n = 0;
+
+	if (s->state != KVL_SEQ_RESIDENT)
+		return 0;
+	for (i = 0; i < s->nblocks; i++)
+		n += own(s, i);
+	return n;
+}
+
+int kvl_seq_move_out(struct kvl_seq *s, uint32_t tier)
+{
+	struct kvl_ctx *ctx = s->ctx;
+	uint32_t m = kvl_seq_own_top(s), *idx, *top, *low, i, k = 0;
+	uint64_t t0 = kvl_now_ns(), copy_ns = 0;
+	int r;
+
+	if (!tier)
+		return -EINVAL;
+	if (s->state == KVL_SEQ_SWAPPED)
+		return 0;
+	if (s->state != KVL_SEQ_RESIDENT)
+		return -ENODATA;
+	if (!m)
+		return 0;
+	r = kvl_tier_join(ctx, tier);
+	if (r)
+		return r;
+	idx = malloc(3 * (size_t)m * sizeof(uint32_t));
+	if (!idx)
+		return -ENOMEM;
+	top = idx + m;
+	low = top + m;
+	for (i = 0; i < s->nblocks; i++)
+		if (own(s, i)) {
+			idx[k] = i;
+			top[k++] = s->table[i];
+		}
+	/* lease below, copy, release above */
+	r = kvl_tier_lease_room(ctx, tier, m, low);
+	if (r >= 0 && (uint32_t)r != m) {
+		kvl_tier_release(ctx, tier, low, (uint32_t)r);
+		r = -EAGAIN;
+	}
+	if (r < 0)
+		goto out;
+	r = kvl_swap_sync(ctx, 0, top, tier, low, m, &copy_ns);
+	if (r) {
+		/* after a daemon restart s was reset (and, in-process, the
+		 * lease below is gone) */
+		if (r != -ESTALE || ctx->mode == KVL_MODE_MODULE)
+			kvl_tier_release(ctx, tier, low, m);
+		goto out;
+	}
+	for (k = 0; k < m; k++) {
+		s->table[idx[k]] = low[k];
+		s->where[idx[k]] = (uint8_t)tier;
+		ctx->refcnt[top[k]] = 0;
+		cache_push(ctx, top[k]);
+	}
+	s->nswapped = m;
+	s->tier = tier;
+	s->state = KVL_SEQ_SWAPPED;
+	s->swaps_out++;
+	ctx->pst.swaps_out++;
+	ctx->pst.blocks_out += m;
+	ctx->pst.bytes_out += (uint64_t)m * ctx->block_bytes;
+	ctx->pst.copy_out_ns += copy_ns;
+	ctx->pst.swap_out_ns += kvl_now_ns() - t0;
+out:
+	free(idx);
+	return r;
+}
+
+int kvl_seq_move_in(struct kvl_seq *s)
+{
+	struct kvl_ctx *ctx = s->ctx;
+	uint32_t n = s->nswapped, tier = s->tier, *idx, *top, *low, i, k = 0;
+	uint64_t t0 = kvl_now_ns(), copy_ns = 0;
+	int r;
+
+	if (s->state != KVL_SEQ_SWAPPED)
+		return 0;
+	if (ctx->ncache < n)
+		return -ENOSPC;
+	idx = malloc(3 * (size_t)n * sizeof(uint32_t));
+	if (!idx)
+		return -ENOMEM;
+	top = idx + n;
+	low = top + n;
+	for (i = 0; i < s->nblocks && k < n; i++)
+		if (s->where[i]) {
+			idx[k] = i;
+			low[k] = s->table[i];
+			top[k] = ctx->cache[ctx->ncache - 1 - k];
+			k++;
+		}
+	r = kvl_swap_sync(ctx, tier, low, 0, top, n, &copy_ns);
+	if (r)
+		goto out;	/* still swapped (or reset by a restart) */
+	ctx->ncache -= n;
+	for (k = 0; k < n; k++) {
+		s->table[idx[k]] = top[k];
+		s->where[idx[k]] = 0;
+		ctx->refcnt[top[k]] = 1;
+	}
+	s->nswapped = 0;
+	s->state = KVL_SEQ_RESIDENT;
+	if (kvl_tier_release(ctx, tier, low, n) < 0)
+		kvl_logf(ctx, KVL_LOG_WARNING, "cannot release %u blocks of "
+			 "tier %u", n, tier);
+	s->swaps_in++;
+	ctx->pst.swaps_in++;
+	ctx->pst.blocks_in += n;
+	ctx->pst.bytes_in += (uint64_t)n * ctx->block_bytes;
+	ctx->pst.copy_in_ns += copy_ns;
+	ctx->pst.swap_in_ns += kvl_now_ns() - t0;
+out:
+	free(idx);
+	return r;
+}
+
+void kvl_seq_drop(struct kvl_seq *s)
+{
+	struct kvl_ctx *ctx = s->ctx;
+	uint32_t i;
+
+	if (s->state == KVL_SEQ_DROPPED)
+		return;
+	release_lower(s);
+	for (i = 0; i < s->nblocks; i++)
+		if (!s->where[i])
+			kvl_seq_put_block(ctx, s->table[i]);
+	if (s->where)
+		memset(s->where, 0, s->cap);
+	kvl_seq_tokens_truncate(s, 0);
+	s->dropped_len = s->len;
+	ctx->pst.drops++;
+	ctx->pst.dropped_tokens += s->len;
+	s->nblocks = 0;
+	s->len = 0;
+	s->state = KVL_SEQ_DROPPED;
+	s->drops++;
+	kvl_policy_listed(s);
+}
+
+KVL_EXPORT int kvl_seq_swap_in(struct kvl_seq *s, uint32_t policy)
+{
+	struct kvl_ctx *ctx = s->ctx;
+	int r;
+
+	if (s->state == KVL_SEQ_DROPPED)
+		return -ENODATA;
+	if (s->state != KVL_SEQ_SWAPPED)
+		return 0;
+	if (s->busy != ctx->call) {
+		ctx->call++;
+		kvl_seq_touch(s);
+	}
+	r = kvl_need_blocks(ctx, s->nswapped, policy);
+	if (!r)
+		r = kvl_seq_move_in(s);
+	kvl_policy_report(ctx);
+	return r;
+}
+
+KVL_EXPORT int kvl_seq_info(const struct kvl_seq *s, struct kvl_seq_info *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->state = s->state;
+	o->tier = s->state == KVL_SEQ_SWAPPED ? s->tier : 0;
+	o->len = s->len;
+	o->dropped_len = s->state == KVL_SEQ_DROPPED ? s->dropped_len : 0;
+	o->nblocks = s->nblocks;
+	o->swapped_blocks = s->nswapped;
+	o->last_use = s->last_use;
+	o->swaps_out = s->swaps_out;
+	o->swaps_in = s->swaps_in;
+	o->drops = s->drops;
+	return 0;
 }
 
 /* ---- recovery ---------------------------------------------------------- */
@@ -424,12 +761,35 @@ void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost)
 	uint32_t i;
 
 	for (s = ctx->seqs; s; s = s->next) {
+		/* lower tiers lost their contents too; with the module their
+		 * leases survived: give the blocks back */
 		if (!lease_lost)
-			for (i = 0; i < s->nblocks; i++)
-				put_block(ctx, s->table[i]);
+			release_lower(s);
+		s->nswapped = 0;
+		if (!lease_lost)
+			for (i = 0; i < s->nblocks; i++) {
+				uint32_t b = s->table[i];
+
+				if (s->where[i])
+					continue;
+				/* the daemon dropped our references */
+				if (kvl_pfx_cached(ctx, b))
+					ctx->refcnt[b]--;
+				else
+					kvl_seq_put_block(ctx, b);
+			}
+		if (s->where)
+			memset(s->where, 0, s->cap);
+		if (s->len || s->state == KVL_SEQ_SWAPPED) {
+			s->dropped_len = s->len;
+			s->state = KVL_SEQ_DROPPED;
+			kvl_policy_listed(s);
+		}
 		s->nblocks = 0;
 		s->len = 0;
+		s->ntok_known = 0;
 	}
+	kvl_prefix_forget(ctx, false);
 	if (lease_lost) {
 		ctx->ncache = 0;
 		if (ctx->refcnt)
@@ -438,7 +798,12 @@ void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost)
 	}
 }
 
+/* After RELEASE_ALL of the top lease: lower-tier blocks go too. */
 void kvl_seq_forget_all(struct kvl_ctx *ctx)
 {
+	struct kvl_seq *s;
+
+	for (s = ctx->seqs; s; s = s->next)
+		release_lower(s);
 	kvl_seq_epoch_reset(ctx, true);
 }

@@ -16,10 +16,16 @@
  * Every function returns 0, a count, or -errno; none sets errno as its
  * interface.  Block indices are pool indices (0..capacity-1).
  *
+ * Under pressure (the lease cannot grow) the context's policy decides what
+ * happens (stall, swap, recompute or fail: see "pressure" below); the
+ * daemon's lower tiers (host DRAM, a file) hold swapped sequences.
+ *
  * Daemon restarts: when kvpoold restarts, block contents are lost.  The
  * library reconnects by itself; the call that notices returns -ESTALE once
  * and kvl_epoch() changes.  Sequences then have length 0 (their blocks, if
- * still leased, stay theirs) and must be re-filled by the caller.  With the
+ * still leased, stay theirs), their state is KVL_SEQ_DROPPED (swapped ones
+ * too: lower tiers lose their contents as well) and must be re-filled by
+ * the caller.  With the
  * in-process ledger the lease itself died with the daemon: the library
  * leases a fresh set of blocks for its sequences when they grow again.  Raw
  * block numbers obtained with kvl_lease() before the restart are invalid in
@@ -79,7 +85,13 @@ struct kvl_opts {
 	void *log_arg;
 	int log_level;			/* 0: KVL_LOG_WARNING */
 	int pad;
-	uint64_t reserved[4];		/* must be zero */
+	uint32_t policy;		/* KVL_POLICY_* under pressure;
+					 * 0: KVL_POLICY_STALL */
+	uint32_t stall_ms;		/* STALL's wait (0: timeout_ns); with
+					 * SWAP/RECOMPUTE, a wait before the
+					 * caller's own sequence is preempted
+					 * (0: none) */
+	uint64_t reserved[3];		/* must be zero */
 };
 
 /* Transport of the ledger (kvl_status.mode). */
@@ -241,6 +253,40 @@ uint32_t kvl_seq_len(const struct kvl_seq *seq);
 int kvl_seq_block_table(const struct kvl_seq *seq, const uint32_t **table,
 			uint32_t *nblocks);
 
+/* ---- prefix cache (kvl_prefix.c) -------------------------------------- */
+
+/*
+ * kvpoold keeps one prefix cache per tenant, shared by all its processes:
+ * full blocks named by a hash chain of their token ids and the model's
+ * identity, verified on every hit, charged to the tenant and held by the
+ * daemon (they outlive the process that computed them).  A sequence that
+ * matches cached blocks references them read-only; writing into one
+ * copies it first.  See Documentation/prefix-cache.rst.
+ */
+#define KVL_MODEL_LEN		64
+
+/* kvl_layout_declare() plus the model's identity (name and revision,
+ * 1..63 characters): the cache keys of this layout's sequences. */
+int kvl_layout_declare_model(struct kvl_ctx *ctx, struct kvl_layout *l,
+			     const char *model);
+/* kvl_seq_append() carrying the token ids of the new positions. */
+int kvl_seq_append_tokens(struct kvl_seq *seq, const uint32_t *tokens,
+			  uint32_t ntok);
+/* The token ids known, from position 0: *ntok of them. */
+int kvl_seq_tokens(const struct kvl_seq *seq, const uint32_t **tokens,
+		   uint32_t *ntok);
+/* On a new (empty) sequence: attach the longest cached prefix of full
+ * blocks of tokens[0..ntok); returns the tokens matched (a multiple of
+ * tokens_per_block, possibly 0).  Pass ntok - 1 to keep the last token
+ * to compute.  -ENOKEY: the layout has no model identity. */
+int kvl_seq_match(struct kvl_seq *seq, const uint32_t *tokens, uint32_t ntok);
+/* Offer the sequence's full blocks (with known token ids) to the cache;
+ * returns the blocks it added (0: all were cached already). */
+int kvl_seq_publish(struct kvl_seq *seq);
+/* Give back up to count unreferenced cached blocks of this tenant, least
+ * recently used first (room under the tenant's max); returns how many. */
+int kvl_prefix_evict(struct kvl_ctx *ctx, uint32_t count);
+
 /* ---- admin (kvl_admin.c) --------------------------------------------- */
 
 struct kvl_pool_info {
@@ -286,6 +332,22 @@ struct kvl_client_info {
 	uint64_t reserved[2];
 };
 
+/* A tenant's prefix cache (kvl_admin_prefix_list). */
+struct kvl_prefix_info {
+	char tenant[KVL_NAME_LEN];
+	char ns[KVL_NAME_LEN];	/* shared namespace, "" for its own */
+	uint64_t hot_lease;	/* the daemon's leases for it (0: none) */
+	uint64_t cold_lease;
+	uint32_t cached;	/* cached blocks charged to the tenant */
+	uint32_t referenced;	/* of which in use by some sequence */
+	uint64_t hits;		/* blocks found by match */
+	uint64_t misses;	/* full blocks asked for and not found */
+	uint64_t hit_tokens;	/* tokens in the blocks found */
+	uint64_t evictions;	/* blocks given back */
+	uint64_t published;	/* blocks added by publish */
+	uint64_t reserved[2];
+};
+
 /* socket_path NULL: $KVPOOL_SOCKET or default. */
 int kvl_admin_open(const char *socket_path, struct kvl_admin **out);
 void kvl_admin_close(struct kvl_admin *adm);
@@ -306,6 +368,221 @@ int kvl_admin_pool_status(struct kvl_admin *adm, struct kvl_pool_info *out);
 /* Fills up to cap entries; returns the total number of leases. */
 int kvl_admin_client_list(struct kvl_admin *adm, const char *pool,
 			  struct kvl_client_info *out, size_t cap);
+/* Prefix caches (kvpoold only: -EOPNOTSUPP without it).  Fills up to cap
+ * entries; returns the number of tenants with a cache. */
+int kvl_admin_prefix_list(struct kvl_admin *adm, const char *pool,
+			  struct kvl_prefix_info *out, size_t cap);
+/* Give back a tenant's unreferenced cached blocks; returns how many. */
+int kvl_admin_prefix_flush(struct kvl_admin *adm, const char *pool,
+			   const char *tenant);
+/* The tenant joins the shared namespace ns (NULL or "": its own again);
+ * its cache is flushed. */
+int kvl_admin_prefix_share(struct kvl_admin *adm, const char *pool,
+			   const char *tenant, const char *ns);
+
+/* ---- tiers, swap and pressure policies (kvl_tier.c, kvl_policy.c) ------ */
+
+/*
+ * A daemon owns one pool per tier: tier 0 is the top pool (the one this
+ * context is bound to), lower tiers hold host DRAM ("dram") and blocks in a
+ * file ("nvme"), faster first.  A context joins a lower tier (a lease
+ * there, charged to the same tenant, with that pool's quotas) on first use.
+ */
+#define KVL_MAX_TIERS		4
+
+/* kvl_tier_info.kind */
+#define KVL_TIER_TOP		1
+#define KVL_TIER_DRAM		2
+#define KVL_TIER_NVME		3
+
+struct kvl_tier_info {
+	char name[KVL_NAME_LEN];	/* its pool */
+	uint32_t tier;			/* 0: top */
+	uint32_t kind;			/* KVL_TIER_* */
+	uint64_t block_bytes;
+	uint32_t capacity;
+	uint32_t backed;
+	uint32_t used;
+	uint32_t joined;		/* 1: this context holds a lease there */
+	uint32_t held;			/* blocks this context holds there */
+	uint32_t pad;
+	uint64_t reserved[4];
+};
+
+/* Fill up to cap entries, top first; returns the number of tiers. */
+int kvl_tiers(struct kvl_ctx *ctx, struct kvl_tier_info *out, uint32_t cap);
+/* Take a lease in a lower tier (same tenant); 0 if joined already.
+ * -ENOENT no such tier, -EACCES/-ENOENT from the ledger's attach. */
+int kvl_tier_join(struct kvl_ctx *ctx, uint32_t tier);
+/* Lease / release blocks of a tier (tier 0: as kvl_lease/kvl_release). */
+int kvl_tier_lease(struct kvl_ctx *ctx, uint32_t tier, uint32_t count,
+		   uint32_t flags, uint64_t timeout_ns, uint32_t *blocks);
+int kvl_tier_release(struct kvl_ctx *ctx, uint32_t tier,
+		     const uint32_t *blocks, uint32_t count);
+
+/*
+ * Copy n whole blocks (bytes, scales included) from blocks src[] held in
+ * src_tier to blocks dst[] held in dst_tier; leases do not change.  The
+ * copy is asynchronous: *ticket identifies it for kvl_swap_wait() and
+ * kvl_swap_poll().  Swapping out is: lease below, kvl_swap, wait, release
+ * above (kvl_seq_swap_out() does it all).  Errors at submission: -ENOENT
+ * no such tier, -EUNATCH tier not joined, -EPERM a block not held there,
+ * -EINVAL bad counts or a destination named twice, -EBUSY 64 copies in
+ * flight already.
+ */
+int kvl_swap(struct kvl_ctx *ctx, uint32_t src_tier, const uint32_t *src,
+	     uint32_t dst_tier, const uint32_t *dst, uint32_t n,
+	     uint64_t *ticket);
+/* Wait for a copy (timeout_ns 0: no limit): returns its status (0, or
+ * -EIO when the file tier's I/O failed...), -ETIMEDOUT, -ENOENT. */
+int kvl_swap_wait(struct kvl_ctx *ctx, uint64_t ticket, uint64_t timeout_ns);
+/* 1 and *status when the copy is done, 0 while it runs (never blocks). */
+int kvl_swap_poll(struct kvl_ctx *ctx, uint64_t ticket, int *status);
+/* The descriptor to poll (POLLIN) for copy completions. */
+int kvl_swap_fd(struct kvl_ctx *ctx);
+/* FNV-1a 64 of each block's bytes, in any tier (verification). */
+int kvl_block_sums(struct kvl_ctx *ctx, uint32_t tier, const uint32_t *blocks,
+		   uint32_t n, uint64_t *sums);
+
+/*
+ * Pressure policies: what a call does when the sequence it serves needs
+ * top-pool blocks and the lease cannot grow (-EAGAIN, -EDQUOT, -ENOMEM
+ * from the ledger).  Chosen per context (kvl_opts.policy,
+ * kvl_set_policy()) and per call (kvl_seq_append_policy(),
+ * kvl_seq_swap_in()).
+ *   STALL      wait up to stall_ms (or timeout_ns) for blocks, then fail
+ *              with -ETIMEDOUT; nothing else changes (the default).
+ *   SWAP       free blocks cheapest first (kvl_reclaim's order): the
+ *              library's unused leased blocks, the tenant's unreferenced
+ *              prefix-cache blocks, then swap a victim sequence out to the
+ *              first lower tier with room, then, when no tier has room,
+ *              drop it (as RECOMPUTE).
+ *   RECOMPUTE  free blocks by dropping a victim: its blocks go, its state
+ *              becomes KVL_SEQ_DROPPED and the caller must re-fill it
+ *              (kvl_dropped() lists them).
+ *   FAIL       fail at once with the ledger's error.
+ * Victim: the least recently used sequence of this context (last append,
+ * write, read or attention; in a batched call, earlier in the batch is
+ * older) other than the ones the call is serving.  When no victim is left,
+ * SWAP and RECOMPUTE preempt the caller's own sequence (swapped or dropped)
+ * and the call fails with the ledger's error: kvl_seq_info() says which.
+ * A swapped sequence comes back by itself at the next call that needs it
+ * (or with kvl_seq_swap_in()).
+ */
+#define KVL_POLICY_DEFAULT	0	/* per call: the context's policy */
+#define KVL_POLICY_STALL	1
+#define KVL_POLICY_SWAP		2
+#define KVL_POLICY_RECOMPUTE	3
+#define KVL_POLICY_FAIL		4
+
+/* policy 0: STALL; stall_ms 0: timeout_ns. */
+int kvl_set_policy(struct kvl_ctx *ctx, uint32_t policy, uint32_t stall_ms);
+const char *kvl_policy_name(uint32_t policy);	/* NULL if unknown */
+int kvl_policy_from_name(const char *name);	/* policy or -EINVAL */
+
+/* kvl_seq_info.state */
+#define KVL_SEQ_RESIDENT	1	/* every block in the top pool */
+#define KVL_SEQ_SWAPPED		2	/* its blocks in a lower tier */
+#define KVL_SEQ_DROPPED		3	/* contents gone: re-fill it */
+
+struct kvl_seq_info {
+	uint32_t state;			/* KVL_SEQ_* */
+	uint32_t tier;			/* SWAPPED: the tier holding it */
+	uint32_t len;			/* positions (0 when dropped) */
+	uint32_t dropped_len;		/* DROPPED: the length it had */
+	uint32_t nblocks;		/* block table entries */
+	uint32_t swapped_blocks;	/* entries in the lower tier (blocks
+					 * shared with a fork stay on top) */
+	uint64_t last_use;		/* the context's use counter */
+	uint32_t swaps_out;
+	uint32_t swaps_in;
+	uint32_t drops;
+	uint32_t pad;
+	uint64_t reserved[4];
+};
+int kvl_seq_info(const struct kvl_seq *seq, struct kvl_seq_info *out);
+/* Append with a policy for this call (KVL_POLICY_DEFAULT: the context's). */
+int kvl_seq_append_policy(struct kvl_seq *seq, uint32_t ntok,
+			  uint32_t policy);
+/* Swap out to tier (-1: the first lower tier with room); 0 also when
+ * nothing is left on top.  -EDQUOT/-EAGAIN/-ENOMEM: no room there. */
+int kvl_seq_swap_out(struct kvl_seq *seq, int tier);
+/* Bring a swapped sequence back (policy: how to find top blocks). */
+int kvl_seq_swap_in(struct kvl_seq *seq, uint32_t policy);
+/* Sequences dropped since the last call (up to cap; the rest stay
+ * listed); returns the number written. */
+int kvl_dropped(struct kvl_ctx *ctx, struct kvl_seq **out, uint32_t cap);
+/* Give target blocks back to the ledger, cheapest first (unused leased
+ * blocks, then, as the policy allows, swap, then drop); returns the number
+ * given back.  For reclaim requests (kvl_reclaim_target()). */
+int kvl_reclaim(struct kvl_ctx *ctx, uint32_t target);
+
+struct kvl_policy_stats {
+	uint64_t swaps_out;		/* sequences swapped out */
+	uint64_t swaps_in;
+	uint64_t blocks_out;
+	uint64_t blocks_in;
+	uint64_t bytes_out;
+	uint64_t bytes_in;
+	uint64_t swap_out_ns;		/* time swapping out: lease below,
+					 * copy, release above */
+	uint64_t swap_in_ns;		/* and in */
+	uint64_t copy_out_ns;		/* of which the daemon's copying */
+	uint64_t copy_in_ns;
+	uint64_t drops;			/* sequences dropped */
+	uint64_t dropped_tokens;	/* their lengths */
+	uint64_t self_preempts;		/* the caller's own sequence */
+	uint64_t no_room;		/* swaps that found no tier with room */
+	uint64_t stalls;		/* waits for blocks */
+	uint64_t reserved[2];
+};
+int kvl_policy_stats(struct kvl_ctx *ctx, struct kvl_policy_stats *out);
+
+/* Admin: every tier of the daemon, with its swap figures. */
+struct kvl_tier_stats {
+	struct kvl_pool_info pool;
+	uint32_t tier;
+	uint32_t kind;			/* KVL_TIER_* */
+	uint32_t flags;			/* KVL_TIER_F_* */
+	uint32_t pad;
+	uint64_t swaps;			/* copies with this pool at one end */
+	uint64_t blocks_in;		/* copied into this pool */
+	uint64_t blocks_out;		/* copied out of it */
+	uint64_t bytes_in;
+	uint64_t bytes_out;
+	uint64_t copy_in_ns;		/* time copying into this pool */
+	uint64_t copy_out_ns;		/* and out of it */
+	uint64_t errors;
+	uint64_t lat_us[16];		/* copies of [2^i, 2^(i+1)) us */
+	uint64_t mapped_bytes;		/* memory or file space backed now */
+	uint64_t reserved[3];
+};
+#define KVL_TIER_F_DIRECT	(1U << 0)	/* file opened O_DIRECT */
+#define KVL_TIER_F_URING	(1U << 1)	/* file I/O through io_uring */
+#define KVL_TIER_F_PINNED	(1U << 2)	/* host memory page-locked */
+
+/* Fills up to cap entries; returns the number of tiers. */
+int kvl_admin_tier_list(struct kvl_admin *adm, struct kvl_tier_stats *out,
+			size_t cap);
+
+struct kvl_client_tiers {
+	uint64_t lease_id;		/* top pool */
+	uint32_t pid;
+	uint32_t uid;
+	char tenant[KVL_NAME_LEN];
+	uint32_t blocks[KVL_MAX_TIERS];	/* held per tier */
+	uint32_t joined[KVL_MAX_TIERS];	/* 1: has a lease there */
+	uint32_t seq_resident;		/* as its library last reported */
+	uint32_t seq_dropped;
+	uint32_t seq_swapped[KVL_MAX_TIERS];
+	uint64_t swaps;
+	uint64_t bytes_out;		/* copied to lower tiers */
+	uint64_t bytes_in;		/* copied back up */
+	uint64_t reserved[2];
+};
+/* Fills up to cap entries; returns the number of connected clients. */
+int kvl_admin_client_tiers(struct kvl_admin *adm,
+			   struct kvl_client_tiers *out, size_t cap);
 
 #ifdef __cplusplus
 }

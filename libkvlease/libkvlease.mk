@@ -10,7 +10,8 @@
 # compiled in when it exists.
 
 KVL_OBJ := $(B)/obj/libkvlease
-KVL_SRCS := kvl.c kvl_seq.c $(notdir $(wildcard libkvlease/kvl_admin.c))
+KVL_SRCS := kvl.c kvl_seq.c kvl_prefix.c kvl_tier.c kvl_policy.c \
+	    $(notdir $(wildcard libkvlease/kvl_admin.c))
 KVL_OBJS := $(patsubst %.c,$(KVL_OBJ)/%.o,$(KVL_SRCS))
 KVL_HDRS := libkvlease/kvlease.h libkvlease/kvl_internal.h \
 	    include/kvpool_proto.h kmod/include/uapi/linux/kvpool.h

@@ -140,6 +140,10 @@ void bench_worker_main(const struct bench_cfg *cfg, struct bench_ctl *ctl,
 		       uint32_t index) __attribute__((noreturn));
 const char *bench_mix_name(enum bench_mix m);
 
+/* bench_pressure.c: `kvpool-bench pressure` (self: this program's path,
+ * to find kvpoold next to it). */
+int bench_pressure_main(int argc, char **argv, const char *self);
+
 /* bench_report.c */
 double bench_lat_percentile(const struct bench_wstats *const *ws, int n,
 			    double p);	/* microseconds */

@@ -2,7 +2,9 @@
 /*
  * ctl_status.c - `kvpoolctl status`, `top` and `metrics`: one snapshot of
  * the pool, its tenants and its clients through the admin API, printed
- * three ways.
+ * three ways; with lower tiers, every tier too (its pool, its tenants'
+ * current, swaps in and out, copy rate and latency) and the clients'
+ * blocks and sequences per tier.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -29,13 +31,55 @@ struct ctl_snap {
 	struct kvl_client_info *clients;
 	int nclients;
 	int clients_err;	/* -EOPNOTSUPP: module without kvpoold */
+	/* tiers (only from kvpoold; ntiers 0 without lower tiers) */
+	struct kvl_tier_stats tiers[KVL_MAX_TIERS];
+	int ntiers;
+	struct kvl_tenant_info *ttenants[KVL_MAX_TIERS];	/* [0] unused */
+	int nttenants[KVL_MAX_TIERS];
+	struct kvl_client_tiers *ctiers;
+	int nctiers;
+	struct kvl_prefix_info *prefix;	/* kvpoold's prefix caches */
+	int nprefix;
+	int prefix_err;
 };
 
 static void snap_free(struct ctl_snap *s)
 {
+	int i;
+
 	free(s->tenants);
 	free(s->clients);
+	for (i = 0; i < KVL_MAX_TIERS; i++)
+		free(s->ttenants[i]);
+	free(s->ctiers);
+	free(s->prefix);
 	memset(s, 0, sizeof(*s));
+}
+
+/* Lower tiers, when the daemon has any. */
+static void snap_tiers(struct kvl_admin *adm, struct ctl_snap *s)
+{
+	int n = kvl_admin_tier_list(adm, s->tiers, KVL_MAX_TIERS), i, r;
+
+	if (n <= 1)
+		return;
+	s->ntiers = n < KVL_MAX_TIERS ? n : KVL_MAX_TIERS;
+	for (i = 1; i < s->ntiers; i++) {
+		s->ttenants[i] = calloc(SNAP_MAX_TENANTS,
+					sizeof(*s->ttenants[i]));
+		if (!s->ttenants[i])
+			continue;
+		r = kvl_admin_tenant_list(adm, s->tiers[i].pool.name,
+					  s->ttenants[i], SNAP_MAX_TENANTS);
+		s->nttenants[i] = r < 0 ? 0 : r < SNAP_MAX_TENANTS ? r :
+				  SNAP_MAX_TENANTS;
+	}
+	s->ctiers = calloc(SNAP_MAX_CLIENTS, sizeof(*s->ctiers));
+	if (s->ctiers) {
+		r = kvl_admin_client_tiers(adm, s->ctiers, SNAP_MAX_CLIENTS);
+		s->nctiers = r < 0 ? 0 : r < SNAP_MAX_CLIENTS ? r :
+			     SNAP_MAX_CLIENTS;
+	}
 }
 
 static int snap_get(struct kvl_admin *adm, struct ctl_snap *s)
@@ -45,19 +89,30 @@ static int snap_get(struct kvl_admin *adm, struct ctl_snap *s)
 	memset(s, 0, sizeof(*s));
 	s->tenants = calloc(SNAP_MAX_TENANTS, sizeof(*s->tenants));
 	s->clients = calloc(SNAP_MAX_CLIENTS, sizeof(*s->clients));
-	if (!s->tenants || !s->clients) {
+	s->prefix = calloc(SNAP_MAX_TENANTS, sizeof(*s->prefix));
+	if (!s->tenants || !s->clients || !s->prefix) {
 		snap_free(s);
 		return -ENOMEM;
 	}
 	ret = kvl_admin_pool_status(adm, &s->pool);
 	if (ret)
 		goto fail;
-	/* the admin API reports one pool: the first */
+	/* the admin API's pool is the first (the top one); --pool may
+	 * also name a lower tier of kvpoold */
 	if (ctl_g.pool && strcmp(ctl_g.pool, s->pool.name)) {
-		ctl_err("no pool '%s' here (the ledger's pool is '%s')",
-			ctl_g.pool, s->pool.name);
-		ret = -ENOENT;
-		goto fail;
+		struct kvl_tier_stats ts[KVL_MAX_TIERS];
+		int n = kvl_admin_tier_list(adm, ts, KVL_MAX_TIERS), i;
+
+		for (i = 0; i < n && i < KVL_MAX_TIERS; i++)
+			if (!strcmp(ts[i].pool.name, ctl_g.pool))
+				break;
+		if (i >= n || i >= KVL_MAX_TIERS) {
+			ctl_err("no pool '%s' here (the ledger's pool is "
+				"'%s')", ctl_g.pool, s->pool.name);
+			ret = -ENOENT;
+			goto fail;
+		}
+		s->pool = ts[i].pool;
 	}
 	ret = kvl_admin_tenant_list(adm, ctl_g.pool ? ctl_g.pool : s->pool.name,
 				    s->tenants, SNAP_MAX_TENANTS);
@@ -71,6 +126,10 @@ static int snap_get(struct kvl_admin *adm, struct ctl_snap *s)
 	} else {
 		s->nclients = ret < SNAP_MAX_CLIENTS ? ret : SNAP_MAX_CLIENTS;
 	}
+	s->prefix_err = ctl_prefix_get(adm, ctl_g.pool ? ctl_g.pool :
+				       s->pool.name, s->prefix,
+				       SNAP_MAX_TENANTS, &s->nprefix);
+	snap_tiers(adm, s);
 	return 0;
 fail:
 	snap_free(s);
@@ -175,10 +234,148 @@ static void print_clients(const struct ctl_snap *s)
 
 		printf("%-8llu %8u %6u %-16s %8u %s\n",
 		       (unsigned long long)c->lease_id, c->pid, c->uid,
-		       c->tenant, c->blocks, c->connected ? "yes" : "no");
+		       c->tenant, c->blocks,
+		       ctl_prefix_lease(s->prefix, s->nprefix, c->lease_id) ?
+		       "cache" : c->connected ? "yes" : "no");
 	}
 	if (!s->nclients)
 		printf("(no clients)\n");
+}
+
+static const char *kind_name(uint32_t k)
+{
+	return k == KVL_TIER_TOP ? "top" : k == KVL_TIER_DRAM ? "dram" :
+	       k == KVL_TIER_NVME ? "nvme" : "?";
+}
+
+/* Latency percentile from the log2 buckets, in us (bucket's upper end). */
+static uint64_t lat_pct(const struct kvl_tier_stats *t, double p)
+{
+	uint64_t n = 0, c = 0;
+	int i;
+
+	for (i = 0; i < 16; i++)
+		n += t->lat_us[i];
+	if (!n)
+		return 0;
+	for (i = 0; i < 16; i++) {
+		c += t->lat_us[i];
+		if ((double)c >= p * (double)n)
+			return 2ULL << i;
+	}
+	return 1ULL << 16;
+}
+
+static double rate_gbps(uint64_t bytes, uint64_t ns)
+{
+	return ns ? (double)bytes / (double)ns : 0.0;
+}
+
+static const struct kvl_tenant_info *tier_tenant(const struct ctl_snap *s,
+						 int tier, const char *name)
+{
+	int i;
+
+	for (i = 0; i < s->nttenants[tier]; i++)
+		if (!strcmp(s->ttenants[tier][i].name, name))
+			return &s->ttenants[tier][i];
+	return NULL;
+}
+
+static void print_tiers(const struct ctl_snap *s)
+{
+	char a[32], b[32], c[32];
+	int i, k;
+
+	if (!s->ntiers)
+		return;
+	printf("\n%-4s %-12s %-5s %10s %8s %8s %20s %20s %11s %15s\n",
+	       "TIER", "POOL", "KIND", "CAPACITY", "BACKED", "USED",
+	       "SWAPPED IN", "SWAPPED OUT", "COPY GB/s", "LAT p50/p99");
+	for (i = 0; i < s->ntiers; i++) {
+		const struct kvl_tier_stats *t = &s->tiers[i];
+		char in[48], out[48], rt[32], lat[40];
+
+		snprintf(in, sizeof(in), "%llu (%s)",
+			 (unsigned long long)t->blocks_in,
+			 ctl_human(t->bytes_in, a, sizeof(a)));
+		snprintf(out, sizeof(out), "%llu (%s)",
+			 (unsigned long long)t->blocks_out,
+			 ctl_human(t->bytes_out, b, sizeof(b)));
+		snprintf(rt, sizeof(rt), "%.2f/%.2f",
+			 rate_gbps(t->bytes_in, t->copy_in_ns),
+			 rate_gbps(t->bytes_out, t->copy_out_ns));
+		snprintf(lat, sizeof(lat), "%llu/%llu us",
+			 (unsigned long long)lat_pct(t, 0.5),
+			 (unsigned long long)lat_pct(t, 0.99));
+		printf("%-4u %-12s %-5s %10s %8u %8u %20s %20s %11s %15s",
+		       t->tier, t->pool.name, kind_name(t->kind),
+		       ctl_human(t->pool.block_bytes * t->pool.capacity, c,
+				 sizeof(c)), t->pool.backed, t->pool.used, in,
+		       out, t->swaps ? rt : "-", t->swaps ? lat : "-");
+		if (t->flags)
+			printf("  %s%s%s", t->flags & KVL_TIER_F_DIRECT ?
+			       "O_DIRECT " : "", t->flags & KVL_TIER_F_URING ?
+			       "io_uring " : "", t->flags & KVL_TIER_F_PINNED ?
+			       "pinned" : "");
+		printf("\n");
+	}
+	/* every tenant's current (and max) in every tier */
+	printf("\n%-16s", "TENANT");
+	for (i = 0; i < s->ntiers; i++)
+		printf(" %17s", s->tiers[i].pool.name);
+	printf("\n");
+	for (k = 0; k < s->ntenants; k++) {
+		const struct kvl_tenant_info *t0 = &s->tenants[k];
+		char m[16], cell[40];
+
+		printf("%-16s", t0->name);
+		snprintf(cell, sizeof(cell), "%u/%s", t0->current,
+			 limit_str(t0->max, m, sizeof(m)));
+		printf(" %17s", cell);
+		for (i = 1; i < s->ntiers; i++) {
+			const struct kvl_tenant_info *t =
+				tier_tenant(s, i, t0->name);
+
+			if (t)
+				snprintf(cell, sizeof(cell), "%u/%s",
+					 t->current,
+					 limit_str(t->max, m, sizeof(m)));
+			else
+				snprintf(cell, sizeof(cell), "-");
+			printf(" %17s", cell);
+		}
+		printf("\n");
+	}
+	printf("(current/max blocks in each tier)\n");
+	if (!s->nctiers)
+		return;
+	printf("\n%-8s %8s %-16s", "LEASE", "PID", "TENANT");
+	for (i = 0; i < s->ntiers; i++)
+		printf(" %10s", s->tiers[i].pool.name);
+	printf(" %24s %21s\n", "SEQS RESIDENT/SWAP/DROP", "SWAPPED DOWN/UP");
+	for (k = 0; k < s->nctiers; k++) {
+		const struct kvl_client_tiers *c0 = &s->ctiers[k];
+		uint32_t sw = 0;
+		char cell[64];
+
+		printf("%-8llu %8u %-16s", (unsigned long long)c0->lease_id,
+		       c0->pid, c0->tenant);
+		for (i = 0; i < s->ntiers && i < KVL_MAX_TIERS; i++) {
+			if (c0->joined[i])
+				printf(" %10u", c0->blocks[i]);
+			else
+				printf(" %10s", "-");
+			sw += c0->seq_swapped[i];
+		}
+		snprintf(cell, sizeof(cell), "%u/%u/%u", c0->seq_resident, sw,
+			 c0->seq_dropped);
+		printf(" %24s", cell);
+		snprintf(cell, sizeof(cell), "%s/%s",
+			 ctl_human(c0->bytes_out, a, sizeof(a)),
+			 ctl_human(c0->bytes_in, b, sizeof(b)));
+		printf(" %21s\n", cell);
+	}
 }
 
 /* ---------------- JSON ---------------- */
@@ -265,6 +462,78 @@ static void json_clients(struct jw *w, const struct ctl_snap *s)
 		jw_str(w, "tenant", c->tenant);
 		jw_u64(w, "blocks", c->blocks);
 		jw_bool(w, "connected", c->connected);
+		jw_bool(w, "prefix_cache",
+			ctl_prefix_lease(s->prefix, s->nprefix, c->lease_id));
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+}
+
+static void json_tiers(struct jw *w, const struct ctl_snap *s)
+{
+	int i, k;
+
+	jw_arr(w, "tiers");
+	for (i = 0; i < s->ntiers; i++) {
+		const struct kvl_tier_stats *t = &s->tiers[i];
+
+		jw_obj(w, NULL);
+		jw_u64(w, "tier", t->tier);
+		jw_str(w, "pool", t->pool.name);
+		jw_str(w, "kind", kind_name(t->kind));
+		jw_u64(w, "capacity", t->pool.capacity);
+		jw_u64(w, "backed", t->pool.backed);
+		jw_u64(w, "used", t->pool.used);
+		jw_u64(w, "mapped_bytes", t->mapped_bytes);
+		jw_bool(w, "direct", t->flags & KVL_TIER_F_DIRECT);
+		jw_bool(w, "io_uring", t->flags & KVL_TIER_F_URING);
+		jw_bool(w, "pinned", t->flags & KVL_TIER_F_PINNED);
+		jw_u64(w, "swaps", t->swaps);
+		jw_u64(w, "blocks_in", t->blocks_in);
+		jw_u64(w, "blocks_out", t->blocks_out);
+		jw_u64(w, "bytes_in", t->bytes_in);
+		jw_u64(w, "bytes_out", t->bytes_out);
+		jw_u64(w, "copy_in_ns", t->copy_in_ns);
+		jw_u64(w, "copy_out_ns", t->copy_out_ns);
+		jw_u64(w, "errors", t->errors);
+		jw_u64(w, "latency_p50_us", lat_pct(t, 0.5));
+		jw_u64(w, "latency_p99_us", lat_pct(t, 0.99));
+		jw_arr(w, "tenants");
+		for (k = 0; i && k < s->nttenants[i]; k++) {
+			const struct kvl_tenant_info *tt = &s->ttenants[i][k];
+
+			jw_obj(w, NULL);
+			jw_str(w, "name", tt->name);
+			json_limit(w, "max", tt->max);
+			jw_u64(w, "min", tt->min);
+			jw_u64(w, "current", tt->current);
+			jw_u64(w, "peak", tt->peak);
+			jw_obj_end(w);
+		}
+		jw_arr_end(w);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_arr(w, "client_tiers");
+	for (k = 0; k < s->nctiers; k++) {
+		const struct kvl_client_tiers *c = &s->ctiers[k];
+
+		jw_obj(w, NULL);
+		jw_u64(w, "lease_id", c->lease_id);
+		jw_u64(w, "pid", c->pid);
+		jw_str(w, "tenant", c->tenant);
+		jw_arr(w, "blocks");
+		for (i = 0; i < s->ntiers; i++)
+			jw_u64(w, NULL, c->joined[i] ? c->blocks[i] : 0);
+		jw_arr_end(w);
+		jw_u64(w, "seq_resident", c->seq_resident);
+		jw_arr(w, "seq_swapped");
+		for (i = 0; i < s->ntiers; i++)
+			jw_u64(w, NULL, c->seq_swapped[i]);
+		jw_arr_end(w);
+		jw_u64(w, "seq_dropped", c->seq_dropped);
+		jw_u64(w, "bytes_out", c->bytes_out);
+		jw_u64(w, "bytes_in", c->bytes_in);
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
@@ -278,7 +547,10 @@ static void json_status(const struct ctl_snap *s)
 	jw_obj(&w, NULL);
 	json_pool(&w, &s->pool);
 	json_tenants(&w, s);
+	ctl_prefix_json(&w, s->prefix, s->nprefix, s->prefix_err);
 	json_clients(&w, s);
+	if (s->ntiers)
+		json_tiers(&w, s);
 	jw_obj_end(&w);
 	jw_end(&w);
 }
@@ -320,7 +592,9 @@ int cmd_status(int argc, char **argv)
 	} else {
 		print_pool(&s.pool);
 		print_tenants(&s);
+		ctl_prefix_print(s.prefix, s.nprefix, s.prefix_err);
 		print_clients(&s);
+		print_tiers(&s);
 	}
 	snap_free(&s);
 	return CTL_EXIT_OK;
@@ -447,6 +721,112 @@ static void write_metrics(FILE *f, const struct ctl_snap *s)
 				pn, s->clients[i].tenant,
 				(unsigned long long)s->clients[i].lease_id,
 				s->clients[i].pid, s->clients[i].blocks);
+	}
+	if (!s->prefix_err)
+		ctl_prefix_metrics(f, pn, s->prefix, s->nprefix);
+	if (s->ntiers) {
+		static const char *const kinds[] = { "?", "top", "dram",
+						     "nvme" };
+		int t, b;
+
+#define TIER(mname, type, help, expr)					\
+	do {								\
+		metric_head(f, mname, type, help);			\
+		for (t = 0; t < s->ntiers; t++) {			\
+			const struct kvl_tier_stats *x = &s->tiers[t];	\
+			fprintf(f, "%s{pool=\"%s\",tier=\"%u\"} %llu\n",\
+				mname, x->pool.name, x->tier,		\
+				(unsigned long long)(expr));		\
+		}							\
+	} while (0)
+		metric_head(f, "kvpool_tier_info", "gauge",
+			    "A tier of the daemon (value 1).");
+		for (t = 0; t < s->ntiers; t++)
+			fprintf(f, "kvpool_tier_info{pool=\"%s\",tier=\"%u\","
+				"kind=\"%s\"} 1\n", s->tiers[t].pool.name,
+				s->tiers[t].tier,
+				kinds[s->tiers[t].kind < 4 ? s->tiers[t].kind : 0]);
+		TIER("kvpool_tier_capacity_blocks", "gauge",
+		     "Tier capacity in blocks.", x->pool.capacity);
+		TIER("kvpool_tier_backed_blocks", "gauge",
+		     "Tier blocks with memory or file space behind them.",
+		     x->pool.backed);
+		TIER("kvpool_tier_used_blocks", "gauge", "Tier blocks leased.",
+		     x->pool.used);
+		TIER("kvpool_tier_swap_in_bytes_total", "counter",
+		     "Bytes copied into this tier by swaps.", x->bytes_in);
+		TIER("kvpool_tier_swap_out_bytes_total", "counter",
+		     "Bytes copied out of this tier by swaps.", x->bytes_out);
+		TIER("kvpool_tier_swap_in_blocks_total", "counter",
+		     "Blocks copied into this tier by swaps.", x->blocks_in);
+		TIER("kvpool_tier_swap_out_blocks_total", "counter",
+		     "Blocks copied out of this tier by swaps.",
+		     x->blocks_out);
+		TIER("kvpool_tier_swap_errors_total", "counter",
+		     "Swaps with this tier at one end that failed.",
+		     x->errors);
+		metric_head(f, "kvpool_tier_swap_copy_seconds_total",
+			    "counter", "Time spent copying, by direction.");
+		for (t = 0; t < s->ntiers; t++) {
+			const struct kvl_tier_stats *x = &s->tiers[t];
+
+			fprintf(f, "kvpool_tier_swap_copy_seconds_total{pool=\"%s\","
+				"dir=\"in\"} %.6f\n", x->pool.name,
+				(double)x->copy_in_ns / 1e9);
+			fprintf(f, "kvpool_tier_swap_copy_seconds_total{pool=\"%s\","
+				"dir=\"out\"} %.6f\n", x->pool.name,
+				(double)x->copy_out_ns / 1e9);
+		}
+		metric_head(f, "kvpool_tier_swap_latency_seconds", "histogram",
+			    "Swap latency, submit to done.");
+		for (t = 0; t < s->ntiers; t++) {
+			const struct kvl_tier_stats *x = &s->tiers[t];
+			uint64_t cum = 0;
+
+			for (b = 0; b < 16; b++) {
+				cum += x->lat_us[b];
+				fprintf(f, "kvpool_tier_swap_latency_seconds_bucket"
+					"{pool=\"%s\",le=\"%g\"} %llu\n",
+					x->pool.name, (double)(2ULL << b) / 1e6,
+					(unsigned long long)cum);
+			}
+			fprintf(f, "kvpool_tier_swap_latency_seconds_bucket"
+				"{pool=\"%s\",le=\"+Inf\"} %llu\n",
+				x->pool.name, (unsigned long long)cum);
+			fprintf(f, "kvpool_tier_swap_latency_seconds_count"
+				"{pool=\"%s\"} %llu\n", x->pool.name,
+				(unsigned long long)cum);
+		}
+		metric_head(f, "kvpool_tier_tenant_current_blocks", "gauge",
+			    "Blocks a tenant holds in a lower tier.");
+		for (t = 1; t < s->ntiers; t++)
+			for (i = 0; i < s->nttenants[t]; i++)
+				fprintf(f, "kvpool_tier_tenant_current_blocks"
+					"{pool=\"%s\",tenant=\"%s\"} %u\n",
+					s->tiers[t].pool.name,
+					s->ttenants[t][i].name,
+					s->ttenants[t][i].current);
+		metric_head(f, "kvpool_client_sequences", "gauge",
+			    "A client's sequences by state, as it reports them.");
+		for (i = 0; i < s->nctiers; i++) {
+			const struct kvl_client_tiers *c = &s->ctiers[i];
+			uint32_t sw = 0;
+
+			for (t = 0; t < KVL_MAX_TIERS; t++)
+				sw += c->seq_swapped[t];
+			fprintf(f, "kvpool_client_sequences{lease=\"%llu\","
+				"state=\"resident\"} %u\n",
+				(unsigned long long)c->lease_id,
+				c->seq_resident);
+			fprintf(f, "kvpool_client_sequences{lease=\"%llu\","
+				"state=\"swapped\"} %u\n",
+				(unsigned long long)c->lease_id, sw);
+			fprintf(f, "kvpool_client_sequences{lease=\"%llu\","
+				"state=\"dropped\"} %u\n",
+				(unsigned long long)c->lease_id,
+				c->seq_dropped);
+		}
+#undef TIER
 	}
 #undef POOL_G
 #undef TEN
@@ -631,7 +1011,9 @@ int cmd_top(int argc, char **argv)
 		printf("   (%s)\n", once ? "one frame" :
 		       "q or Ctrl-C quits");
 		print_tenants(&s);
+		ctl_prefix_print(s.prefix, s.nprefix, s.prefix_err);
 		print_clients(&s);
+		print_tiers(&s);
 		fflush(stdout);
 		prev_t = now;
 		prev_used = s.pool.used;

@@ -6,10 +6,11 @@
 set -e
 
 PKGS="gcc make pkg-config libc6-dev gcc-multilib
-libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev
+libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev libxxhash-dev liburing-dev
 linux-headers-amd64 linux-image-amd64 kmod
 qemu-system-x86 busybox-static cpio gzip sparse
-procps psmisc util-linux"
+procps psmisc util-linux
+python3 python3-numpy python3-pytest python3-torch libopenblas0-pthread"
 
 missing=""
 for p in $PKGS; do

@@ -776,6 +776,13 @@ int main(int argc, char **argv)
 	bool stopped = false;
 	uint64_t next_tick, t_end, t_drain_end;
 
+	if (argc > 1 && !strcmp(argv[1], "pressure")) {
+		ssize_t n = readlink("/proc/self/exe", bin, sizeof(bin) - 1);
+
+		bin[n > 0 ? n : 0] = 0;
+		return bench_pressure_main(argc - 1, argv + 1,
+					   n > 0 ? bin : argv[0]);
+	}
 	cfg.duration_s = 40;
 	cfg.drain_s = 20;
 	cfg.out_dir = "build/demo";

@@ -36,9 +36,12 @@ static const struct ctl_cmd cmds[] = {
 	{ "status", cmd_status, "show pools, tenants and clients",
 	  "[--json]",
 	  "Shows each pool (block size, capacity, backed, used), its tenants\n"
-	  "(max, min, current, peak, events) and its clients (lease, pid, uid,\n"
-	  "tenant, blocks held).  Reads the module (sysfs, generic netlink)\n"
-	  "when /dev/kvpool exists, otherwise asks kvpoold over its socket.\n" },
+	  "(max, min, current, peak, events), their prefix caches (cached,\n"
+	  "referenced, hits, misses, hit tokens, evictions; from kvpoold) and\n"
+	  "its clients (lease, pid, uid, tenant, blocks held; 'cache' marks the\n"
+	  "daemon's leases of a prefix cache).  Reads the module (sysfs,\n"
+	  "generic netlink) when /dev/kvpool exists, otherwise asks kvpoold\n"
+	  "over its socket.\n" },
 	{ "tenant", cmd_tenant, "add, delete, change or list tenants",
 	  "add NAME [--max N|max] [--min N] [--uid UID] [--gid GID]\n"
 	  "       kvpoolctl tenant set NAME [--max N|max] [--min N] [--uid UID] [--gid GID]\n"
@@ -49,6 +52,21 @@ static const struct ctl_cmd cmds[] = {
 	  "--gid name who may attach to it (besides CAP_SYS_ADMIN).  Changing\n"
 	  "tenants needs CAP_SYS_ADMIN (module) or the daemon's admin rights.\n"
 	  "Lowering max below current refuses new grants and posts reclaim.\n" },
+	{ "prefix", cmd_prefix, "list, flush or share tenants' prefix caches",
+	  "list [--json]\n"
+	  "       kvpoolctl prefix flush TENANT\n"
+	  "       kvpoolctl prefix share TENANT NAMESPACE\n"
+	  "       kvpoolctl prefix unshare TENANT",
+	  "kvpoold keeps one prefix cache per tenant, shared by all its\n"
+	  "processes: full KV blocks found again by their token ids.  'list'\n"
+	  "shows each tenant's cached and referenced blocks, hits, misses, hit\n"
+	  "tokens, evictions and blocks published.  'flush' gives back every\n"
+	  "unreferenced cached block of the tenant (the referenced ones are no\n"
+	  "longer found and go when their last user lets go).  'share' puts the\n"
+	  "tenant in a named namespace whose members hit each other's blocks:\n"
+	  "each member learns which prompts the others served (match counts,\n"
+	  "timing).  'unshare' gives it its own namespace back.  Both flush the\n"
+	  "tenant's cache.  Needs kvpoold; changes need its admin rights.\n" },
 	{ "monitor", cmd_monitor, "print ledger events as they happen",
 	  "[--json] [--count N] [--timeout SECONDS]",
 	  "Subscribes to the 'event' multicast group of the generic netlink\n"
@@ -65,7 +83,8 @@ static const struct ctl_cmd cmds[] = {
 	{ "metrics", cmd_metrics, "Prometheus text exposition of every counter",
 	  "[--output FILE] [--json]",
 	  "Prints every gauge and counter of every pool and tenant in the\n"
-	  "Prometheus text format (kvpool_pool_*, kvpool_tenant_*).  --output\n"
+	  "Prometheus text format (kvpool_pool_*, kvpool_tenant_*,\n"
+	  "kvpool_prefix_* when kvpoold runs).  --output\n"
 	  "writes FILE atomically (for node_exporter's textfile collector).\n"
 	  "--json prints the same figures as 'kvpoolctl status --json'.\n" },
 	{ "plan", cmd_plan, "KV-cache capacity arithmetic for a model",

@@ -6,6 +6,8 @@
 #define KVPOOLCTL_H
 
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "ctl_util.h"
 
@@ -27,6 +29,19 @@ int cmd_top(int argc, char **argv);
 int cmd_metrics(int argc, char **argv);
 /* `tenant list` (in ctl_status.c, shares the tenant table). */
 int ctl_tenant_list(int argc, char **argv);
+int cmd_prefix(int argc, char **argv);
+
+/* ctl_prefix.c: the prefix caches' part of status, top and metrics. */
+struct kvl_admin;
+struct kvl_prefix_info;
+int ctl_prefix_get(struct kvl_admin *adm, const char *pool,
+		   struct kvl_prefix_info *out, int cap, int *n);
+void ctl_prefix_print(const struct kvl_prefix_info *p, int n, int err);
+void ctl_prefix_json(struct jw *w, const struct kvl_prefix_info *p, int n,
+		     int err);
+void ctl_prefix_metrics(FILE *f, const char *pool,
+			const struct kvl_prefix_info *p, int n);
+bool ctl_prefix_lease(const struct kvl_prefix_info *p, int n, uint64_t id);
 
 /* Print "kvpoolctl: <what>: <strerror>" style errors. */
 void ctl_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

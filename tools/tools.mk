@@ -18,7 +18,7 @@ TOOLS_HDRS := $(wildcard tools/*.h) libkvlease/kvlease.h \
 
 KVPOOLCTL := $(B)/bin/kvpoolctl
 KVPOOLCTL_SRCS := kvpoolctl.c ctl_util.c ctl_plan.c ctl_status.c \
-		  ctl_tenant.c ctl_monitor.c
+		  ctl_tenant.c ctl_monitor.c ctl_prefix.c
 KVPOOLCTL_OBJS := $(patsubst %.c,$(TOOLS_OBJ)/%.o,$(KVPOOLCTL_SRCS)) \
 		  $(TOOLS_OBJ)/kvl_admin.o
 
@@ -39,7 +39,8 @@ ALL += $(KVPOOLCTL)
 # kvpool-bench needs the client library (libkvlease/libkvlease.mk, included
 # before this fragment); linked statically so it runs from the tree.
 KVPOOL_BENCH := $(B)/bin/kvpool-bench
-KVPOOL_BENCH_SRCS := kvpool-bench.c bench_worker.c bench_report.c ctl_util.c
+KVPOOL_BENCH_SRCS := kvpool-bench.c bench_worker.c bench_report.c \
+		     bench_pressure.c ctl_util.c
 KVPOOL_BENCH_OBJS := $(patsubst %.c,$(TOOLS_OBJ)/%.o,$(KVPOOL_BENCH_SRCS))
 ifdef KVL_A
 $(KVPOOL_BENCH): $(KVPOOL_BENCH_OBJS) $(KVL_A)
@@ -53,6 +54,15 @@ endif
 DEMO_ARGS ?=
 demo: $(KVPOOLCTL) $(KVPOOL_BENCH) $(B)/bin/kvpoold
 	$(KVPOOL_BENCH) --out $(B)/demo $(DEMO_ARGS)
+
+# The pressure benchmark: one reasoning trace per pressure policy on a top
+# pool of half its peak demand (see kvpool-bench(1), tiers.rst).
+PRESSURE_ARGS ?=
+.PHONY: bench-pressure
+bench-pressure: $(KVPOOL_BENCH) $(B)/bin/kvpoold
+	$(KVPOOL_BENCH) pressure --out $(B)/bench-pressure $(PRESSURE_ARGS)
+
+BENCH += bench-pressure
 
 .PHONY: tools install-tools
 tools: $(KVPOOLCTL) $(KVPOOL_BENCH)

@@ -95,3 +95,20 @@ wait_pids_ok() {
 rss_kb() {
 	awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
 }
+
+TIERS="$E2E_BIN/e2e-tiers"
+SWAPFILE=$TMP/nvme.swap
+
+# start_tiers_daemon [extra kvpoold options...]: the usual daemon with a
+# dram tier of 512 blocks and an nvme tier of 32 MiB in $SWAPFILE.
+start_tiers_daemon() {
+	[ -x "$TIERS" ] || { echo "missing $TIERS (run make)"; exit 77; }
+	start_daemon --tier dram:512 --tier "nvme:$SWAPFILE:32M" "$@"
+}
+
+# every tier back to used 0
+tiers_idle() {
+	for t in 0 1 2; do
+		"$TIERS" wait-used "$SOCK" $t 0 5000 || fail "tier $t: blocks leaked"
+	done
+}

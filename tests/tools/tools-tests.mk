@@ -7,9 +7,14 @@
 #   test-ctl-daemon.sh  status/tenant/metrics/top against kvpoold, and
 #                       permission denied for an unprivileged user
 #   test-bench.sh       a ~15 s kvpool-bench run and its invariants
+#   test-ctl-prefix.sh  the prefix cache in status/metrics/top, and
+#                       kvpoolctl prefix list/flush/share/unshare
+#   test-bench-pressure.sh  every pressure policy on a small oversubscribed
+#                       trace: no request lost, outputs equal
 
 CHECK_PROGS += tests/tools/test-plan.sh tests/tools/test-cli-errors.sh \
-	       tests/tools/test-ctl-daemon.sh tests/tools/test-bench.sh
+	       tests/tools/test-ctl-daemon.sh tests/tools/test-bench.sh \
+	       tests/tools/test-ctl-prefix.sh tests/tools/test-bench-pressure.sh
 
 # In the VM suite (tests/vm): the same tools against the real module.
 VM_EXTRA_PROGS += $(B)/bin/kvpoolctl $(B)/bin/kvpool-bench $(B)/bin/kvpoold

@@ -8,7 +8,7 @@
 LEDGER_SRC := kmod/kvpool_ledger.c
 LEDGER_HDR := kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	      kmod/include/uapi/linux/kvpool.h
-LEDGER_TESTS := test_ledger test_ledger_model
+LEDGER_TESTS := test_ledger test_ledger_model test_ledger_move
 
 $(B)/obj/ledger/kvpool_ledger.o: $(LEDGER_SRC) $(LEDGER_HDR)
 	@mkdir -p $(@D)

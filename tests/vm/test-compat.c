@@ -14,6 +14,7 @@ _Static_assert(sizeof(struct kvpool_status) == 168, "kvpool_status layout");
 _Static_assert(sizeof(struct kvpool_event) == 80, "kvpool_event layout");
 _Static_assert(sizeof(struct kvpool_lease_info) == 56, "kvpool_lease_info layout");
 _Static_assert(sizeof(struct kvpool_snapshot) == 64, "kvpool_snapshot layout");
+_Static_assert(sizeof(struct kvpool_lease_move) == 56, "kvpool_lease_move layout");
 
 int main(void)
 {
@@ -25,7 +26,7 @@ int main(void)
 	struct kvpool_lease_check lc;
 	struct kvpool_event ev;
 	uint32_t b[8], q[2];
-	int owner, c;
+	int owner, c, cache_fd;
 
 	kvt_init("compat");
 	owner = kvt_open_or_die();
@@ -68,11 +69,38 @@ int main(void)
 	lc.count = 2;
 	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_CHECK, &lc), -EPERM, "32-bit LEASE_CHECK");
 	CHECK(lc.bad_index == 1, "bad_index round-trips");
-	CHECK_RET(kvt_release(c, b, 2), 2, "32-bit RELEASE");
-	CHECK_RET(kvt_release_all(c), 6, "32-bit RELEASE_ALL");
+	{
+		struct kvpool_lease_move m;
+		struct kvpool_tenant_attach ta;
+		struct kvpool_status cs;
+		int cache = kvt_open_or_die();
+
+		memset(&ta, 0, sizeof(ta));
+		strcpy(ta.pool, "p32");
+		ta.flags = KVPOOL_ATTACH_RECLAIM_FIRST;
+		CHECK_RET(kvt_ioctl(cache, KVPOOL_IOC_TENANT_ATTACH, &ta), 0,
+			  "32-bit TENANT_ATTACH with a reclaim order");
+		memset(&m, 0, sizeof(m));
+		m.blocks_ptr = (uintptr_t)q;
+		m.from_lease = st.lease_id;
+		m.to_lease = ta.lease_id;
+		m.count = 2;
+		CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_MOVE, &m), -EPERM,
+			  "32-bit LEASE_MOVE of a block not held");
+		CHECK(m.bad_index == 1, "its bad_index round-trips");
+		q[1] = 7;
+		CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_MOVE, &m), 0,
+			  "32-bit LEASE_MOVE");
+		CHECK(kvt_status(cache, &cs) == 0 && cs.held == 2,
+		      "the moved blocks are the other file's");
+		cache_fd = cache;
+	}
+	CHECK_RET(kvt_release(c, b + 2, 2), 2, "32-bit RELEASE");
+	CHECK_RET(kvt_release_all(c), 4, "32-bit RELEASE_ALL");
 	close(c);
 	CHECK(kvt_find_event(owner, KVPOOL_EVENT_CLIENT_CLOSED, &ev) &&
 	      ev.lease_id == st.lease_id, "32-bit read() of an event record");
+	close(cache_fd);
 	close(owner);
 	return kvt_done();
 }

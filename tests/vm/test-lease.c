@@ -18,8 +18,9 @@ static void test_attach(int owner)
 	CHECK_RET(kvt_attach(owner, "pl", ""), -EBUSY, "TENANT_ATTACH on the owner's file");
 	memset(&a, 0, sizeof(a));
 	strcpy(a.pool, "pl");
-	a.flags = 1;
-	CHECK_RET(kvt_ioctl(fd, KVPOOL_IOC_TENANT_ATTACH, &a), -EINVAL, "TENANT_ATTACH flags");
+	a.flags = ~KVPOOL_ATTACH_FLAGS;
+	CHECK_RET(kvt_ioctl(fd, KVPOOL_IOC_TENANT_ATTACH, &a), -EINVAL,
+		  "TENANT_ATTACH unknown flags");
 	a.flags = 0;
 	a.pad = 1;
 	CHECK_RET(kvt_ioctl(fd, KVPOOL_IOC_TENANT_ATTACH, &a), -EINVAL, "TENANT_ATTACH pad");

@@ -66,11 +66,20 @@
 #define KVPOOL_FEAT_LEASE_CHECK	(1ULL << 6)
 /* LEASE_CHECK with KVPOOL_LEASE_CHECK_PIN, and LEASE_UNPIN. */
 #define KVPOOL_FEAT_PIN		(1ULL << 7)
+/* Owner-side LEASE_MOVE between two leases of one tenant. */
+#define KVPOOL_FEAT_LEASE_MOVE	(1ULL << 8)
+/* TENANT_ATTACH with KVPOOL_ATTACH_RECLAIM_FIRST / _NEVER. */
+#define KVPOOL_FEAT_RECLAIM_ORDER (1ULL << 9)
+/* The owner reads KVPOOL_EVENT_SHORT records. */
+#define KVPOOL_FEAT_SHORT_EVENT	(1ULL << 10)
 
 #define KVPOOL_FEATURES_ALL	(KVPOOL_FEAT_PARTIAL | KVPOOL_FEAT_WAIT | \
 				 KVPOOL_FEAT_RECLAIM | KVPOOL_FEAT_RECOVERY | \
 				 KVPOOL_FEAT_MIN | KVPOOL_FEAT_NETLINK | \
-				 KVPOOL_FEAT_LEASE_CHECK | KVPOOL_FEAT_PIN)
+				 KVPOOL_FEAT_LEASE_CHECK | KVPOOL_FEAT_PIN | \
+				 KVPOOL_FEAT_LEASE_MOVE | \
+				 KVPOOL_FEAT_RECLAIM_ORDER | \
+				 KVPOOL_FEAT_SHORT_EVENT)
 
 /**
  * struct kvpool_features - KVPOOL_IOC_FEATURES
@@ -275,9 +284,56 @@ struct kvpool_lease_unpin {
 	__u64 reserved[2];
 };
 
+/**
+ * struct kvpool_lease_move - KVPOOL_IOC_LEASE_MOVE (owner only)
+ * @blocks_ptr: in: user array of @count __u32 block indices.
+ * @from_lease: in: the lease that holds every block now.
+ * @to_lease: in: the lease that holds them after the call; another open
+ *	lease charged to the same tenant.
+ * @count: in: number of blocks, 1 to KVPOOL_IO_MAX_BLOCKS.
+ * @flags: in: must be zero.
+ * @bad_index: out: 0 on success; on -EPERM (or -EINVAL for a repeated
+ *	index), the position in the array of the first offending block.
+ * @pad: must be zero.
+ * @reserved: must be zero.
+ *
+ * Moves blocks from one lease to another in one step: no block is free in
+ * between, the tenant's current and peak, the pool's used and every
+ * counter stay as they are (the blocks stay charged to the same tenant).
+ * All or nothing: every index is checked first.  The source may be pinned
+ * (its blocks stay leased); its reclaim target is capped at what it still
+ * holds.  Lets the daemon give a tenant's blocks to a lease of its own
+ * (the tenant's prefix cache) so that they outlive the client's file.
+ * -ENOENT if a lease does not exist (or its file was closed), -EXDEV if the
+ * two leases are charged to different tenants.
+ */
+struct kvpool_lease_move {
+	__u64 blocks_ptr;
+	__u64 from_lease;
+	__u64 to_lease;
+	__u32 count;
+	__u32 flags;
+	__u32 bad_index;
+	__u32 pad;
+	__u64 reserved[2];
+};
+
 /* ------------------------------------------------------------------ */
 /* Clients: tenants, leases.                                            */
 /* ------------------------------------------------------------------ */
+
+/*
+ * TENANT_ATTACH: where this file stands when the ledger posts reclaim
+ * targets to its tenant (both need CAP_SYS_ADMIN, at most one of them):
+ * RECLAIM_FIRST files are asked before the tenant's other files (blocks
+ * that are cheapest to give back, e.g. unused cached blocks);
+ * RECLAIM_NEVER files are never asked (blocks in use by other files).
+ * Without either the file is asked in the order the files attached.
+ */
+#define KVPOOL_ATTACH_RECLAIM_FIRST	(1U << 0)
+#define KVPOOL_ATTACH_RECLAIM_NEVER	(1U << 1)
+#define KVPOOL_ATTACH_FLAGS		(KVPOOL_ATTACH_RECLAIM_FIRST | \
+					 KVPOOL_ATTACH_RECLAIM_NEVER)
 
 /**
  * struct kvpool_tenant_attach - KVPOOL_IOC_TENANT_ATTACH
@@ -285,7 +341,7 @@ struct kvpool_lease_unpin {
  * @tenant: in: tenant name; empty for the automatic per-uid tenant
  *	("uid-<uid>").  A named tenant must exist (-ENOENT) and allow the
  *	caller's uid or gid, unless the caller has CAP_SYS_ADMIN (-EACCES).
- * @flags: in: must be zero.
+ * @flags: in: KVPOOL_ATTACH_* (0: asked for reclaim in attach order).
  * @pad: must be zero.
  * @lease_id: out: the lease id of this file.
  * @reserved: must be zero.
@@ -433,6 +489,7 @@ struct kvpool_status {
 #define KVPOOL_IOC_RELEASE	_IOWR(KVPOOL_IOC_MAGIC, 0x09, struct kvpool_release)
 #define KVPOOL_IOC_STATUS	_IOWR(KVPOOL_IOC_MAGIC, 0x0a, struct kvpool_status)
 #define KVPOOL_IOC_LEASE_UNPIN	_IOWR(KVPOOL_IOC_MAGIC, 0x0b, struct kvpool_lease_unpin)
+#define KVPOOL_IOC_LEASE_MOVE	_IOWR(KVPOOL_IOC_MAGIC, 0x0c, struct kvpool_lease_move)
 
 /* ------------------------------------------------------------------ */
 /* Events: read(2) by the owner, and multicast on netlink to observers. */
@@ -456,6 +513,13 @@ enum kvpool_event_type {
 	KVPOOL_EVENT_BACKED = 7,
 	/* The owner left (orphaned) or attached (observers only), @arg state. */
 	KVPOOL_EVENT_OWNER = 8,
+	/*
+	 * A grant of @tenant, at or above its min, waits (or failed at
+	 * once) because free blocks are short: @blocks more were wanted (a
+	 * tenant below its min posts reclaim targets instead).  The owner
+	 * may give back blocks it holds itself (e.g. unused cached blocks).
+	 */
+	KVPOOL_EVENT_SHORT = 9,
 };
 
 /**
@@ -464,7 +528,8 @@ enum kvpool_event_type {
  * @arg: type-specific (OWNER: KVPOOL_STATE_*).
  * @seq: sequence number, per pool, +1 for every event generated (a reader
  *	that sees a gap lost events; the owner's stream never loses one, but
- *	consecutive GROW and IDLE events are merged into the latest).
+ *	consecutive GROW, IDLE, RECLAIM and SHORT events are merged into the
+ *	latest of each kind).
  * @lease_id: the lease concerned, or 0.
  * @blocks: type-specific block count (see enum kvpool_event_type).
  * @pad: zero.

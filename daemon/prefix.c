@@ -1,0 +1,1428 @@
+// SPDX-License-Identifier: MIT
+/*
+ * prefix.c - kvpoold's prefix cache: full blocks of KV shared by every
+ * process of a tenant (and, opt-in, by the tenants of a named namespace).
+ *
+ * What lives here (mechanism; when to match or publish is the library's):
+ *  - the index (prefix_index.c): blocks by hash-chain key, verified token
+ *    ids, LRU lists;
+ *  - per tenant, two leases held by the daemon and charged to the tenant,
+ *    so that cached blocks count in its current and outlive the process
+ *    that computed them: "hot" (referenced by at least one connection,
+ *    attached with KVPOOL_ATTACH_RECLAIM_NEVER: the ledger never asks it)
+ *    and "cold" (unreferenced, attached with KVPOOL_ATTACH_RECLAIM_FIRST:
+ *    the ledger asks it before any other lease of the tenant).  Blocks
+ *    enter the cache by LEASE_MOVE from the publisher's lease (the ledger
+ *    primitive; kvpool_lease_move in-process) and move between hot and
+ *    cold as references come and go, so the cold lease's held count is
+ *    exactly what can be given back and it can always meet its target;
+ *  - per connection, the set of cached blocks it references: the data
+ *    plane lets it read those (server.c), never write them;
+ *  - eviction, least recently used first: on a reclaim target posted to a
+ *    cold lease (the prefix thread), on the ledger's SHORT event and when a
+ *    grow fails (pool-wide, never below another tenant's min), and on a
+ *    client's EVICT (its own tenant: room under its max).
+ * Where lower tiers exist, eviction is the place to demote instead of
+ * drop (evict_blocks()).
+ *
+ * Locking: p->lock around everything here, taken before d->top->lock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvpoold.h"
+#include "prefix.h"
+#include "prefix_index.h"
+
+#define SET_EMPTY	UINT32_MAX
+
+struct pfx_ns {
+	char name[KVPOOL_NAME_LEN];	/* "" for a tenant's own */
+	uint8_t salt[PFX_SALT_BYTES];
+	struct pfx_ns *next;		/* shared namespaces */
+};
+
+/* A lease the daemon holds for a tenant's cache. */
+struct pfx_lease {
+	uint64_t id;			/* 0: not open */
+	int fd;				/* module: the daemon's file */
+	struct kvpool_lease *lease;	/* in-process ledger */
+};
+
+struct pfx_tenant {
+	char name[KVPOOL_NAME_LEN];
+	struct pfx_ns own;
+	struct pfx_ns *ns;		/* &own or a shared namespace */
+	struct pfx_lease hot, cold;
+	struct pfx_lru lru;		/* the cold lease's entries */
+	uint32_t nhot;			/* the hot lease's entries */
+	uint64_t hits, misses, hit_tokens, evictions, published;
+	uint64_t quiet_until;		/* module: a target it cannot meet */
+	struct pfx_tenant *next;
+};
+
+struct kvd_prefix {
+	struct kvd *d;
+	pthread_mutex_t lock;
+	struct pfx_index ix;
+	struct pfx_tenant *tenants;
+	struct pfx_ns *shared;
+	int usable;			/* 0 or why not (-EOPNOTSUPP) */
+	int wake_fd;			/* eventfd for the prefix thread */
+	pthread_t th;
+	bool th_started;
+	volatile int stop;
+	uint8_t *scratch;		/* key input, 48 + 4 * tokens */
+	size_t scratch_cap;
+};
+
+struct kvd_prefix_conn {
+	struct pfx_key model[KVP_MAX_LAYOUTS];
+	uint32_t has_model;		/* bit per layout id */
+	uint32_t *set;			/* referenced blocks, open addressing */
+	uint32_t cap, n;		/* cap: power of two or 0 */
+};
+
+/* A NUL-padded name field from a string. */
+static void name_copy(char dst[KVPOOL_NAME_LEN], const char *src)
+{
+	memset(dst, 0, KVPOOL_NAME_LEN);
+	memcpy(dst, src, strnlen(src, KVPOOL_NAME_LEN - 1));
+}
+
+/* ---- a connection's references ------------------------------------------ */
+
+static uint32_t set_home(uint32_t b, uint32_t mask)
+{
+	return (b * 0x9e3779b1U) & mask;
+}
+
+bool kvd_prefix_referenced(const struct kvd_prefix_conn *pc, uint32_t b)
+{
+	uint32_t i, mask;
+
+	if (!pc || !pc->n)
+		return false;
+	mask = pc->cap - 1;
+	for (i = set_home(b, mask); pc->set[i] != SET_EMPTY; i = (i + 1) & mask)
+		if (pc->set[i] == b)
+			return true;
+	return false;
+}
+
+/* Room for @more additions (load at most one half). */
+static int set_reserve(struct kvd_prefix_conn *pc, uint32_t more)
+{
+	uint64_t want = ((uint64_t)pc->n + more) * 2;
+	uint32_t cap = pc->cap ? pc->cap : 64, i, *ns, *old = pc->set;
+	uint32_t oldcap = pc->cap;
+
+	if (want <= pc->cap)
+		return 0;
+	while (cap < want) {
+		if (cap >= (1U << 30))
+			return -ENOMEM;
+		cap *= 2;
+	}
+	ns = malloc((size_t)cap * sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	memset(ns, 0xff, (size_t)cap * sizeof(*ns));
+	pc->set = ns;
+	pc->cap = cap;
+	for (i = 0; i < oldcap; i++) {
+		uint32_t j;
+
+		if (old[i] == SET_EMPTY)
+			continue;
+		for (j = set_home(old[i], cap - 1); ns[j] != SET_EMPTY;
+		     j = (j + 1) & (cap - 1))
+			;
+		ns[j] = old[i];
+	}
+	free(old);
+	return 0;
+}
+
+static void set_add(struct kvd_prefix_conn *pc, uint32_t b)
+{
+	uint32_t mask = pc->cap - 1, i;
+
+	for (i = set_home(b, mask); pc->set[i] != SET_EMPTY; i = (i + 1) & mask)
+		;
+	pc->set[i] = b;
+	pc->n++;
+}
+
+/* Remove @b (present), shifting the probe chain back. */
+static void set_del(struct kvd_prefix_conn *pc, uint32_t b)
+{
+	uint32_t mask = pc->cap - 1, i, j;
+
+	for (i = set_home(b, mask); pc->set[i] != b; i = (i + 1) & mask)
+		;
+	pc->set[i] = SET_EMPTY;
+	pc->n--;
+	for (j = (i + 1) & mask; pc->set[j] != SET_EMPTY; j = (j + 1) & mask) {
+		uint32_t h = set_home(pc->set[j], mask);
+
+		/* Move it back if its home is not in (i, j]. */
+		if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
+			pc->set[i] = pc->set[j];
+			pc->set[j] = SET_EMPTY;
+			i = j;
+		}
+	}
+}
+
+/* ---- the cache leases (in-process core or /dev/kvpool) ------------------- */
+
+static int lease_open(struct kvd *d, struct pfx_lease *pl, const char *tenant,
+		      uint32_t order)
+{
+	if (pl->id)
+		return 0;
+	if (d->mode == KVP_MODE_INPROC) {
+		struct kvpool_cred cred = {
+			.uid = (u32)geteuid(), .gid = (u32)getegid(),
+			.pid = (u32)getpid(), .admin = true,
+		};
+		struct kvpool_lease *l;
+		int r;
+
+		pthread_mutex_lock(&d->top->lock);
+		r = kvpool_lease_open(d->top->pool, &cred, &l);
+		if (!r) {
+			r = kvpool_lease_attach(l, tenant, &cred);
+			if (!r)
+				r = kvpool_lease_set_reclaim_order(l, order,
+								   &cred);
+			if (r) {
+				kvpool_lease_close(l);
+			} else {
+				pl->lease = l;
+				pl->id = l->id;
+			}
+		}
+		pthread_mutex_unlock(&d->top->lock);
+		return r;
+	} else {
+		struct kvpool_tenant_attach ta;
+		int fd = open(d->o.device_path, O_RDWR | O_CLOEXEC);
+
+		if (fd < 0)
+			return -errno;
+		memset(&ta, 0, sizeof(ta));
+		memcpy(ta.pool, d->top->name, KVPOOL_NAME_LEN);
+		name_copy(ta.tenant, tenant);
+		ta.flags = order == KVPOOL_RECLAIM_FIRST ?
+			   KVPOOL_ATTACH_RECLAIM_FIRST :
+			   KVPOOL_ATTACH_RECLAIM_NEVER;
+		if (ioctl(fd, KVPOOL_IOC_TENANT_ATTACH, &ta)) {
+			int e = -errno;
+
+			close(fd);
+			return e;
+		}
+		pl->fd = fd;
+		pl->id = ta.lease_id;
+		return 0;
+	}
+}
+
+static void lease_close(struct kvd *d, struct pfx_lease *pl)
+{
+	if (!pl->id)
+		return;
+	if (d->mode == KVP_MODE_INPROC) {
+		pthread_mutex_lock(&d->top->lock);
+		kvpool_lease_close(pl->lease);
+		pthread_mutex_unlock(&d->top->lock);
+	} else {
+		close(pl->fd);
+	}
+	memset(pl, 0, sizeof(*pl));
+	pl->fd = -1;
+}
+
+static int lease_move(struct kvd *d, uint64_t from, uint64_t to,
+		      const uint32_t *blocks, uint32_t n)
+{
+	struct kvpool_lease_move m;
+	uint32_t bad;
+	int r;
+
+	if (!n)
+		return 0;
+	if (d->mode == KVP_MODE_INPROC) {
+		pthread_mutex_lock(&d->top->lock);
+		r = kvpool_lease_move(d->top->pool, from, to, blocks, n, &bad);
+		pthread_mutex_unlock(&d->top->lock);
+		return r < 0 ? r : 0;
+	}
+	memset(&m, 0, sizeof(m));
+	m.blocks_ptr = (uintptr_t)blocks;
+	m.from_lease = from;
+	m.to_lease = to;
+	m.count = n;
+	return ioctl(d->top->owner_fd, KVPOOL_IOC_LEASE_MOVE, &m) ? -errno : 0;
+}
+
+static int lease_release(struct kvd *d, struct pfx_lease *pl,
+			 const uint32_t *blocks, uint32_t n)
+{
+	struct kvpool_release rl;
+	int r;
+
+	if (!n)
+		return 0;
+	if (d->mode == KVP_MODE_INPROC) {
+		pthread_mutex_lock(&d->top->lock);
+		r = kvpool_lease_release(pl->lease, blocks, n);
+		pthread_mutex_unlock(&d->top->lock);
+		return r < 0 ? r : 0;
+	}
+	memset(&rl, 0, sizeof(rl));
+	rl.blocks_ptr = (uintptr_t)blocks;
+	rl.count = n;
+	return ioctl(pl->fd, KVPOOL_IOC_RELEASE, &rl) ? -errno : 0;
+}
+
+/* The lease's reclaim target and its tenant's current and min. */
+static int lease_status(struct kvd *d, struct pfx_lease *pl, uint32_t *target,
+			uint32_t *cur, uint32_t *min)
+{
+	struct kvpool_status st;
+
+	if (d->mode == KVP_MODE_INPROC) {
+		pthread_mutex_lock(&d->top->lock);
+		*target = pl->lease->reclaim_target;
+		*cur = pl->lease->tenant->cur;
+		*min = pl->lease->tenant->min;
+		pthread_mutex_unlock(&d->top->lock);
+		return 0;
+	}
+	memset(&st, 0, sizeof(st));
+	if (ioctl(pl->fd, KVPOOL_IOC_STATUS, &st))
+		return -errno;
+	*target = st.reclaim_target;
+	*cur = st.tenant_current;
+	*min = st.tenant_min;
+	return 0;
+}
+
+/* ---- tenants and namespaces ---------------------------------------------- */
+
+static void wake_thread(struct kvd_prefix *p)
+{
+	uint64_t one = 1;
+
+	if (p->wake_fd >= 0 && write(p->wake_fd, &one, sizeof(one)) < 0) {
+		/* saturated: a wake is pending */
+	}
+}
+
+static struct pfx_tenant *tenant_get(struct kvd_prefix *p, const char *name)
+{
+	struct pfx_tenant *t;
+
+	for (t = p->tenants; t; t = t->next)
+		if (!strncmp(t->name, name, KVPOOL_NAME_LEN))
+			return t;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	name_copy(t->name, name);
+	if (getrandom(t->own.salt, sizeof(t->own.salt), 0) !=
+	    (ssize_t)sizeof(t->own.salt)) {
+		free(t);
+		return NULL;
+	}
+	t->ns = &t->own;
+	t->hot.fd = t->cold.fd = -1;
+	t->next = p->tenants;
+	p->tenants = t;
+	return t;
+}
+
+static struct pfx_ns *shared_ns_get(struct kvd_prefix *p, const char *name)
+{
+	struct pfx_ns *ns;
+
+	for (ns = p->shared; ns; ns = ns->next)
+		if (!strncmp(ns->name, name, KVPOOL_NAME_LEN))
+			return ns;
+	ns = calloc(1, sizeof(*ns));
+	if (!ns)
+		return NULL;
+	name_copy(ns->name, name);
+	if (getrandom(ns->salt, sizeof(ns->salt), 0) !=
+	    (ssize_t)sizeof(ns->salt)) {
+		free(ns);
+		return NULL;
+	}
+	ns->next = p->shared;
+	p->shared = ns;
+	return ns;
+}
+
+static int tenant_leases_open(struct kvd_prefix *p, struct pfx_tenant *t)
+{
+	bool was = t->cold.id;
+	int r = lease_open(p->d, &t->hot, t->name, KVPOOL_RECLAIM_NEVER);
+
+	if (!r)
+		r = lease_open(p->d, &t->cold, t->name, KVPOOL_RECLAIM_FIRST);
+	if (r) {
+		if (!t->nhot)
+			lease_close(p->d, &t->hot);
+		kvd_log(KVD_WARN, "prefix cache of %s: cannot open its leases: %s",
+			t->name, strerror(-r));
+		return r;
+	}
+	if (!was)
+		wake_thread(p);		/* a new cold lease to watch */
+	return 0;
+}
+
+/* An empty cache holds no lease: the tenant may then be deleted. */
+static void tenant_maybe_close(struct kvd_prefix *p, struct pfx_tenant *t)
+{
+	if (t->nhot || t->lru.n || !t->hot.id)
+		return;
+	lease_close(p->d, &t->hot);
+	lease_close(p->d, &t->cold);
+	wake_thread(p);
+}
+
+/* ---- moving entries between hot and cold ---------------------------------- */
+
+/*
+ * Move the blocks of @es (each group of one owner in one call) from cold
+ * to hot (@to_hot) or back.  All or nothing: on an error the groups
+ * already moved go back.
+ */
+static int transit(struct kvd_prefix *p, struct pfx_entry **es, uint32_t n,
+		   bool to_hot)
+{
+	uint32_t *blocks, *done_at, ngroups = 0, i, j, k;
+	struct pfx_tenant **owners;
+	int r = 0;
+
+	if (!n)
+		return 0;
+	blocks = malloc(n * sizeof(*blocks));
+	done_at = malloc(n * sizeof(*done_at));
+	owners = malloc(n * sizeof(*owners));
+	if (!blocks || !done_at || !owners) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* Group by owner: blocks[] in owner order. */
+	k = 0;
+	for (i = 0; i < n; i++) {
+		struct pfx_tenant *t = es[i]->owner;
+
+		for (j = 0; j < ngroups && owners[j] != t; j++)
+			;
+		if (j < ngroups)
+			continue;
+		owners[ngroups] = t;
+		done_at[ngroups] = k;
+		for (j = i; j < n; j++)
+			if (es[j]->owner == t)
+				blocks[k++] = es[j]->block;
+		ngroups++;
+	}
+	for (i = 0; i < ngroups; i++) {
+		struct pfx_tenant *t = owners[i];
+		uint32_t from = done_at[i];
+		uint32_t cnt = (i + 1 < ngroups ? done_at[i + 1] : n) - from;
+
+		r = lease_move(p->d, to_hot ? t->cold.id : t->hot.id,
+			       to_hot ? t->hot.id : t->cold.id, blocks + from,
+			       cnt);
+		if (r)
+			break;
+	}
+	if (r) {
+		kvd_log(KVD_WARN, "prefix cache: move %s: %s",
+			to_hot ? "cold -> hot" : "hot -> cold", strerror(-r));
+		while (i-- > 0) {
+			struct pfx_tenant *t = owners[i];
+			uint32_t from = done_at[i];
+			uint32_t cnt = (i + 1 < ngroups ? done_at[i + 1] : n) -
+				       from;
+
+			lease_move(p->d, to_hot ? t->hot.id : t->cold.id,
+				   to_hot ? t->cold.id : t->hot.id,
+				   blocks + from, cnt);
+		}
+	}
+out:
+	free(blocks);
+	free(done_at);
+	free(owners);
+	return r;
+}
+
+/*
+ * Give back blocks of the cold lease of @t (entries already removed).
+ * The one place where cached blocks leave: a lower tier would take them
+ * here instead.
+ */
+static void evict_blocks(struct kvd_prefix *p, struct pfx_tenant *t,
+			 const uint32_t *blocks, uint32_t n)
+{
+	int r = lease_release(p->d, &t->cold, blocks, n);
+
+	if (r)
+		kvd_log(KVD_ERR, "prefix cache of %s: release of %u blocks: %s",
+			t->name, n, strerror(-r));
+	t->evictions += n;
+}
+
+/* Evict up to @n of @t's cold entries, least recently used first. */
+static uint32_t evict_lru(struct kvd_prefix *p, struct pfx_tenant *t,
+			  uint32_t n)
+{
+	uint32_t *blocks, k = 0;
+	struct pfx_entry *e;
+
+	if (n > t->lru.n)
+		n = t->lru.n;
+	if (!n)
+		return 0;
+	blocks = malloc(n * sizeof(*blocks));
+	if (!blocks)
+		return 0;
+	while (k < n && (e = pfx_lru_oldest(&t->lru))) {
+		blocks[k++] = e->block;
+		pfx_remove(&p->ix, e);
+	}
+	evict_blocks(p, t, blocks, k);
+	free(blocks);
+	tenant_maybe_close(p, t);
+	return k;
+}
+
+static int by_depth_desc(const void *a, const void *b)
+{
+	const struct pfx_entry *x = *(struct pfx_entry *const *)a;
+	const struct pfx_entry *y = *(struct pfx_entry *const *)b;
+
+	return x->depth < y->depth ? 1 : x->depth > y->depth ? -1 : 0;
+}
+
+/*
+ * Drop @pc's references to @blocks (each referenced, no repeats).  An
+ * entry left without reference goes to its owner's cold lease and LRU
+ * (deeper blocks first, so that a sequence's first blocks are evicted
+ * last), or, if flushed meanwhile, leaves the cache.
+ */
+static void drop_refs(struct kvd_prefix *p, struct kvd_prefix_conn *pc,
+		      const uint32_t *blocks, uint32_t n)
+{
+	struct pfx_entry **cold = malloc((n ? n : 1) * sizeof(*cold));
+	uint32_t ncold = 0, i;
+
+	for (i = 0; i < n; i++) {
+		struct pfx_entry *e = pfx_by_block(&p->ix, blocks[i]);
+
+		set_del(pc, blocks[i]);
+		if (!e || --e->refs)
+			continue;
+		if (e->indexed && cold) {
+			cold[ncold++] = e;
+		} else {
+			struct pfx_tenant *t = e->owner;
+			uint32_t b = e->block;
+
+			pfx_remove(&p->ix, e);
+			t->nhot--;
+			t->evictions++;		/* flushed while in use */
+			if (lease_release(p->d, &t->hot, &b, 1))
+				kvd_log(KVD_ERR, "prefix cache of %s: release",
+					t->name);
+			tenant_maybe_close(p, t);
+		}
+	}
+	if (ncold && transit(p, cold, ncold, false)) {
+		/* Cannot keep them: give them back from the hot lease. */
+		for (i = 0; i < ncold; i++) {
+			struct pfx_tenant *t = cold[i]->owner;
+			uint32_t b = cold[i]->block;
+
+			pfx_remove(&p->ix, cold[i]);
+			t->nhot--;
+			lease_release(p->d, &t->hot, &b, 1);
+			t->evictions++;
+			tenant_maybe_close(p, t);
+		}
+		ncold = 0;
+	}
+	qsort(cold, ncold, sizeof(*cold), by_depth_desc);
+	for (i = 0; i < ncold; i++) {
+		struct pfx_tenant *t = cold[i]->owner;
+
+		t->nhot--;
+		pfx_lru_push(&p->ix, &t->lru, cold[i]);
+	}
+	free(cold);
+}
+
+/* ---- ops --------------------------------------------------------------------- */
+
+static uint8_t *scratch_for(struct kvd_prefix *p, uint32_t tpb)
+{
+	size_t need = 48 + (size_t)tpb * sizeof(uint32_t);
+
+	if (need > p->scratch_cap) {
+		uint8_t *s = realloc(p->scratch, need);
+
+		if (!s)
+			return NULL;
+		p->scratch = s;
+		p->scratch_cap = need;
+	}
+	return p->scratch;
+}
+
+static struct kvd_prefix_conn *conn_get(struct kvd_client *c)
+{
+	struct kvd_prefix_conn **pp = kvd_client_prefix(c);
+
+	if (!*pp)
+		*pp = calloc(1, sizeof(**pp));
+	return *pp;
+}
+
+static int op_layout_model(struct kvd_client *c,
+			   const struct kvp_layout_model *q,
+			   struct kvp_layout_reply *rep)
+{
+	struct kvd_prefix_conn *pc;
+	const struct kvk_layout *l;
+	int r;
+
+	if (q->reserved[0] || q->reserved[1] || !q->model[0] ||
+	    !memchr(q->model, 0, sizeof(q->model)))
+		return -EINVAL;
+	pc = conn_get(c);
+	if (!pc)
+		return -ENOMEM;
+	r = kvd_client_layout_add(c, &q->layout, rep);
+	if (r)
+		return r;
+	l = kvd_client_layout(c, rep->layout_id);
+	pfx_model_identity(&pc->model[rep->layout_id], q->model, l->layers,
+			   l->kv_heads, l->head_dim, l->dtype,
+			   q->layout.rope_base, l->tokens_per_block,
+			   l->block_bytes);
+	pc->has_model |= 1U << rep->layout_id;
+	return 0;
+}
+
+/* The layout and model of a request: 0, -EINVAL, -ENOKEY. */
+static int req_layout(struct kvd_client *c, uint32_t id,
+		      const struct kvk_layout **l, struct kvd_prefix_conn **pc)
+{
+	*l = kvd_client_layout(c, id);
+	if (!*l)
+		return -EINVAL;
+	*pc = *kvd_client_prefix(c);
+	if (!*pc || !((*pc)->has_model & (1U << id)))
+		return -ENOKEY;
+	return 0;
+}
+
+static int op_match(struct kvd_prefix *p, struct kvd_client *c,
+		    const struct kvp_prefix_match *q,
+		    struct kvp_prefix_match_reply *rep)
+{
+	uint64_t t0 = kvd_now_ns();
+	const struct kvk_layout *l;
+	struct kvd_prefix_conn *pc;
+	struct pfx_entry **es = NULL, **warm = NULL;
+	struct pfx_key key = { 0, 0 }, parent = { 0, 0 };
+	char tname[KVPOOL_NAME_LEN];
+	uint32_t *tokens = NULL, *out, nb, m, nwarm = 0, i, tpb;
+	struct pfx_tenant *t;
+	uint64_t parent_id = 0;
+	uint8_t *scratch;
+	int r;
+
+	if (q->flags || q->reserved[0] || q->reserved[1])
+		return -EINVAL;
+	r = req_layout(c, q->layout_id, &l, &pc);
+	if (r)
+		return r;
+	if (q->ntok > KVP_PREFIX_MAX_TOKENS)
+		return -EINVAL;
+	tpb = l->tokens_per_block;
+	nb = q->ntok / tpb;
+	if (nb > q->max_blocks)
+		nb = q->max_blocks;
+	r = kvd_client_region_u32(c, q->off_tokens, (uint64_t)nb * tpb,
+				  &tokens);
+	if (!r)
+		r = kvd_client_region_ptr(c, q->off_blocks, nb, sizeof(uint32_t),
+					  (void **)&out);
+	if (r)
+		goto out_free;
+	es = malloc((nb ? nb : 1) * sizeof(*es));
+	warm = malloc((nb ? nb : 1) * sizeof(*warm));
+	if (!es || !warm) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	kvd_client_tenant(c, tname);
+
+	pthread_mutex_lock(&p->lock);
+	t = tenant_get(p, tname);
+	scratch = scratch_for(p, tpb);
+	if (!t || !scratch) {
+		r = -ENOMEM;
+		goto out_unlock;
+	}
+	for (m = 0; m < nb; m++) {
+		struct pfx_entry *e;
+
+		pfx_key_compute(&p->ix, &key, t->ns->salt, &parent,
+				&pc->model[q->layout_id], tokens + m * tpb, tpb,
+				scratch);
+		e = pfx_lookup(&p->ix, &key, t->ns, &pc->model[q->layout_id],
+			       parent_id, tokens + m * tpb, tpb);
+		if (!e)
+			break;
+		es[m] = e;
+		if (!e->refs)
+			warm[nwarm++] = e;
+		parent = key;
+		parent_id = e->id;
+	}
+	r = set_reserve(pc, m);
+	if (!r)
+		r = transit(p, warm, nwarm, true);
+	if (r)
+		goto out_unlock;
+	for (i = 0; i < m; i++) {
+		struct pfx_entry *e = es[i];
+
+		if (kvd_prefix_referenced(pc, e->block))
+			continue;
+		set_add(pc, e->block);
+		if (!e->refs++) {
+			pfx_lru_del(e);
+			((struct pfx_tenant *)e->owner)->nhot++;
+		}
+	}
+	for (i = 0; i < m; i++)
+		out[i] = es[i]->block;
+	t->hits += m;
+	t->misses += nb - m;
+	t->hit_tokens += (uint64_t)m * tpb;
+	r = (int)m;
+	rep->blocks = m;
+	rep->tokens = m * tpb;
+	rep->daemon_ns = kvd_now_ns() - t0;
+out_unlock:
+	pthread_mutex_unlock(&p->lock);
+out_free:
+	free(tokens);
+	free(es);
+	free(warm);
+	return r;
+}
+
+static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
+		      const struct kvp_prefix_publish *q,
+		      struct kvp_prefix_publish_reply *rep)
+{
+	struct kvd *d = p->d;
+	const struct kvk_layout *l;
+	struct kvd_prefix_conn *pc;
+	struct pfx_entry **es = NULL, **fresh = NULL, **warm = NULL;
+	struct pfx_key key = { 0, 0 }, parent = { 0, 0 };
+	char tname[KVPOOL_NAME_LEN];
+	uint32_t *tokens = NULL, *blocks = NULL, *res, *move = NULL;
+	uint32_t *dedup = NULL, nmove = 0, ndedup = 0, nwarm = 0, i, tpb;
+	uint32_t n = q->nblocks;
+	struct pfx_tenant *t;
+	uint64_t parent_id = 0, lease_id = kvd_client_lease_id(c);
+	bool missed = false;
+	uint8_t *scratch;
+	int r;
+
+	if (q->flags || q->reserved[0] || q->reserved[1])
+		return -EINVAL;
+	r = req_layout(c, q->layout_id, &l, &pc);
+	if (r)
+		return r;
+	tpb = l->tokens_per_block;
+	if (!n || n > KVP_IO_MAX_BLOCKS || (uint64_t)n * tpb != q->ntok)
+		return -EINVAL;		/* every block full, and only those */
+	r = kvd_client_region_u32(c, q->off_tokens, q->ntok, &tokens);
+	if (!r)
+		r = kvd_client_region_u32(c, q->off_blocks, n, &blocks);
+	if (!r)
+		r = kvd_client_region_ptr(c, q->off_result, n, sizeof(uint32_t),
+					  (void **)&res);
+	if (r)
+		goto out_free;
+	es = calloc(n, sizeof(*es));
+	fresh = calloc(n, sizeof(*fresh));
+	warm = malloc(n * sizeof(*warm));
+	move = malloc(n * sizeof(*move));
+	dedup = malloc(n * sizeof(*dedup));
+	if (!es || !fresh || !warm || !move || !dedup) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	kvd_client_tenant(c, tname);
+
+	pthread_mutex_lock(&p->lock);
+	t = tenant_get(p, tname);
+	scratch = scratch_for(p, tpb);
+	if (!t || !scratch) {
+		r = -ENOMEM;
+		goto out_unlock;
+	}
+	for (i = 0; i < n; i++) {
+		const uint32_t *tok = tokens + i * tpb;
+		struct pfx_entry *e = NULL;
+		bool mine = kvd_prefix_referenced(pc, blocks[i]);
+
+		pfx_key_compute(&p->ix, &key, t->ns->salt, &parent,
+				&pc->model[q->layout_id], tok, tpb, scratch);
+		if (!missed)
+			e = pfx_lookup(&p->ix, &key, t->ns,
+				       &pc->model[q->layout_id], parent_id,
+				       tok, tpb);
+		if (e) {
+			if (e->block != blocks[i]) {
+				/* Cached already: the caller's copy goes. */
+				if (mine) {
+					r = -EINVAL;	/* cached elsewhere */
+					goto out_unlock;
+				}
+				dedup[ndedup++] = blocks[i];
+				if (!e->refs && !kvd_prefix_referenced(pc,
+								e->block))
+					warm[nwarm++] = e;
+			} else if (!mine) {
+				r = -EPERM;	/* not referenced by the caller */
+				goto out_unlock;
+			}
+			es[i] = e;
+			parent_id = e->id;
+		} else {
+			if (mine) {
+				r = -EINVAL;	/* a cached block, other tokens */
+				goto out_unlock;
+			}
+			missed = true;
+			e = pfx_entry_new(&p->ix, &key, t->ns, t,
+					  &pc->model[q->layout_id], parent_id,
+					  blocks[i], tok, tpb);
+			if (!e) {
+				r = -ENOMEM;
+				goto out_unlock;
+			}
+			e->depth = i;
+			fresh[i] = e;
+			move[nmove++] = blocks[i];
+			parent_id = e->id;
+		}
+		parent = key;
+	}
+	/* The blocks that stay the caller's must be the caller's. */
+	if (ndedup && kvd_lease_check(d->top, lease_id, dedup, ndedup, false)) {
+		r = -EPERM;
+		goto out_unlock;
+	}
+	r = pfx_index_reserve(&p->ix, nmove);
+	if (!r)
+		r = set_reserve(pc, n);
+	if (!r && nmove)
+		r = tenant_leases_open(p, t);
+	if (r)
+		goto out_unlock;
+	r = lease_move(d, lease_id, t->hot.id, move, nmove);
+	if (r) {
+		tenant_maybe_close(p, t);
+		goto out_unlock;
+	}
+	r = transit(p, warm, nwarm, true);
+	if (r) {
+		lease_move(d, t->hot.id, lease_id, move, nmove);
+		tenant_maybe_close(p, t);
+		goto out_unlock;
+	}
+	/* Nothing can fail from here on. */
+	for (i = 0; i < n; i++) {
+		struct pfx_entry *e = fresh[i] ? fresh[i] : es[i];
+
+		if (fresh[i]) {
+			pfx_insert(&p->ix, e);
+			e->refs = 1;
+			t->nhot++;
+			set_add(pc, e->block);
+			fresh[i] = NULL;
+		} else if (!kvd_prefix_referenced(pc, e->block)) {
+			set_add(pc, e->block);
+			if (!e->refs++) {
+				pfx_lru_del(e);
+				((struct pfx_tenant *)e->owner)->nhot++;
+			}
+		}
+		res[i] = e->block;
+	}
+	t->published += nmove;
+	rep->added = nmove;
+	rep->shared = n - nmove;
+	r = (int)nmove;
+out_unlock:
+	pthread_mutex_unlock(&p->lock);
+out_free:
+	if (fresh)
+		for (i = 0; i < n; i++)
+			pfx_entry_free(fresh[i]);
+	free(tokens);
+	free(blocks);
+	free(es);
+	free(fresh);
+	free(warm);
+	free(move);
+	free(dedup);
+	return r;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int op_unref(struct kvd_prefix *p, struct kvd_client *c,
+		    const struct kvp_prefix_unref *q)
+{
+	struct kvd_prefix_conn *pc = *kvd_client_prefix(c);
+	uint32_t *blocks = NULL, *sorted = NULL, n = q->n, i;
+	int r = 0;
+
+	if ((q->flags & ~KVP_PREFIX_UNREF_ALL) || q->reserved[0] ||
+	    q->reserved[1])
+		return -EINVAL;
+	if ((q->flags & KVP_PREFIX_UNREF_ALL) ? n != 0 :
+	    (!n || n > KVP_IO_MAX_BLOCKS))
+		return -EINVAL;
+	if (!pc)
+		return (q->flags & KVP_PREFIX_UNREF_ALL) ? 0 : -EINVAL;
+	if (!(q->flags & KVP_PREFIX_UNREF_ALL)) {
+		r = kvd_client_region_u32(c, q->off_blocks, n, &blocks);
+		if (r)
+			return r;
+		sorted = malloc(n * sizeof(*sorted));
+		if (!sorted) {
+			free(blocks);
+			return -ENOMEM;
+		}
+		memcpy(sorted, blocks, n * sizeof(*sorted));
+		qsort(sorted, n, sizeof(*sorted), cmp_u32);
+		for (i = 0; i < n; i++)
+			if (!kvd_prefix_referenced(pc, sorted[i]) ||
+			    (i && sorted[i] == sorted[i - 1])) {
+				free(blocks);
+				free(sorted);
+				return -EINVAL;
+			}
+		free(sorted);
+	} else {
+		uint32_t k = 0;
+
+		blocks = malloc((pc->n ? pc->n : 1) * sizeof(*blocks));
+		if (!blocks)
+			return -ENOMEM;
+		for (i = 0; i < pc->cap; i++)
+			if (pc->set[i] != SET_EMPTY)
+				blocks[k++] = pc->set[i];
+		n = k;
+	}
+	pthread_mutex_lock(&p->lock);
+	drop_refs(p, pc, blocks, n);
+	pthread_mutex_unlock(&p->lock);
+	free(blocks);
+	return (int)n;
+}
+
+static int op_evict(struct kvd_prefix *p, struct kvd_client *c,
+		    const struct kvp_prefix_evict *q)
+{
+	char tname[KVPOOL_NAME_LEN];
+
+	if (q->flags || q->reserved[0] || q->reserved[1] || !q->count)
+		return -EINVAL;
+	kvd_client_tenant(c, tname);
+	return (int)kvd_prefix_evict_tenant(p->d, tname, q->count);
+}
+
+#define BODY(type) ({							\
+	if (blen != sizeof(type))					\
+		return -EBADMSG;					\
+	(const type *)body; })
+
+int kvd_prefix_op(struct kvd_client *c, uint16_t op, const void *body,
+		  size_t blen, void *rbody, size_t *rlen)
+{
+	struct kvd_prefix *p = kvd_client_daemon(c)->prefix;
+
+	if (op == KVP_OP_LAYOUT_MODEL) {
+		*rlen = sizeof(struct kvp_layout_reply);
+		return op_layout_model(c, BODY(struct kvp_layout_model), rbody);
+	}
+	if (p->usable)
+		return p->usable;
+	switch (op) {
+	case KVP_OP_PREFIX_MATCH:
+		*rlen = sizeof(struct kvp_prefix_match_reply);
+		return op_match(p, c, BODY(struct kvp_prefix_match), rbody);
+	case KVP_OP_PREFIX_PUBLISH:
+		*rlen = sizeof(struct kvp_prefix_publish_reply);
+		return op_publish(p, c, BODY(struct kvp_prefix_publish), rbody);
+	case KVP_OP_PREFIX_UNREF:
+		return op_unref(p, c, BODY(struct kvp_prefix_unref));
+	case KVP_OP_PREFIX_EVICT:
+		return op_evict(p, c, BODY(struct kvp_prefix_evict));
+	}
+	return -EOPNOTSUPP;
+}
+
+/* ---- admin -------------------------------------------------------------------- */
+
+static void fill_rec(struct pfx_tenant *t, struct kvp_prefix_rec *o)
+{
+	memset(o, 0, sizeof(*o));
+	memcpy(o->tenant, t->name, sizeof(o->tenant));
+	memcpy(o->ns, t->ns->name, sizeof(o->ns));
+	o->hot_lease = t->hot.id;
+	o->cold_lease = t->cold.id;
+	o->cached = t->nhot + t->lru.n;
+	o->referenced = t->nhot;
+	o->hits = t->hits;
+	o->misses = t->misses;
+	o->hit_tokens = t->hit_tokens;
+	o->evictions = t->evictions;
+	o->published = t->published;
+}
+
+/* Flush @t (p->lock held): cold entries go, hot ones are no longer found. */
+static uint32_t flush_locked(struct kvd_prefix *p, struct pfx_tenant *t)
+{
+	uint32_t n = evict_lru(p, t, t->lru.n), i;
+
+	for (i = 0; i <= p->ix.bmask; i++) {
+		struct pfx_entry *e;
+
+		for (e = p->ix.bb[i]; e; e = e->bnext)
+			if (e->owner == t)
+				pfx_unindex(&p->ix, e);
+	}
+	return n;
+}
+
+static bool name_ok(const char *s, bool empty_ok)
+{
+	if (!memchr(s, 0, KVP_NAME_LEN))
+		return false;
+	if (!s[0])
+		return empty_ok;
+	return !kvpool_name_valid(s);
+}
+
+int kvd_prefix_admin(struct kvd *d, bool admin, uint16_t op, const void *body,
+		     size_t blen, void *rbody, size_t *rlen)
+{
+	struct kvd_prefix *p = d->prefix;
+
+	if (op == KVP_OP_PREFIX_LIST) {
+		const struct kvp_list *q = BODY(struct kvp_list);
+		struct kvp_list_reply *lr = rbody;
+		struct kvp_prefix_rec *o = (void *)(lr + 1);
+		uint32_t cap = (uint32_t)((KVP_MSG_MAX - sizeof(struct kvp_reply) -
+					   sizeof(*lr)) / sizeof(*o));
+		uint32_t i = 0, n = 0;
+		struct pfx_tenant *t;
+
+		if (q->pad || !memchr(q->pool, 0, sizeof(q->pool)))
+			return -EINVAL;
+		if (q->pool[0] && strncmp(q->pool, d->top->name,
+					  KVPOOL_NAME_LEN))
+			return -ENOENT;
+		pthread_mutex_lock(&p->lock);
+		for (t = p->tenants; t; t = t->next, i++)
+			if (i >= q->start && n < cap)
+				fill_rec(t, &o[n++]);
+		pthread_mutex_unlock(&p->lock);
+		lr->total = i;
+		lr->count = n;
+		*rlen = sizeof(*lr) + n * sizeof(*o);
+		return (int)n;
+	}
+	if (op == KVP_OP_PREFIX_FLUSH || op == KVP_OP_PREFIX_SHARE) {
+		const struct kvp_prefix_tenant *q =
+			BODY(struct kvp_prefix_tenant);
+		struct pfx_tenant *t;
+		int r = 0;
+
+		if (q->flags || q->pad || q->reserved[0] || q->reserved[1] ||
+		    !name_ok(q->pool, true) || !name_ok(q->tenant, false) ||
+		    !name_ok(q->ns, true) ||
+		    (op == KVP_OP_PREFIX_FLUSH && q->ns[0]))
+			return -EINVAL;
+		if (!admin)
+			return -EACCES;
+		if (q->pool[0] && strncmp(q->pool, d->top->name,
+					  KVPOOL_NAME_LEN))
+			return -ENOENT;
+		if (d->mode == KVP_MODE_INPROC) {
+			pthread_mutex_lock(&d->top->lock);
+			if (!kvpool_tenant_find(d->top->pool, q->tenant))
+				r = -ENOENT;
+			pthread_mutex_unlock(&d->top->lock);
+			if (r)
+				return r;
+		}
+		if (op == KVP_OP_PREFIX_FLUSH)
+			return (int)kvd_prefix_flush(d, q->tenant);
+		pthread_mutex_lock(&p->lock);
+		t = tenant_get(p, q->tenant);
+		if (!t) {
+			r = -ENOMEM;
+		} else {
+			struct pfx_ns *ns = q->ns[0] ?
+					    shared_ns_get(p, q->ns) : &t->own;
+
+			if (!ns) {
+				r = -ENOMEM;
+			} else if (ns != t->ns) {
+				r = (int)flush_locked(p, t);
+				t->ns = ns;
+				kvd_log(KVD_INFO, "prefix cache of %s: namespace %s",
+					t->name, ns->name[0] ? ns->name :
+					"(its own)");
+			}
+		}
+		pthread_mutex_unlock(&p->lock);
+		return r;
+	}
+	return -EOPNOTSUPP;
+}
+
+/* ---- eviction entry points ------------------------------------------------------ */
+
+uint32_t kvd_prefix_evict_tenant(struct kvd *d, const char *tenant, uint32_t n)
+{
+	struct kvd_prefix *p = d->prefix;
+	struct pfx_tenant *t;
+	uint32_t k = 0;
+
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	for (t = p->tenants; t; t = t->next)
+		if (!strncmp(t->name, tenant, KVPOOL_NAME_LEN)) {
+			k = evict_lru(p, t, n);
+			break;
+		}
+	pthread_mutex_unlock(&p->lock);
+	if (k)
+		kvd_log(KVD_DEBUG, "prefix cache of %s: %u blocks evicted",
+			tenant, k);
+	return k;
+}
+
+uint32_t kvd_prefix_evict_pool(struct kvd *d, const char *asker, uint32_t n)
+{
+	struct kvd_prefix *p = d->prefix;
+	struct pfx_tenant *t;
+	uint32_t k = 0, nt = 0, i;
+	struct {
+		struct pfx_tenant *t;
+		uint32_t budget, take;
+		struct pfx_entry *next;		/* its next candidate */
+	} *c;
+
+	if (!p || !n)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	for (t = p->tenants; t; t = t->next)
+		nt++;
+	c = calloc(nt ? nt : 1, sizeof(*c));
+	if (!c) {
+		pthread_mutex_unlock(&p->lock);
+		return 0;
+	}
+	/* What each tenant may give: never below its min (unless it asks). */
+	nt = 0;
+	for (t = p->tenants; t; t = t->next) {
+		uint32_t target, cur, min, budget = t->lru.n;
+
+		if (!t->lru.n || !t->cold.id)
+			continue;
+		if (strncmp(t->name, asker, KVPOOL_NAME_LEN)) {
+			if (lease_status(d, &t->cold, &target, &cur, &min))
+				continue;
+			budget = cur > min ? cur - min : 0;
+			if (budget > t->lru.n)
+				budget = t->lru.n;
+		}
+		if (!budget)
+			continue;
+		c[nt].t = t;
+		c[nt].budget = budget;
+		c[nt].next = pfx_lru_oldest(&t->lru);
+		nt++;
+	}
+	/* Least recently used first, across tenants. */
+	while (k < n) {
+		int best = -1;
+
+		for (i = 0; i < nt; i++)
+			if (c[i].next && c[i].take < c[i].budget &&
+			    (best < 0 || c[i].next->stamp < c[best].next->stamp))
+				best = (int)i;
+		if (best < 0)
+			break;
+		c[best].take++;
+		c[best].next = c[best].next->lprev;
+		k++;
+	}
+	for (i = 0; i < nt; i++)
+		if (c[i].take)
+			evict_lru(p, c[i].t, c[i].take);
+	pthread_mutex_unlock(&p->lock);
+	free(c);
+	if (k)
+		kvd_log(KVD_DEBUG, "prefix cache: pool short by %u (%s): %u "
+			"blocks evicted", n, asker[0] ? asker : "grow", k);
+	return k;
+}
+
+uint32_t kvd_prefix_flush(struct kvd *d, const char *tenant)
+{
+	struct kvd_prefix *p = d->prefix;
+	struct pfx_tenant *t;
+	uint32_t k = 0;
+
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	for (t = p->tenants; t; t = t->next)
+		if (!strncmp(t->name, tenant, KVPOOL_NAME_LEN)) {
+			k = flush_locked(p, t);
+			break;
+		}
+	pthread_mutex_unlock(&p->lock);
+	return k;
+}
+
+void kvd_prefix_reclaim_wake(struct kvd *d)
+{
+	if (d->prefix)
+		wake_thread(d->prefix);
+}
+
+void kvd_prefix_conn_close(struct kvd *d, struct kvd_prefix_conn *pc)
+{
+	struct kvd_prefix *p = d->prefix;
+	uint32_t *blocks, i, k = 0;
+
+	if (!pc)
+		return;
+	blocks = malloc((pc->n ? pc->n : 1) * sizeof(*blocks));
+	if (blocks && p) {
+		for (i = 0; i < pc->cap; i++)
+			if (pc->set[i] != SET_EMPTY)
+				blocks[k++] = pc->set[i];
+		pthread_mutex_lock(&p->lock);
+		drop_refs(p, pc, blocks, k);
+		pthread_mutex_unlock(&p->lock);
+	} else if (pc->n) {
+		kvd_log(KVD_ERR, "prefix cache: out of memory dropping %u "
+			"references", pc->n);
+	}
+	free(blocks);
+	free(pc->set);
+	free(pc);
+}
+
+/* ---- reclaim targets on cold leases (the prefix thread) --------------------- */
+
+/* Meet every cold lease's reclaim target (p->lock held). */
+static void answer_reclaim(struct kvd_prefix *p, const struct pollfd *pf,
+			   nfds_t npf)
+{
+	struct pfx_tenant *t;
+	uint64_t now = kvd_now_ns();
+
+	for (t = p->tenants; t; t = t->next) {
+		uint32_t target = 0, cur, min;
+		nfds_t i;
+
+		if (!t->cold.id)
+			continue;
+		if (p->d->mode != KVP_MODE_INPROC) {
+			for (i = 1; i < npf; i++)
+				if (pf[i].fd == t->cold.fd)
+					break;
+			if (i == npf || !(pf[i].revents & POLLPRI))
+				continue;
+		}
+		if (lease_status(p->d, &t->cold, &target, &cur, &min) ||
+		    !target)
+			continue;
+		if (evict_lru(p, t, target) < target)
+			t->quiet_until = now + 1000000000ULL;
+		kvd_log(KVD_DEBUG, "prefix cache of %s: reclaim target %u",
+			t->name, target);
+	}
+}
+
+static void *prefix_main(void *arg)
+{
+	struct kvd_prefix *p = arg;
+
+	while (!p->stop) {
+		struct pollfd pf[1 + 256];
+		nfds_t npf = 1;
+		struct pfx_tenant *t;
+		uint64_t cnt, now = kvd_now_ns();
+
+		pf[0].fd = p->wake_fd;
+		pf[0].events = POLLIN;
+		pf[0].revents = 0;
+		pthread_mutex_lock(&p->lock);
+		if (p->d->mode != KVP_MODE_INPROC)
+			for (t = p->tenants; t && npf < 257; t = t->next) {
+				if (!t->cold.id || t->quiet_until > now)
+					continue;
+				pf[npf].fd = t->cold.fd;
+				pf[npf].events = POLLPRI;
+				pf[npf].revents = 0;
+				npf++;
+			}
+		pthread_mutex_unlock(&p->lock);
+		if (poll(pf, npf, 1000) < 0 && errno != EINTR)
+			break;
+		if (p->stop)
+			break;
+		if (pf[0].revents & POLLIN &&
+		    read(p->wake_fd, &cnt, sizeof(cnt)) < 0) {
+			/* nothing pending */
+		}
+		pthread_mutex_lock(&p->lock);
+		answer_reclaim(p, pf, npf);
+		pthread_mutex_unlock(&p->lock);
+	}
+	return NULL;
+}
+
+/* ---- life ------------------------------------------------------------------------ */
+
+int kvd_prefix_init(struct kvd *d)
+{
+	struct kvd_prefix *p = calloc(1, sizeof(*p));
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	p->d = d;
+	p->wake_fd = -1;
+	pthread_mutex_init(&p->lock, NULL);
+	r = pfx_index_init(&p->ix, d->o.prefix_hash_bits);
+	if (r) {
+		free(p);
+		return r;
+	}
+	if (d->mode == KVP_MODE_MODULE) {
+		struct kvpool_features f;
+		uint64_t need = KVPOOL_FEAT_LEASE_MOVE |
+				KVPOOL_FEAT_RECLAIM_ORDER;
+
+		memset(&f, 0, sizeof(f));
+		f.requested = need;
+		if (ioctl(d->top->owner_fd, KVPOOL_IOC_FEATURES, &f) ||
+		    (f.enabled & need) != need) {
+			kvd_log(KVD_WARN, "prefix cache off: the module cannot "
+				"move blocks between leases");
+			p->usable = -EOPNOTSUPP;
+		}
+	}
+	p->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (p->wake_fd < 0) {
+		r = -errno;
+		pfx_index_fini(&p->ix);
+		free(p);
+		return r;
+	}
+	d->prefix = p;
+	return 0;
+}
+
+int kvd_prefix_start(struct kvd *d)
+{
+	struct kvd_prefix *p = d->prefix;
+	int r;
+
+	if (!p || p->th_started)
+		return 0;
+	r = pthread_create(&p->th, NULL, prefix_main, p);
+	if (r)
+		return -r;
+	p->th_started = true;
+	return 0;
+}
+
+void kvd_prefix_fini(struct kvd *d)
+{
+	struct kvd_prefix *p = d->prefix;
+	struct pfx_tenant *t, *tn;
+	struct pfx_ns *ns, *nn;
+
+	if (!p)
+		return;
+	p->stop = 1;
+	if (p->th_started) {
+		wake_thread(p);
+		pthread_join(p->th, NULL);
+	}
+	d->prefix = NULL;
+	for (t = p->tenants; t; t = tn) {
+		tn = t->next;
+		/* In-process leases go with the ledger; files close here. */
+		if (d->mode != KVP_MODE_INPROC) {
+			lease_close(d, &t->hot);
+			lease_close(d, &t->cold);
+		}
+		free(t);
+	}
+	for (ns = p->shared; ns; ns = nn) {
+		nn = ns->next;
+		free(ns);
+	}
+	pfx_index_fini(&p->ix);
+	close(p->wake_fd);
+	free(p->scratch);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}

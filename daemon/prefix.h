@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prefix.h - kvpoold's prefix cache (prefix.c): one cache per tenant,
+ * shared by all its processes, held in two leases of the daemon charged
+ * to the tenant ("hot": referenced, "cold": unreferenced, LRU), and the
+ * hooks that the rest of the daemon calls.
+ *
+ * Locking: prefix.c has one mutex of its own, taken before d->top->lock (the
+ * in-process ledger) and never while it is held.  The functions
+ * below take it themselves, except kvd_prefix_referenced() (lock-free:
+ * a connection's references change only in its own thread) and
+ * kvd_prefix_reclaim_wake() (called with d->top->lock held; takes nothing).
+ */
+#ifndef KVPOOLD_PREFIX_H
+#define KVPOOLD_PREFIX_H
+
+#include "kvpoold.h"
+
+struct kvd_prefix;
+struct kvd_prefix_conn;
+
+/* After the ledger is open: the cache, its thread.  0 or -errno. */
+int kvd_prefix_init(struct kvd *d);
+/* After privileges are dropped: the thread that answers reclaim targets
+ * posted to the cache's cold leases. */
+int kvd_prefix_start(struct kvd *d);
+/* Before the ledger closes: stop the thread, free the index (the cache
+ * leases die with the daemon's ledger files or in-process ledger). */
+void kvd_prefix_fini(struct kvd *d);
+
+/* server.c: data-plane ops (KVP_OP_PREFIX_*, KVP_OP_LAYOUT_MODEL). */
+int kvd_prefix_op(struct kvd_client *c, uint16_t op, const void *body,
+		  size_t blen, void *rbody, size_t *rlen);
+/* server.c: admin ops (KVP_OP_PREFIX_LIST/FLUSH/SHARE); @admin: the peer
+ * may write. */
+int kvd_prefix_admin(struct kvd *d, bool admin, uint16_t op,
+		     const void *body, size_t blen, void *rbody, size_t *rlen);
+/* Does the connection reference cached block @b (may read it)? */
+bool kvd_prefix_referenced(const struct kvd_prefix_conn *pc, uint32_t b);
+/* The connection is gone: its references go (NULL is fine). */
+void kvd_prefix_conn_close(struct kvd *d, struct kvd_prefix_conn *pc);
+
+/*
+ * The entry point for pressure policies: give back up to @n unreferenced
+ * cached blocks of @tenant, least recently used first.  Returns the
+ * number given back (0 when there is nothing to give).
+ */
+uint32_t kvd_prefix_evict_tenant(struct kvd *d, const char *tenant,
+				 uint32_t n);
+/*
+ * The pool is short of @n blocks for a grant of @asker ("" if unknown):
+ * give back up to @n unreferenced cached blocks, least recently used
+ * first across tenants, never taking a tenant other than @asker below its
+ * min.  Returns the number given back.
+ */
+uint32_t kvd_prefix_evict_pool(struct kvd *d, const char *asker, uint32_t n);
+/* Flush @tenant's cache (see KVP_OP_PREFIX_FLUSH): blocks given back. */
+uint32_t kvd_prefix_flush(struct kvd *d, const char *tenant);
+/* In-process ledger, d->top->lock held: a lease without a client (maybe one
+ * of the cache's) got a reclaim target. */
+void kvd_prefix_reclaim_wake(struct kvd *d);
+
+/* server.c: the parts of a connection that prefix.c uses. */
+int kvd_client_region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
+			  uint64_t size, void **p);
+/* A private copy of u32[n] at @off (free() it). */
+int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
+			  uint32_t **out);
+const struct kvk_layout *kvd_client_layout(struct kvd_client *c,
+					   uint32_t id);
+int kvd_client_layout_add(struct kvd_client *c, const struct kvp_layout *l,
+			  struct kvp_layout_reply *rep);
+uint64_t kvd_client_lease_id(const struct kvd_client *c);
+struct kvd *kvd_client_daemon(struct kvd_client *c);
+/* The tenant the connection's lease is charged to. */
+void kvd_client_tenant(struct kvd_client *c, char name[KVPOOL_NAME_LEN]);
+struct kvd_prefix_conn **kvd_client_prefix(struct kvd_client *c);
+
+#endif /* KVPOOLD_PREFIX_H */

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tier_dram.c - a lower tier in host memory ("dram").
+ *
+ * Like the cpu backend's pool: the whole capacity is reserved once with
+ * mmap(PROT_NONE, MAP_NORESERVE); a grow makes chunks read-write and
+ * populates them, a shrink drops the pages and makes them inaccessible,
+ * so an idle tier holds no memory.  On the cuda backend every chunk is
+ * also page-locked (cuMemHostRegister, one registration per chunk) when
+ * it is mapped and unlocked before it goes, so that copies between it and
+ * the GPU are DMA on the swap worker's stream.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kvpoold.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+struct dram_priv {
+	uint8_t *base;
+	uint64_t bytes;		/* reserved */
+	uint64_t page;
+	bool pin;		/* the backend page-locks chunks */
+};
+
+static struct dram_priv *P(struct kvd_pool *p)
+{
+	return p->priv;
+}
+
+static int dram_init(struct kvd_pool *p, uint64_t *align)
+{
+	struct dram_priv *dp = calloc(1, sizeof(*dp));
+	void *m;
+
+	if (!dp)
+		return -ENOMEM;
+	dp->page = (uint64_t)sysconf(_SC_PAGESIZE);
+	dp->bytes = (uint64_t)p->capacity * p->block_bytes;
+	dp->bytes = (dp->bytes + dp->page - 1) / dp->page * dp->page;
+	m = mmap(NULL, dp->bytes, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) {
+		int e = -errno;
+
+		free(dp);
+		return e;
+	}
+	dp->base = m;
+	dp->pin = p->d->be->host_pin != NULL;
+	p->priv = dp;
+	*align = dp->page;
+	return 0;
+}
+
+static void range(struct kvd_pool *p, uint32_t from, uint32_t to,
+		  uint64_t *off, uint64_t *len)
+{
+	struct dram_priv *dp = P(p);
+	uint64_t a = (uint64_t)from * p->block_bytes;
+	uint64_t b = (uint64_t)to * p->block_bytes;
+
+	b = (b + dp->page - 1) / dp->page * dp->page;
+	if (b > dp->bytes)
+		b = dp->bytes;
+	*off = a;
+	*len = b > a ? b - a : 0;
+}
+
+static int dram_unmap(struct kvd_pool *p, uint32_t from, uint32_t to)
+{
+	struct dram_priv *dp = P(p);
+	uint64_t off, len;
+	uint32_t c;
+
+	if (dp->pin)
+		for (c = from; c < to; c += p->chunk_blocks) {
+			uint32_t e = c + p->chunk_blocks < to ?
+				     c + p->chunk_blocks : to;
+
+			range(p, c, e, &off, &len);
+			if (len)
+				p->d->be->host_unpin(p->d, dp->base + off, len);
+		}
+	range(p, from, to, &off, &len);
+	if (!len)
+		return 0;
+	if (madvise(dp->base + off, len, MADV_DONTNEED))
+		return -errno;
+	if (mprotect(dp->base + off, len, PROT_NONE))
+		return -errno;
+	return 0;
+}
+
+static int dram_map(struct kvd_pool *p, uint32_t from, uint32_t to)
+{
+	struct dram_priv *dp = P(p);
+	uint64_t off, len;
+	uint32_t c;
+	int r;
+
+	range(p, from, to, &off, &len);
+	if (!len)
+		return 0;
+	if (mprotect(dp->base + off, len, PROT_READ | PROT_WRITE))
+		return -errno;
+	if (madvise(dp->base + off, len, MADV_POPULATE_WRITE)) {
+		uint64_t i;
+
+		if (errno == ENOMEM) {
+			mprotect(dp->base + off, len, PROT_NONE);
+			return -ENOMEM;
+		}
+		for (i = 0; i < len; i += dp->page)
+			((volatile uint8_t *)dp->base)[off + i] = 0;
+	}
+	if (!dp->pin)
+		return 0;
+	/* One registration per chunk: a shrink unregisters whole chunks. */
+	for (c = from; c < to; c += p->chunk_blocks) {
+		uint32_t e = c + p->chunk_blocks < to ? c + p->chunk_blocks : to;
+		uint64_t o, l;
+
+		range(p, c, e, &o, &l);
+		r = l ? p->d->be->host_pin(p->d, dp->base + o, l) : 0;
+		if (r) {
+			if (c > from)
+				dram_unmap(p, from, c);
+			range(p, c, to, &o, &l);
+			madvise(dp->base + o, l, MADV_DONTNEED);
+			mprotect(dp->base + o, l, PROT_NONE);
+			return r;
+		}
+	}
+	return 0;
+}
+
+static void dram_fini(struct kvd_pool *p)
+{
+	struct dram_priv *dp = P(p);
+
+	if (!dp)
+		return;
+	if (p->mapped)
+		dram_unmap(p, 0, p->mapped);
+	munmap(dp->base, dp->bytes);
+	free(dp);
+	p->priv = NULL;
+}
+
+static void *dram_host_ptr(struct kvd_pool *p, uint32_t block)
+{
+	return P(p)->base + (uint64_t)block * p->block_bytes;
+}
+
+static uint32_t dram_flags(struct kvd_pool *p)
+{
+	return P(p) && P(p)->pin ? KVP_TIER_F_PINNED : 0;
+}
+
+const struct kvd_tier_ops kvd_tier_dram = {
+	.name = "dram",
+	.init = dram_init,
+	.fini = dram_fini,
+	.map = dram_map,
+	.unmap = dram_unmap,
+	.host_ptr = dram_host_ptr,
+	.flags = dram_flags,
+};

@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: MIT
+"""The admin API (kvl_admin_*): tenants, the pool's figures and the list
+of clients, over generic netlink with the module and over kvpoold's socket
+otherwise.  Changing tenants needs root (or kvpoold's admin group)."""
+from __future__ import annotations
+
+import errno
+import os
+from ctypes import byref, c_void_p
+from dataclasses import dataclass
+
+from . import _lib
+from ._lib import check, cstr, fn, pystr
+from .client import _limit, _mode
+from .errors import InvalidArgument, KvpoolError
+
+#: Leave a field unchanged in Admin.tenant_set().
+KEEP = object()
+
+
+def _none_id(v: int) -> int | None:
+    return None if v == 0xFFFFFFFF else v
+
+
+@dataclass(frozen=True)
+class PoolInfo:
+    name: str
+    block_bytes: int
+    capacity: int
+    backed: int
+    used: int
+    state: int
+    epoch: int
+    leases: int
+    chunk_blocks: int
+    tenants: int
+    mode: str
+    backend: str
+
+
+@dataclass(frozen=True)
+class TenantInfo:
+    name: str
+    max: int | None            #: None: unlimited
+    min: int
+    current: int
+    peak: int
+    ev_max: int
+    ev_stall: int
+    ev_reclaim: int
+    ev_fail: int
+    uid: int | None            #: allowed uid, None: none
+    gid: int | None
+    leases: int
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    lease_id: int
+    pid: int
+    uid: int
+    tenant: str
+    blocks: int
+    connected: bool
+
+
+def _u(v, name: str, none: int) -> int:
+    if v is None:
+        return none
+    if not isinstance(v, int) or v < 0 or v >= 0xFFFFFFFE:
+        raise InvalidArgument(errno.EINVAL, f"{name}: {v!r}")
+    return v
+
+
+class Admin:
+    """An admin handle (kvl_admin_open); socket None: $KVPOOL_SOCKET or
+    the default.  A context manager."""
+
+    def __init__(self, socket: str | os.PathLike | None = None):
+        self._h = None
+        h = c_void_p()
+        check(fn("kvl_admin_open")(None if socket is None else
+                                   os.fsencode(socket), byref(h)),
+              "kvl_admin_open")
+        self._h = h.value
+
+    def _handle(self) -> int:
+        if self._h is None:
+            raise InvalidArgument(errno.EBADF, "the admin handle is closed")
+        return self._h
+
+    def close(self) -> None:
+        if self._h is not None:
+            h, self._h = self._h, None
+            fn("kvl_admin_close")(h)
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def tenant_add(self, name: str, *, pool: str | None = None,
+                   max: int | None = None, min: int = 0,
+                   uid: int | None = None, gid: int | None = None) -> None:
+        """Create a tenant (max None: unlimited; uid/gid None: only root
+        may attach)."""
+        check(fn("kvl_admin_tenant_add")(
+            self._handle(), cstr(pool), cstr(name),
+            _u(max, "max", _lib.UNLIMITED), _u(min, "min", 0),
+            _u(uid, "uid", 0xFFFFFFFF), _u(gid, "gid", 0xFFFFFFFF)),
+            "kvl_admin_tenant_add")
+
+    def tenant_del(self, name: str, *, pool: str | None = None) -> None:
+        check(fn("kvl_admin_tenant_del")(self._handle(), cstr(pool),
+                                         cstr(name)), "kvl_admin_tenant_del")
+
+    def tenant_set(self, name: str, *, pool: str | None = None, max=KEEP,
+                   min=KEEP, uid=KEEP, gid=KEEP) -> None:
+        """Change a tenant's limits; fields left at KEEP stay as they are
+        (max None: unlimited)."""
+        def arg(v, n, none):
+            return _lib.ADMIN_KEEP if v is KEEP else _u(v, n, none)
+        check(fn("kvl_admin_tenant_set")(
+            self._handle(), cstr(pool), cstr(name),
+            arg(max, "max", _lib.UNLIMITED), arg(min, "min", 0),
+            arg(uid, "uid", 0xFFFFFFFF), arg(gid, "gid", 0xFFFFFFFF)),
+            "kvl_admin_tenant_set")
+
+    def tenants(self, pool: str | None = None) -> list[TenantInfo]:
+        """Every tenant of the pool."""
+        cap = 16
+        while True:
+            buf = (_lib.KvlTenantInfo * cap)()
+            n = check(fn("kvl_admin_tenant_list")(self._handle(), cstr(pool),
+                                                  buf, cap),
+                      "kvl_admin_tenant_list")
+            if n <= cap:
+                break
+            cap = n
+        return [TenantInfo(
+            name=pystr(t.name), max=_limit(t.max), min=t.min,
+            current=t.current, peak=t.peak, ev_max=t.ev_max,
+            ev_stall=t.ev_stall, ev_reclaim=t.ev_reclaim, ev_fail=t.ev_fail,
+            uid=_none_id(t.uid), gid=_none_id(t.gid), leases=t.leases)
+            for t in buf[:n]]
+
+    def tenant(self, name: str, pool: str | None = None) -> TenantInfo:
+        """One tenant by name (ENOENT if there is none)."""
+        for t in self.tenants(pool):
+            if t.name == name:
+                return t
+        raise KvpoolError(errno.ENOENT, f"no tenant {name!r}")
+
+    def pool_status(self) -> PoolInfo:
+        p = _lib.KvlPoolInfo()
+        check(fn("kvl_admin_pool_status")(self._handle(), byref(p)),
+              "kvl_admin_pool_status")
+        return PoolInfo(
+            name=pystr(p.name), block_bytes=p.block_bytes,
+            capacity=p.capacity, backed=p.backed, used=p.used,
+            state=p.state, epoch=p.epoch, leases=p.leases,
+            chunk_blocks=p.chunk_blocks, tenants=p.tenants,
+            mode=_mode(p.mode), backend=pystr(p.backend))
+
+    def clients(self, pool: str | None = None) -> list[ClientInfo]:
+        """Every lease of the pool (from kvpoold)."""
+        cap = 16
+        while True:
+            buf = (_lib.KvlClientInfo * cap)()
+            n = check(fn("kvl_admin_client_list")(self._handle(), cstr(pool),
+                                                  buf, cap),
+                      "kvl_admin_client_list")
+            if n <= cap:
+                break
+            cap = n
+        return [ClientInfo(lease_id=c.lease_id, pid=c.pid, uid=c.uid,
+                           tenant=pystr(c.tenant), blocks=c.blocks,
+                           connected=bool(c.connected)) for c in buf[:n]]

@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: MIT
+#
+# python/: the Python binding of libkvlease (python/kvpool/, ctypes, no
+# build step), its tests and the example engine (python/examples/).
+#   $(B)/tests/python/kvlease-abi   kvlease.h's struct layouts, for the
+#                                   binding's ABI test
+#   make python-check               the binding's and the engine's tests
+#   make bench-python               the engine's tokens/s, kvpool vs dense
+#   make install-python             the kvpool package into dist-packages
+# The tests run with Debian's /usr/bin/python3 (python3-numpy,
+# python3-pytest, python3-torch); see python/tests/lib.sh.
+
+PY_OUT := $(B)/tests/python
+PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
+
+$(PY_OUT)/kvlease-abi: python/tests/kvlease-abi.c libkvlease/kvlease.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease $(CFLAGS_BASE) $< -o $@
+
+ALL += $(PY_OUT)/kvlease-abi
+
+PY_TESTS := python/tests/test-binding.sh python/tests/test-engine.sh
+CHECK_PROGS += $(PY_TESTS)
+
+PY_DEPS := $(B)/bin/kvpoold $(KVL_SO) $(B)/bin/kvlease-example \
+	   $(PY_OUT)/kvlease-abi
+
+.PHONY: python-check install-python
+python-check: $(PY_DEPS)
+	@tests/run-tests.sh $(PY_TESTS)
+
+# Into the interpreter's dist-packages under $(PREFIX) (Debian's
+# /usr/local/lib/python3.X/dist-packages for PREFIX=/usr/local).
+PY_SITE = $(PREFIX)/lib/$(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/dist-packages
+install-python:
+	install -d $(DESTDIR)$(PY_SITE)/kvpool
+	install -m 644 python/kvpool/*.py python/kvpool/py.typed \
+		$(DESTDIR)$(PY_SITE)/kvpool/
+
+INSTALL_TGTS += install-python
+
+# Decode tokens/s of the example engine, KV cache in kvpool against
+# PyTorch's dense attention, with the time split by part.
+.PHONY: bench-python
+bench-python: $(B)/bin/kvpoold $(KVL_SO)
+	@$(PYTHON) -c 'import torch' 2>/dev/null || \
+		{ echo "bench-python: $(PYTHON) has no torch (make deps)"; exit 1; }
+	KVPOOLD=$(B)/bin/kvpoold KVPOOL_LIBKVLEASE=$(KVL_SO) \
+		$(PYTHON) python/examples/bench_engine.py --profile
+
+BENCH += bench-python

@@ -1,0 +1,9 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The Python binding against a private kvpoold (CPU backend, in-process
+# ledger): python/tests/test_{binding,abi,example,kill9}.py.
+. "$(dirname "$0")/lib.sh"
+need_modules numpy pytest
+d=$(dirname "$0")
+run_pytest "$d/test_binding.py" "$d/test_abi.py" "$d/test_example.py" \
+	"$d/test_kill9.py"
