@@ -4,8 +4,11 @@
  *
  * For each dtype, context {1K, 8K, 32K, 128K} x batch {1, 16, 64}, with
  * 32 query heads, 8 KV heads, head_dim 128, one layer, 16 tokens per
- * block: KV bytes read per second by kvk_decode() and the ratio to a plain
- * memory-read bandwidth measured in the same run on the same threads.
+ * block, on each instruction-set path: KV bytes read per second by
+ * kvk_decode() and the ratio to a plain memory-read bandwidth measured in
+ * the same run on the same threads, and decode tokens per second (one per
+ * sequence per call) relative to BF16 on the same path and shape, which
+ * says whether a smaller precision decodes faster.
  *
  * Memory cap: batch 64 x 128K tokens of BF16 is 32 GiB for one layer.  The
  * pool is capped (default 2 GiB, -m MiB); when a shape needs more blocks
@@ -16,13 +19,28 @@
  * memory-read figure.  Small shapes (1K x 1: 4 MiB of BF16) fit in the
  * caches and may exceed the memory bandwidth.
  *
+ * Paths: the best one the CPU has and, where that is amx, avx512bf16 too
+ * (-p: a comma-separated list of KVK_SIMD names).  The paths of a shape
+ * run one after the other, so that they see the same machine.
+ *
  * Prints a table (ratios against the first bandwidth measurement), a
- * summary per dtype, then as the last stdout line one JSON object:
- * {"read_gbps": R, "results": [{"dtype", "ctx", "batch", "gbps",
- * "ratio"}, ...]} where R is the higher of the bandwidth measured at the
- * start and at the end (the conservative ratio).  Options: -t threads (0 = all CPUs), -m pool MiB,
- * -s seconds per shape (default 0.4), -q (quick: contexts 1K and 8K only),
- * -k dtypes (comma-separated names, e.g. bf16,fp8; default all), -H (pool
+ * summary per path and dtype, then as the last stdout line one JSON
+ * object: {"read_gbps": R, "read_gbps_first", "read_gbps_last",
+ * "read_cpu_gbps", "threads", "paths": [...], "results": [{"path",
+ * "dtype", "ctx", "batch", "gbps", "ratio", "tokens_per_s", "cpu_ratio",
+ * "vs_bf16"}, ...]}
+ * where R is the higher of the bandwidth measured at the start and at the
+ * end (the conservative ratio) and vs_bf16 is null when BF16 did not run.
+ * On a shared machine the wall-clock figures fall with the other load;
+ * "cpu_ratio" (column cpu-r) is the same ratio per CPU-second of this
+ * process instead: KV bytes per CPU-second of the kernel over bytes per
+ * CPU-second of both read-bandwidth measurements (top level
+ * "read_cpu_gbps"), which time-slicing with other processes leaves
+ * nearly unchanged (memory and cache contention still count).
+ * Options: -t threads (0 = all CPUs), -m pool MiB, -s seconds per shape
+ * (default 0.4), -q (quick: contexts 1K and 8K only), -b largest batch
+ * (1, 16 or 64: batches above it are left out), -k dtypes
+ * (comma-separated names, e.g. bf16,fp8; default all), -p paths, -H (pool
  * on 4 KiB pages: by default it asks for 2 MiB pages, MADV_HUGEPAGE).
  */
 #include <errno.h>
@@ -48,6 +66,15 @@ static double now_s(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of the process, all threads */
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -103,27 +130,48 @@ static void fill_pool(const struct kvk_layout *l, uint8_t *pool,
 	}
 }
 
+#define MAX_PATHS 5
+
 struct result {
-	uint32_t dtype, ctx, batch;
-	double gbps;
+	uint32_t path, dtype, ctx, batch;
+	double gbps, tps, vs_bf16;	/* vs_bf16 < 0: no BF16 result */
+	double cpu_gbps;		/* KV GB per CPU-second */
 };
+
+/* Is name in the comma-separated list? */
+static int in_list(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = list;
+
+	while ((p = strstr(p, name))) {
+		if ((p == list || p[-1] == ',') && (p[n] == ',' || !p[n]))
+			return 1;
+		p += n;
+	}
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
 	static const uint32_t ctxs[] = { 1024, 8192, 32768, 131072 };
 	static const uint32_t batches[] = { 1, 16, 64 };
-	struct result res[4 * 4 * 3];
+	struct result res[MAX_PATHS * 4 * 4 * 3];
+	struct kvk_cpu *cpus[MAX_PATHS];
+	const char *pnames[MAX_PATHS];
+	uint32_t npaths = 0, pi;
+	const char *paths = NULL;
 	unsigned int threads = 0;
 	uint64_t cap_mib = 2048;
-	double per_shape = 0.4, read_bw, read_bw2, ref_bw;
+	double per_shape = 0.4, read_bw, read_bw2, ref_bw, rc0, rcpu;
+	double read_cpu;
 	int quick = 0, huge = 1, opt, nres = 0, i;
-	struct kvk_cpu *cpu;
 	size_t bw_bytes = (size_t)512 << 20;
 	uint8_t *bwbuf;
-	uint32_t dt, ci, bi, nctx;
+	uint32_t dt, ci, bi, nctx, max_batch = 64;
 	const char *only = NULL;
 
-	while ((opt = getopt(argc, argv, "t:m:s:qk:H")) != -1) {
+	while ((opt = getopt(argc, argv, "t:m:s:qb:k:p:H")) != -1) {
 		switch (opt) {
 		case 't':
 			threads = (unsigned int)atoi(optarg);
@@ -137,35 +185,95 @@ int main(int argc, char **argv)
 		case 'q':
 			quick = 1;
 			break;
+		case 'b':
+			max_batch = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
 		case 'k':
 			only = optarg;
+			break;
+		case 'p':
+			paths = optarg;
 			break;
 		case 'H':
 			huge = 0;
 			break;
 		default:
 			fprintf(stderr, "usage: %s [-t threads] [-m pool MiB] "
-				"[-s seconds] [-q] [-k dtypes] [-H]\n", argv[0]);
+				"[-s seconds] [-q] [-b batch] [-k dtypes] [-p paths] "
+				"[-H]\n",
+				argv[0]);
 			return 2;
 		}
 	}
+	if (max_batch < 1) {
+		fprintf(stderr, "%s: -b: the largest batch is at least 1\n",
+			argv[0]);
+		return 2;
+	}
 	nctx = quick ? 2 : 4;
-	if (kvk_cpu_init(&cpu, threads)) {
-		fprintf(stderr, "kvk_cpu_init failed\n");
-		return 1;
+	{
+		static const char *const all[] = { "amx", "avx512bf16",
+						   "avx512", "avx2", "generic" };
+		struct kvk_cpu *c;
+		const char *best;
+		uint32_t a, k;
+
+		if (kvk_cpu_init(&c, threads)) {
+			fprintf(stderr, "kvk_cpu_init failed\n");
+			return 1;
+		}
+		best = kvk_cpu_simd(c);
+		kvk_cpu_free(c);
+		for (a = 0; a < sizeof(all) / sizeof(all[0]); a++) {
+			if (paths ? !in_list(paths, all[a]) :
+			    strcmp(all[a], best) && (strcmp(best, "amx") ||
+			    strcmp(all[a], "avx512bf16")))
+				continue;
+			setenv("KVK_SIMD", all[a], 1);
+			if (kvk_cpu_init(&c, threads)) {
+				fprintf(stderr, "kvk_cpu_init failed\n");
+				return 1;
+			}
+			unsetenv("KVK_SIMD");
+			/* a path the CPU lacks falls back to one below it */
+			for (k = 0; k < npaths; k++)
+				if (!strcmp(pnames[k], kvk_cpu_simd(c)))
+					break;
+			if (strcmp(kvk_cpu_simd(c), all[a]) || k < npaths) {
+				fprintf(stderr, "path %s: not available here\n",
+					all[a]);
+				kvk_cpu_free(c);
+				continue;
+			}
+			pnames[npaths] = all[a];
+			cpus[npaths++] = c;
+		}
+		if (!npaths) {
+			fprintf(stderr, "no path to run\n");
+			return 2;
+		}
 	}
 	bwbuf = malloc(bw_bytes);
 	if (!bwbuf)
 		return 1;
 	memset(bwbuf, 1, bw_bytes);
-	read_bw = kvk_read_bw(cpu, bwbuf, bw_bytes, 8);
-	printf("kvpool-bench-kernels: %u threads, %s, pool cap %llu MiB\n",
-	       kvk_cpu_threads(cpu), kvk_cpu_simd(cpu),
-	       (unsigned long long)cap_mib);
+	rc0 = cpu_s();
+	read_bw = kvk_read_bw(cpus[0], bwbuf, bw_bytes, 8);
+	rcpu = cpu_s() - rc0;
+	read_cpu = rcpu > 0 ? 8.0 * bw_bytes / rcpu / 1e9 : 0;
+	printf("kvpool-bench-kernels: %u threads, paths", kvk_cpu_threads(cpus[0]));
+	for (pi = 0; pi < npaths; pi++)
+		printf(" %s", pnames[pi]);
+	printf(", pool cap %llu MiB\n", (unsigned long long)cap_mib);
 	printf("memory read bandwidth (same threads): %.1f GB/s\n", read_bw);
-	printf("(ratio: against this first measurement)\n");
-	printf("%-5s %7s %5s %10s %10s %7s %6s\n", "dtype", "ctx", "batch",
-	       "KV MiB", "KV GB/s", "ratio", "calls");
+	printf("(ratio: against this first measurement; tok/s: sequences x "
+	       "calls per second; vs bf16: tok/s over BF16's, same path and "
+	       "shape)\n");
+	printf("(cpu-r: the ratio per CPU-second of this process, against "
+	       "both measurements)\n");
+	printf("%-10s %-5s %7s %5s %9s %9s %6s %10s %7s %6s %6s\n", "path",
+	       "dtype", "ctx", "batch", "KV MiB", "KV GB/s", "ratio", "tok/s",
+	       "vs bf16", "calls", "cpu-r");
 	fflush(stdout);
 
 	for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
@@ -173,7 +281,7 @@ int main(int argc, char **argv)
 		uint64_t pt, fx, need_blocks, nblocks, pool_bytes;
 		uint8_t *pool;
 
-		if (only && !strstr(only, kvk_dtype_name(dt)))
+		if (only && !in_list(only, kvk_dtype_name(dt)))
 			continue;
 		kvk_layout_cost(1, KVH, D, dt, &pt, &fx);
 		kvk_layout_init(&l, 1, KVH, D, dt, fx + pt * TPB);
@@ -199,10 +307,12 @@ int main(int argc, char **argv)
 				uint32_t C = ctxs[ci], B = batches[bi];
 				uint32_t mbps = C / TPB, b, j, *tables, *ctx;
 				float *q, *out;
-				double t0, t, bytes;
-				int calls = 0;
+				double t0, t, c0, bytes;
+				int calls;
 				struct kvk_decode_args a;
 
+				if (B > max_batch)
+					continue;
 				tables = malloc(sizeof(uint32_t) * B * mbps);
 				ctx = malloc(sizeof(uint32_t) * B);
 				q = malloc(sizeof(float) * B * QH * D);
@@ -228,28 +338,56 @@ int main(int argc, char **argv)
 				a.scale = 1.0f / sqrtf(D);
 				a.out = out;
 				bytes = (double)C * B * l.bytes_per_token;
-				/* warm-up when cheap */
-				if (bytes < 2e9)
-					kvk_decode(&a, cpu);
-				t0 = now_s();
-				do {
-					if (kvk_decode(&a, cpu)) {
-						fprintf(stderr, "decode failed\n");
-						return 1;
-					}
-					calls++;
-					t = now_s() - t0;
-				} while (t < per_shape);
-				res[nres].dtype = dt;
-				res[nres].ctx = C;
-				res[nres].batch = B;
-				res[nres].gbps = bytes * calls / t / 1e9;
-				printf("%-5s %7u %5u %10.1f %10.2f %7.3f %6d\n",
-				       kvk_dtype_name(dt), C, B,
-				       bytes / 1048576.0, res[nres].gbps,
-				       res[nres].gbps / read_bw, calls);
-				fflush(stdout);
-				nres++;
+				for (pi = 0; pi < npaths; pi++) {
+					struct result *r = &res[nres];
+					int k;
+
+					calls = 0;
+					/* warm-up when cheap */
+					if (bytes < 2e9)
+						kvk_decode(&a, cpus[pi]);
+					t0 = now_s();
+					c0 = cpu_s();
+					do {
+						if (kvk_decode(&a, cpus[pi])) {
+							fprintf(stderr,
+								"decode failed\n");
+							return 1;
+						}
+						calls++;
+						t = now_s() - t0;
+					} while (t < per_shape);
+					c0 = cpu_s() - c0;
+					r->path = pi;
+					r->dtype = dt;
+					r->ctx = C;
+					r->batch = B;
+					r->gbps = bytes * calls / t / 1e9;
+					r->tps = (double)B * calls / t;
+					r->cpu_gbps = c0 > 0 ? bytes * calls /
+						      c0 / 1e9 : 0;
+					r->vs_bf16 = -1;
+					for (k = 0; k < nres; k++)
+						if (res[k].path == pi &&
+						    res[k].dtype == KVK_BF16 &&
+						    res[k].ctx == C &&
+						    res[k].batch == B)
+							r->vs_bf16 = r->tps /
+								     res[k].tps;
+					printf("%-10s %-5s %7u %5u %9.1f %9.2f %6.3f "
+					       "%10.1f ", pnames[pi],
+					       kvk_dtype_name(dt), C, B,
+					       bytes / 1048576.0, r->gbps,
+					       r->gbps / read_bw, r->tps);
+					if (r->vs_bf16 >= 0)
+						printf("%7.2f", r->vs_bf16);
+					else
+						printf("%7s", "-");
+					printf(" %6d %6.3f\n", calls,
+					       r->cpu_gbps / read_cpu);
+					fflush(stdout);
+					nres++;
+				}
 				free(tables);
 				free(ctx);
 				free(q);
@@ -258,40 +396,74 @@ int main(int argc, char **argv)
 		}
 		free(pool);
 	}
-	read_bw2 = kvk_read_bw(cpu, bwbuf, bw_bytes, 8);
+	rc0 = cpu_s();
+	read_bw2 = kvk_read_bw(cpus[0], bwbuf, bw_bytes, 8);
+	rcpu += cpu_s() - rc0;
+	/* bytes per CPU-second of both read measurements */
+	read_cpu = rcpu > 0 ? 2.0 * 8 * bw_bytes / rcpu / 1e9 : 0;
 	/*
 	 * The machine's bandwidth drifts during a run (shared hosts): judge
 	 * against the higher of the two measurements, the conservative ratio.
 	 */
 	ref_bw = read_bw2 > read_bw ? read_bw2 : read_bw;
 	printf("memory read bandwidth again: %.1f GB/s; the summary and the "
-	       "JSON use the higher, %.1f GB/s\n", read_bw2, ref_bw);
-	for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
-		double lo = 1e9, hi = 0;
+	       "JSON use the higher, %.1f GB/s; per CPU-second, both: %.1f "
+	       "GB/s\n", read_bw2, ref_bw, read_cpu);
+	for (pi = 0; pi < npaths; pi++)
+		for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
+			double lo = 1e9, hi = 0, vlo = 1e9, vhi = 0;
+			double clo = 1e9, chi = 0;
 
-		for (i = 0; i < nres; i++) {
-			double r = res[i].gbps / ref_bw;
+			for (i = 0; i < nres; i++) {
+				double r = res[i].gbps / ref_bw;
 
-			if (res[i].dtype != dt || res[i].ctx < 8192)
+				if (res[i].path != pi || res[i].dtype != dt ||
+				    res[i].ctx < 8192)
+					continue;
+				lo = r < lo ? r : lo;
+				hi = r > hi ? r : hi;
+				r = res[i].cpu_gbps / read_cpu;
+				clo = r < clo ? r : clo;
+				chi = r > chi ? r : chi;
+				if (res[i].vs_bf16 >= 0) {
+					vlo = res[i].vs_bf16 < vlo ?
+					      res[i].vs_bf16 : vlo;
+					vhi = res[i].vs_bf16 > vhi ?
+					      res[i].vs_bf16 : vhi;
+				}
+			}
+			if (!(hi > 0))
 				continue;
-			lo = r < lo ? r : lo;
-			hi = r > hi ? r : hi;
+			printf("summary %-10s %-5s ctx >= 8K: ratio %.2f .. %.2f",
+			       pnames[pi], kvk_dtype_name(dt), lo, hi);
+			if (vhi > 0)
+				printf(", tok/s vs bf16 %.2f .. %.2f", vlo, vhi);
+			printf(", per CPU-s %.2f .. %.2f\n", clo, chi);
 		}
-		if (hi > 0)
-			printf("summary %-5s ctx >= 8K: ratio %.2f .. %.2f\n",
-			       kvk_dtype_name(dt), lo, hi);
-	}
 	printf("{\"read_gbps\": %.2f, \"read_gbps_first\": %.2f, "
-	       "\"read_gbps_last\": %.2f, \"threads\": %u, \"simd\": \"%s\", "
-	       "\"results\": [", ref_bw, read_bw, read_bw2,
-	       kvk_cpu_threads(cpu), kvk_cpu_simd(cpu));
-	for (i = 0; i < nres; i++)
-		printf("%s{\"dtype\": \"%s\", \"ctx\": %u, \"batch\": %u, "
-		       "\"gbps\": %.2f, \"ratio\": %.3f}", i ? ", " : "",
-		       kvk_dtype_name(res[i].dtype), res[i].ctx, res[i].batch,
-		       res[i].gbps, res[i].gbps / ref_bw);
+	       "\"read_gbps_last\": %.2f, \"read_cpu_gbps\": %.2f, "
+	       "\"threads\": %u, \"paths\": [", ref_bw, read_bw, read_bw2,
+	       read_cpu, kvk_cpu_threads(cpus[0]));
+	for (pi = 0; pi < npaths; pi++)
+		printf("%s\"%s\"", pi ? ", " : "", pnames[pi]);
+	printf("], \"results\": [");
+	for (i = 0; i < nres; i++) {
+		printf("%s{\"path\": \"%s\", \"dtype\": \"%s\", \"ctx\": %u, "
+		       "\"batch\": %u, \"gbps\": %.2f, \"ratio\": %.3f, "
+		       "\"tokens_per_s\": %.1f, \"cpu_ratio\": %.3f, "
+		       "\"vs_bf16\": ", i ? ", " : "",
+		       pnames[res[i].path], kvk_dtype_name(res[i].dtype),
+		       res[i].ctx, res[i].batch, res[i].gbps,
+		       res[i].gbps / ref_bw, res[i].tps,
+		       res[i].cpu_gbps / read_cpu);
+		if (res[i].vs_bf16 >= 0)
+			printf("%.3f}", res[i].vs_bf16);
+		else
+			printf("null}");
+	}
 	printf("]}\n");
 	free(bwbuf);
-	kvk_cpu_free(cpu);
+	for (pi = 0; pi < npaths; pi++)
+		kvk_cpu_free(cpus[pi]);
 	return 0;
 }

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 #
 # kernels/: paged-attention and KV-quantisation kernels.
-#   $(B)/lib/libkvkern.a              CPU ops (scalar reference + AVX2/AVX-512
+#   $(B)/lib/libkvkern.a              CPU ops (scalar reference + AVX2/AVX-512/AMX
 #                                     chosen at run time), the CUDA driver
 #                                     loader and the CUDA launch glue (-fPIC;
 #                                     link with -lpthread -ldl -lm).  Needs no
@@ -22,8 +22,8 @@ KVK_NVCC_EXTRA ?=
 KVK_HAVE_CUDA_H := $(shell test -f $(KVK_CUDA_INC)/cuda.h && echo 1)
 KVK_OBJ := $(B)/obj/kernels
 KVK_HDRS := $(wildcard kernels/*.h) include/kvpool_cuda.h
-KVK_CPU_SRCS := kvkern.c kvkern_cpu.c kvkern_avx512bf16.c kvkern_avx512.c \
-		kvkern_avx2.c \
+KVK_CPU_SRCS := kvkern.c kvkern_cpu.c kvkern_amx.c kvkern_avx512bf16.c \
+		kvkern_avx512.c kvkern_avx2.c \
 		kvkern_generic.c \
 		kvkern_edit.c
 KVK_CUDA_SRCS := cuda_drv.c kvkern_cuda.c kvkern_cuda_edit.c
@@ -34,6 +34,7 @@ KVK_CFLAGS := $(CPPFLAGS_BASE) -Ikernels \
 KVK_LIBS := -lpthread -ldl -lm
 KVK_AVX512 := -O3 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
 KVK_AVX512BF16 := $(KVK_AVX512) -mavx512bf16 -mavx512vbmi
+KVK_AMX := $(KVK_AVX512BF16) -mamx-tile -mamx-bf16
 KVK_AVX2 := -O3 -mavx2 -mfma
 KVK_LIB := $(B)/lib/libkvkern.a
 KVK_FATBIN := $(B)/lib/kvpool_kernels.fatbin
@@ -43,6 +44,7 @@ KVK_PTX80 := $(KVK_OBJ)/kvpool_kernels.sm80.ptx
 KVK_CU_SRCS := kernels/cuda/kvkern_kernels.cu kernels/kvkern_cuda_abi.h \
 	       kernels/cuda/kvkern_edit.cu kernels/kvkern_cuda_edit_abi.h
 
+$(KVK_OBJ)/kvkern_amx.o: KVK_ARCH := $(KVK_AMX)
 $(KVK_OBJ)/kvkern_avx512bf16.o: KVK_ARCH := $(KVK_AVX512BF16)
 $(KVK_OBJ)/kvkern_avx512.o: KVK_ARCH := $(KVK_AVX512)
 $(KVK_OBJ)/kvkern_avx2.o: KVK_ARCH := $(KVK_AVX2)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 
 #include "kvkern.h"
 #include "kvkern_internal.h"
@@ -78,12 +79,35 @@ static void *worker(void *p)
 	return NULL;
 }
 
+/*
+ * AMX: the CPU has AMX-TILE and AMX-BF16 and the kernel grants this
+ * process the tile data state (arch_prctl(ARCH_REQ_XCOMP_PERM), Linux
+ * 5.16 and later; the grant holds for every thread of the process).
+ */
+#define KVK_ARCH_REQ_XCOMP_PERM	0x1023
+#define KVK_XFEATURE_XTILEDATA	18
+
+static int amx_granted;
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+
+static void amx_probe(void)
+{
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("amx-tile") ||
+	    !__builtin_cpu_supports("amx-bf16"))
+		return;
+	amx_granted = syscall(SYS_arch_prctl, KVK_ARCH_REQ_XCOMP_PERM,
+			      KVK_XFEATURE_XTILEDATA) == 0;
+}
+
 static const struct kvk_simd_ops *pick_simd(void)
 {
 	const char *cap = getenv("KVK_SIMD");
-	int lvl = 3;	/* the best the CPU has */
+	int lvl = 4;	/* the best the CPU has */
 
-	if (cap && !strcmp(cap, "avx512"))
+	if (cap && !strcmp(cap, "avx512bf16"))
+		lvl = 3;
+	else if (cap && !strcmp(cap, "avx512"))
 		lvl = 2;
 	else if (cap && !strcmp(cap, "avx2"))
 		lvl = 1;
@@ -95,8 +119,14 @@ static const struct kvk_simd_ops *pick_simd(void)
 	    __builtin_cpu_supports("avx512vl") &&
 	    __builtin_cpu_supports("avx512dq") &&
 	    __builtin_cpu_supports("avx512bf16") &&
-	    __builtin_cpu_supports("avx512vbmi"))
+	    __builtin_cpu_supports("avx512vbmi")) {
+		if (lvl >= 4) {
+			pthread_once(&amx_once, amx_probe);
+			if (amx_granted)
+				return &kvk_simd_amx;
+		}
 		return &kvk_simd_avx512bf16;
+	}
 	if (lvl >= 2 && __builtin_cpu_supports("avx512f") &&
 	    __builtin_cpu_supports("avx512bw") &&
 	    __builtin_cpu_supports("avx512vl") &&
@@ -341,6 +371,7 @@ static int run_attn(const struct kvk_layout *l, const void *pool,
 	struct kvk_attn_item *items = NULL;
 	struct attn_call c;
 	uint32_t b, h, q0, gi, ii, pi, rc, hb;
+	size_t sfl;
 	int ret = 0;
 
 	memset(&c, 0, sizeof(c));
@@ -385,8 +416,11 @@ static int run_attn(const struct kvk_layout *l, const void *pool,
 	items = calloc(nitems ? nitems : 1, sizeof(*items));
 	c.job.parts = malloc(sizeof(float) * (l->head_dim + 2) *
 			     (nparts ? nparts : 1));
-	c.job.scratch = aligned_alloc(64, sizeof(float) * SCRATCH_FLOATS *
-				      nthreads);
+	c.simd = cpu ? cpu->simd : pick_simd();
+	sfl = SCRATCH_FLOATS;
+	if (c.simd->scratch_bytes > sizeof(float) * sfl)
+		sfl = (c.simd->scratch_bytes / sizeof(float) + 15) & ~(size_t)15;
+	c.job.scratch = aligned_alloc(64, sizeof(float) * sfl * nthreads);
 	if (!c.groups || !items || !c.job.parts || !c.job.scratch) {
 		ret = -ENOMEM;
 		goto out;
@@ -434,7 +468,6 @@ static int run_attn(const struct kvk_layout *l, const void *pool,
 	}
 	c.ngroups = gi;
 	c.out = out;
-	c.simd = cpu ? cpu->simd : pick_simd();
 	c.job.l = l;
 	c.job.pool = pool;
 	c.job.layer = layer;
@@ -448,7 +481,7 @@ static int run_attn(const struct kvk_layout *l, const void *pool,
 	c.job.ctx_lens = ctx;
 	c.job.items = items;
 	c.job.part_stride = (l->head_dim + 2);
-	c.job.scratch_floats = SCRATCH_FLOATS;
+	c.job.scratch_floats = sfl;
 	kvk_parallel_for(cpu, ii, attn_item, &c);
 	kvk_parallel_for(cpu, gi, merge_group, &c);
 out:

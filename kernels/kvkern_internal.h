@@ -72,8 +72,10 @@ struct kvk_simd_ops {
 	void (*item)(const struct kvk_attn_job *job, uint32_t item,
 		     unsigned int thread);
 	double (*sum_bytes)(const void *buf, size_t bytes);
+	size_t scratch_bytes;	/* per thread, if more than the default */
 };
 
+extern const struct kvk_simd_ops kvk_simd_amx;
 extern const struct kvk_simd_ops kvk_simd_avx512bf16;
 extern const struct kvk_simd_ops kvk_simd_avx512;
 extern const struct kvk_simd_ops kvk_simd_avx2;

@@ -366,6 +366,7 @@ void v_tile(const uint8_t *vp, uint32_t row_bytes, const uint8_t *gsb,
 	}
 }
 
+#ifndef KVK_SIMD_HELPERS_ONLY
 #ifndef KVK_PFD
 #define KVK_PFD 4	/* blocks prefetched ahead */
 #endif
@@ -716,6 +717,7 @@ static void item_fn(const struct kvk_attn_job *job, uint32_t i,
 	}
 #endif
 }
+#endif /* !KVK_SIMD_HELPERS_ONLY */
 
 /* Memory-read probe: integer adds so that no float assist slows it. */
 static double sum_bytes(const void *buf, size_t bytes)
@@ -741,8 +743,10 @@ static double sum_bytes(const void *buf, size_t bytes)
 	return s;
 }
 
+#ifndef KVK_SIMD_HELPERS_ONLY
 const struct kvk_simd_ops SIMD_OPS = {
 	.name = SIMD_NAME,
 	.item = item_fn,
 	.sum_bytes = sum_bytes,
 };
+#endif

@@ -13,7 +13,8 @@ KVKT_PROGS := $(KVKT_DIR)/test-kvk-layout $(KVKT_DIR)/test-kvk-quant \
 	      $(KVKT_DIR)/test-kvk-decode $(KVKT_DIR)/test-kvk-prefill \
 	      $(KVKT_DIR)/test-kvk-needle $(KVKT_DIR)/test-kvk-nan \
 	      $(KVKT_DIR)/test-kvk-rope $(KVKT_DIR)/test-kvk-splice \
-	      $(KVKT_DIR)/test-kvk-compact $(KVKT_DIR)/test-kvk-cuda-stub
+	      $(KVKT_DIR)/test-kvk-compact $(KVKT_DIR)/test-kvk-cuda-stub \
+	      $(KVKT_DIR)/test-kvk-amx-decode $(KVKT_DIR)/test-kvk-amx-prefill
 KVKT_ASAN_PROGS := $(KVKT_ASAN)/test-kvk-layout $(KVKT_ASAN)/test-kvk-quant \
 		   $(KVKT_ASAN)/test-kvk-decode $(KVKT_ASAN)/test-kvk-prefill \
 		   $(KVKT_ASAN)/test-kvk-nan $(KVKT_ASAN)/test-kvk-splice \
@@ -32,6 +33,14 @@ $(KVKT_DIR)/test-kvk-rope: tests/kernels/test-kvk-rope.c $(KVK_LIB) $(KVKT_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVK_LIB) -lquadmath $(KVK_LIBS)
 
+$(KVKT_DIR)/test-kvk-amx-decode: tests/kernels/test-kvk-attn.c $(KVK_LIB) $(KVKT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) -DKT_AMX $< -o $@ $(KVK_LIB) $(KVK_LIBS)
+
+$(KVKT_DIR)/test-kvk-amx-prefill: tests/kernels/test-kvk-attn.c $(KVK_LIB) $(KVKT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) -DKT_AMX -DKT_PREFILL $< -o $@ $(KVK_LIB) $(KVK_LIBS)
+
 $(KVKT_DIR)/%: tests/kernels/%.c $(KVK_LIB) $(KVKT_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVK_LIB) $(KVK_LIBS)
@@ -40,6 +49,7 @@ $(KVKT_DIR)/%: tests/kernels/%.c $(KVK_LIB) $(KVKT_HDRS)
 # only, to keep the compile short), small grid
 KVKT_ASAN_OBJ := $(B)/asan/obj/kernels
 KVKT_ASAN_OBJS := $(patsubst %.c,$(KVKT_ASAN_OBJ)/%.o,$(KVK_CPU_SRCS))
+$(KVKT_ASAN_OBJ)/kvkern_amx.o: KVK_ARCH := $(KVK_AMX)
 $(KVKT_ASAN_OBJ)/kvkern_avx512bf16.o: KVK_ARCH := $(KVK_AVX512BF16)
 $(KVKT_ASAN_OBJ)/kvkern_avx512.o: KVK_ARCH := $(KVK_AVX512)
 $(KVKT_ASAN_OBJ)/kvkern_avx2.o: KVK_ARCH := $(KVK_AVX2)
@@ -61,7 +71,10 @@ $(KVKT_ASAN)/%: tests/kernels/%.c $(KVKT_ASAN_OBJS) $(KVKT_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(KVKT_CFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) -DKT_SMALL $< -o $@ $(KVKT_ASAN_OBJS) $(KVK_LIBS)
 
-CHECK_PROGS += $(KVKT_PROGS) $(KVKT_ASAN_PROGS)
+# the benchmark's short run and the invariants of its JSON
+KVKT_SCRIPTS := tests/kernels/test-bench-kernels.sh
+
+CHECK_PROGS += $(KVKT_PROGS) $(KVKT_ASAN_PROGS) $(KVKT_SCRIPTS)
 
 # include/kvpool_cuda.h against the toolkit's <cuda.h> (when installed)
 $(KVKT_DIR)/cuda-abi-dump: tests/kernels/cuda-abi-dump.c \
@@ -92,5 +105,5 @@ ALL += $(KVKT_DIR)/test-cudafake
 CHECK_PROGS += $(KVKT_DIR)/test-cudafake
 
 .PHONY: check-kernels
-check-kernels: $(KVKT_PROGS) $(KVKT_ASAN_PROGS)
-	@tests/run-tests.sh $(KVKT_PROGS) $(KVKT_ASAN_PROGS)
+check-kernels: $(KVKT_PROGS) $(KVKT_ASAN_PROGS) $(B)/bin/kvpool-bench-kernels
+	@tests/run-tests.sh $(KVKT_PROGS) $(KVKT_ASAN_PROGS) $(KVKT_SCRIPTS)

@@ -3,10 +3,18 @@
  * test-kvk-attn.c - decode (default) or multi-token causal attention
  * (-DKT_PREFILL) against an FP64 reference, for every dtype over the grid
  * head_dim {64,128,256} x GQA {1,4,8} x context {1,15,16,17,1000,8192},
- * with tokens per block cycling through {16, 7, 1, 64, 33} and random
+ * with tokens per block cycling through {16, 7, 1, 64, 33, 48} and random
  * block tables.  Every (head_dim, GQA, context) triple runs for every
- * dtype; tokens per block and the instruction set (AVX-512, AVX2,
- * generic) rotate over the cases, so every value of every axis is covered.
+ * dtype; tokens per block and the instruction set (AMX, AVX512-BF16,
+ * AVX-512, AVX2, generic) rotate over the cases, so every value of every
+ * axis is covered.
+ *
+ * -DKT_AMX (test-kvk-amx-decode, test-kvk-amx-prefill): the AMX path only
+ * (exit 77 where the CPU or the kernel does not offer it), on shapes that
+ * fill and underfill its tiles: GQA {1,4,8,16} x head_dim {64,128,256} x
+ * context {1,31,33,64,100,527} (16 positions per score tile, 32 per value
+ * tile, 64 per step), every case on every dtype; prefill with 1 to 33 new
+ * tokens, so that a kv head's query rows come to 1, 4, 8 and 16.
  *
  * Asserted per case:
  *   - scalar reference and optimised path vs FP64 over the dequantised
@@ -24,17 +32,26 @@
 #include "kvk_test.h"
 
 static const uint32_t head_dims[] = { 64, 128, 256 };
+#ifdef KT_AMX
+static const uint32_t groups[] = { 1, 4, 8, 16 };
+static const uint32_t ctxs[] = { 1, 31, 33, 64, 100, 527 };
+static const uint32_t tpbs[] = { 16, 7, 64, 33, 1, 48 };
+static const char *const simds[] = { "amx" };
+#else
 static const uint32_t groups[] = { 1, 4, 8 };
 #ifdef KT_SMALL
 static const uint32_t ctxs[] = { 1, 15, 16, 17, 1000 };
 #else
 static const uint32_t ctxs[] = { 1, 15, 16, 17, 1000, 8192 };
 #endif
-static const uint32_t tpbs[] = { 16, 7, 1, 64, 33 };
-static const char *const simds[] = { "avx512bf16", "avx512", "avx2",
+static const uint32_t tpbs[] = { 16, 7, 1, 64, 33, 48 };
+static const char *const simds[] = { "amx", "avx512bf16", "avx512", "avx2",
 				      "generic" };
+#endif
 #ifdef KT_PREFILL
-static const uint32_t n_news[] = { 1, 7, 33, 4 };
+/* 7 values, 6 block sizes, 5 (or 1) instruction sets: every combination
+ * comes round */
+static const uint32_t n_news[] = { 1, 7, 33, 4, 16, 2, 5 };
 #endif
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -189,6 +206,14 @@ int main(void)
 		}
 		printf("cpu %zu: %s, %u threads\n", s, kvk_cpu_simd(cpus[s]),
 		       kvk_cpu_threads(cpus[s]));
+#ifdef KT_AMX
+		if (strcmp(kvk_cpu_simd(cpus[s]), "amx")) {
+			printf("SKIP: no AMX (CPU or kernel), path %s\n",
+			       kvk_cpu_simd(cpus[s]));
+			kvk_cpu_free(cpus[s]);
+			return 77;
+		}
+#endif
 	}
 	printf("%-5s %10s %10s %10s %10s  (worst relative L2 errors)\n",
 	       "dtype", "ref/deq", "opt/deq", "opt/orig", "opt/ref");

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 #
 # The ledger core in user space: libkvledger.a, its cmocka unit tests, the
-# randomized model test (normal and ASan/UBSan builds) and the benchmark;
+# randomized model test (normal and ASan/UBSan builds) and the benchmarks:
+# kvpool-bench-ledger (the core) and kvpool-bench-lease (a lease through
+# libkvlease, daemon socket or /dev/kvpool), both run by make bench-ledger.
 # the cmocka test of kvpoold's configuration parser (daemon/config.c, with
 # libinih), normal and ASan/UBSan.
 
@@ -61,13 +63,23 @@ $(B)/asan/tests/unit/test_config: $(CONFIG_TEST_DEPS) $(B)/asan/obj/kvpool_ledge
 
 LEDGER_TESTS += test_config
 
-ALL += $(B)/lib/libkvledger.a $(B)/bin/kvpool-bench-ledger
+# Linked with the static libkvlease so that the VM can run it from /bin.
+$(B)/bin/kvpool-bench-lease: tests/bench/bench_lease.c libkvlease/kvlease.h \
+		$(KVL_A) $(B)/lib/libkvkern.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease $(CFLAGS_BASE) $< -o $@ $(KVL_A) \
+		$(B)/lib/libkvkern.a $(KVL_EXTRA_LIBS) -lpthread -ldl -lm
+
+ALL += $(B)/lib/libkvledger.a $(B)/bin/kvpool-bench-ledger \
+       $(B)/bin/kvpool-bench-lease
+VM_EXTRA_PROGS += $(B)/bin/kvpool-bench-lease
 CHECK_PROGS += $(addprefix $(B)/tests/unit/,$(LEDGER_TESTS)) \
 	       $(addsuffix .sh,$(addprefix $(B)/asan/tests/unit/,$(LEDGER_TESTS)))
 
 .PHONY: bench-ledger check-ledger
-bench-ledger: $(B)/bin/kvpool-bench-ledger
-	$(B)/bin/kvpool-bench-ledger
+bench-ledger: $(B)/bin/kvpool-bench-ledger $(B)/bin/kvpool-bench-lease \
+		$(B)/bin/kvpoold
+	B=$(B) tests/bench/bench-ledger.sh
 
 check-ledger: $(addprefix $(B)/tests/unit/,$(LEDGER_TESTS)) \
 	      $(addsuffix .sh,$(addprefix $(B)/asan/tests/unit/,$(LEDGER_TESTS)))

@@ -1,0 +1,98 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# A short kvpool-bench-kernels run (contexts 1K and 8K, batches 1 and 16,
+# every dtype, 2 threads, a 64 MiB pool, 0.02 s per shape; a bad -b is
+# refused) and the invariants of its
+# JSON line: every path the CPU offers (best first; amx and avx512bf16
+# together), every dtype and shape present; positive, finite figures;
+# the read bandwidth is the higher of the two measurements; ratio =
+# gbps / read_gbps; a positive cpu_ratio; tokens_per_s x ctx x bytes per token = gbps, with
+# 4096 bytes per token for BF16 (2 planes x 8 kv heads x 128 x 2 bytes)
+# and one bytes-per-token figure per dtype, fewer for each smaller
+# precision; vs_bf16 = tokens_per_s / BF16's on the same path and shape.
+# It checks the benchmark's arithmetic and coverage, not a speed.
+BENCH=${KVPOOL_BENCH_KERNELS:-build/bin/kvpool-bench-kernels}
+[ -x "$BENCH" ] || { echo "skip: $BENCH not built"; exit 77; }
+command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }
+"$BENCH" -b 0 -q 2>/dev/null && { echo "FAIL: -b 0 accepted"; exit 1; }
+out=$("$BENCH" -q -b 16 -t 2 -m 64 -s 0.02) || { echo "FAIL: $BENCH exit $?"; exit 1; }
+printf '%s\n' "$out" | sed '$d'
+printf '%s\n' "$out" | tail -n 1 | python3 -c '
+import json, math, sys
+
+j = json.loads(sys.stdin.read())
+fail = []
+def check(cond, what):
+    if not cond:
+        fail.append(what)
+
+paths = j["paths"]
+check(len(paths) >= 1, "no path")
+if paths and paths[0] == "amx":
+    check(paths == ["amx", "avx512bf16"], "paths %s" % paths)
+check(j["threads"] == 2, "threads %s" % j["threads"])
+check(j["read_gbps_first"] > 0 and j["read_gbps_last"] > 0 and
+      j["read_cpu_gbps"] > 0, "read bandwidth")
+check(abs(j["read_gbps"] - max(j["read_gbps_first"], j["read_gbps_last"]))
+      <= 0.011, "read_gbps is not the higher measurement")
+dtypes = ["bf16", "fp8", "int8", "int4"]
+res = {(r["path"], r["dtype"], r["ctx"], r["batch"]): r for r in j["results"]}
+check(len(res) == len(j["results"]), "duplicate results")
+bpt = {}
+for p in paths:
+    for d in dtypes:
+        for c in (1024, 8192):
+            for b in (1, 16):
+                r = res.get((p, d, c, b))
+                if r is None:
+                    fail.append("missing %s %s %d x %d" % (p, d, c, b))
+                    continue
+                g, t = r["gbps"], r["tokens_per_s"]
+                check(math.isfinite(g) and g > 0 and t > 0,
+                      "%s %s %d x %d: gbps %s tok/s %s" % (p, d, c, b, g, t))
+                if not (g > 0 and t > 0):
+                    continue
+                # the JSON rounds gbps to 2 decimals, tokens_per_s to 1
+                R = j["read_gbps"]
+                check(abs(r["ratio"] - g / R) <= 0.0006 +
+                      (0.0051 / g + 0.0051 / R) * r["ratio"],
+                      "%s %s %d x %d: ratio %s, gbps say %.4f" %
+                      (p, d, c, b, r["ratio"], g / R))
+                cr = r["cpu_ratio"]
+                check(math.isfinite(cr) and cr > 0,
+                      "%s %s %d x %d: cpu_ratio %s" % (p, d, c, b, cr))
+                bpt.setdefault(d, []).append((g * 1e9 / (t * c), g, t, c))
+                base = res.get((p, "bf16", c, b))
+                if d == "bf16":
+                    check(r["vs_bf16"] is None, "bf16 vs_bf16 not null")
+                elif base and base["tokens_per_s"] > 0:
+                    tb = base["tokens_per_s"]
+                    v = t / tb
+                    check(r["vs_bf16"] is not None and
+                          abs(r["vs_bf16"] - v) <= 0.0006 +
+                          (0.051 / t + 0.051 / tb) * v,
+                          "%s %s %d x %d: vs_bf16 %s, tok/s say %.3f" %
+                          (p, d, c, b, r["vs_bf16"], v))
+# one bytes-per-token figure per dtype (within the JSON rounding: gbps
+# has 2 decimals, tokens_per_s 1)
+per = {}
+for d, xs in bpt.items():
+    e0, g0, t0, c0 = max(xs, key=lambda x: x[1])
+    for e, g, t, c in xs:
+        tol = (0.0051 / g + 0.051 / t + 0.0051 / g0 + 0.051 / t0) * max(e, e0)
+        check(abs(e - e0) <= tol + 1,
+              "%s: %.1f and %.1f bytes per token" % (d, e, e0))
+    per[d] = e0
+if "bf16" in per:
+    check(abs(per["bf16"] - 4096) <= 4096 * 0.01,
+          "bf16: %.1f bytes per token, not 4096" % per["bf16"])
+for a, b in (("bf16", "fp8"), ("bf16", "int8"), ("fp8", "int4"),
+             ("int8", "int4")):
+    if a in per and b in per:
+        check(per[b] < per[a], "%s reads no fewer bytes than %s" % (b, a))
+for f in fail:
+    print("FAIL: " + f)
+print("bytes per token: " + ", ".join("%s %.0f" % (d, per[d]) for d in per))
+sys.exit(1 if fail else 0)
+'
