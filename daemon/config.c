@@ -13,7 +13,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#ifdef KVD_HAVE_INIH
 #include <ini.h>
+#endif
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -647,7 +649,15 @@ int kvd_conf_parse(const char *text, size_t len, struct kvd_conf *c,
 	s.end = text + len;
 	s.err = err;
 	s.errlen = errlen;
+#ifdef KVD_HAVE_INIH
 	r = ini_parse_stream(reader, &s, handler, &s);
+#else
+	(void)reader;
+	(void)handler;
+	snprintf(err, errlen, "this kvpoold was built without libinih and "
+		 "reads no configuration file");
+	return -EOPNOTSUPP;
+#endif
 	if (!s.err_line && r == 0)
 		tenant_end(&s);
 	if (s.err_line && (r <= 0 || s.err_line <= r))

@@ -3,14 +3,15 @@
 # daemon/: kvpoold, the pool owner and data-plane server.
 #   $(B)/bin/kvpoold   links the ledger core (kmod/kvpool_ledger.c, compiled
 #                      here), the metrics series (include/kvpool_metrics.c),
-#                      $(B)/lib/libkvkern.a, libinih (kvpoold.conf),
-#                      libmicrohttpd (/metrics), libnl-genl-3 (tenants in
-#                      the module), libpthread, libdl and, when their
-#                      headers exist, libxxhash (prefix-cache keys; without
-#                      it daemon/hash128.h stands in), libcap (without it
-#                      --user, the privilege drop, is refused) and liburing
-#                      (pread/pwrite otherwise).  The build says what it
-#                      left out.
+#                      $(B)/lib/libkvkern.a, libpthread, libdl and, when
+#                      their headers exist, libxxhash (prefix-cache keys;
+#                      without it daemon/hash128.h stands in), libcap
+#                      (without it --user, the privilege drop, is
+#                      refused), liburing (pread/pwrite otherwise), libinih
+#                      (without it no kvpoold.conf), libmicrohttpd (without
+#                      it no /metrics) and libnl-genl-3 (without it no
+#                      tenants in the module's pools).  The build says what
+#                      it left out; `make deps` installs them all.
 #   $(B)/daemon/kvpoold.service   the unit with this build's paths
 # The cuda backend needs no CUDA toolkit (the driver is loaded at run time).
 
@@ -27,28 +28,46 @@ KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
 	    kernels/kvkern.h kernels/kvkern_cuda.h kernels/cuda_drv.h \
 	    kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	    kmod/include/uapi/linux/kvpool.h
+# Optional libraries: KVD_FEAT_CPPFLAGS and KVD_FEAT_LIBS say which this
+# build has (the sanitizer, -O0 and fuzz builds of the daemon use them too).
 KVD_HAVE_LIBCAP := $(shell test -f /usr/include/sys/capability.h && echo 1)
 KVD_HAVE_XXHASH := $(shell test -f /usr/include/xxhash.h && echo 1)
+KVD_HAVE_INIH := $(shell test -f /usr/include/ini.h && echo 1)
+KVD_HAVE_MHD := $(shell test -f /usr/include/microhttpd.h && echo 1)
+KVD_HAVE_LIBNL := $(shell test -f /usr/include/libnl3/netlink/genl/genl.h && echo 1)
+KVD_HAVE_URING := $(shell pkg-config --exists liburing 2>/dev/null && echo 1)
+KVD_FEAT_CPPFLAGS :=
+KVD_FEAT_LIBS :=
 ifeq ($(KVD_HAVE_XXHASH),1)
 KVD_XXH_CPPFLAGS := -DKVD_HAVE_XXHASH
 KVD_XXH_LIBS := -lxxhash
+KVD_FEAT_CPPFLAGS += $(KVD_XXH_CPPFLAGS)
+KVD_FEAT_LIBS += $(KVD_XXH_LIBS)
 endif
-KVD_NL_CFLAGS := $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
-KVD_NL_LIBS := $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -lnl-genl-3 -lnl-3)
-KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(KVD_NL_CFLAGS) \
-		-DKVD_CONF_DEFAULT='"$(SYSCONFDIR)/kvpool/kvpoold.conf"'
-KVD_LIBS := $(B)/lib/libkvkern.a $(KVD_XXH_LIBS) -linih -lmicrohttpd \
-	    $(KVD_NL_LIBS) -lpthread -ldl -lm
 ifeq ($(KVD_HAVE_LIBCAP),1)
-KVD_CPPFLAGS += -DKVD_HAVE_LIBCAP
-KVD_LIBS += -lcap
+KVD_FEAT_CPPFLAGS += -DKVD_HAVE_LIBCAP
+KVD_FEAT_LIBS += -lcap
 endif
-KVD_HAVE_URING := $(shell pkg-config --exists liburing 2>/dev/null && echo 1)
 ifeq ($(KVD_HAVE_URING),1)
-KVD_LIBS += $(shell pkg-config --libs liburing)
+KVD_FEAT_LIBS += $(shell pkg-config --libs liburing)
 else
-KVD_CPPFLAGS += -DKVD_NO_URING
+KVD_FEAT_CPPFLAGS += -DKVD_NO_URING
 endif
+ifeq ($(KVD_HAVE_INIH),1)
+KVD_FEAT_CPPFLAGS += -DKVD_HAVE_INIH
+KVD_FEAT_LIBS += -linih
+endif
+ifeq ($(KVD_HAVE_MHD),1)
+KVD_FEAT_CPPFLAGS += -DKVD_HAVE_MHD
+KVD_FEAT_LIBS += -lmicrohttpd
+endif
+ifeq ($(KVD_HAVE_LIBNL),1)
+KVD_FEAT_CPPFLAGS += -DKVD_HAVE_LIBNL $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
+KVD_FEAT_LIBS += $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -lnl-genl-3 -lnl-3)
+endif
+KVD_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon $(KVD_FEAT_CPPFLAGS) \
+		-DKVD_CONF_DEFAULT='"$(SYSCONFDIR)/kvpool/kvpoold.conf"'
+KVD_LIBS := $(B)/lib/libkvkern.a $(KVD_FEAT_LIBS) -lpthread -ldl -lm
 # the chunk code alone, for tests/gpu/bench-kvk-gpu
 KVD_CHUNKS_OBJ := $(KVD_OBJ)/cuda_chunks.o
 
@@ -75,6 +94,15 @@ ifneq ($(KVD_HAVE_XXHASH),1)
 endif
 ifneq ($(KVD_HAVE_URING),1)
 	@echo "daemon: no liburing (pkg-config): the nvme tier uses pread/pwrite"
+endif
+ifneq ($(KVD_HAVE_INIH),1)
+	@echo "daemon: no <ini.h> (libinih): kvpoold reads no configuration file"
+endif
+ifneq ($(KVD_HAVE_MHD),1)
+	@echo "daemon: no <microhttpd.h> (libmicrohttpd): kvpoold serves no /metrics"
+endif
+ifneq ($(KVD_HAVE_LIBNL),1)
+	@echo "daemon: no libnl-genl-3 headers: kvpoold manages no tenants in the module's pools"
 endif
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $(KVD_OBJS) $(KVD_LIBS)
 

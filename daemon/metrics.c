@@ -15,7 +15,9 @@
  */
 #include <errno.h>
 #include <arpa/inet.h>
+#ifdef KVD_HAVE_MHD
 #include <microhttpd.h>
+#endif
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -268,6 +270,7 @@ static char *render(struct kvd *d, size_t *len)
 	return text;
 }
 
+#ifdef KVD_HAVE_MHD
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int code,
 			     const char *type, char *body, size_t len,
 			     enum MHD_ResponseMemoryMode mode)
@@ -370,3 +373,21 @@ void kvd_metrics_stop(struct kvd *d)
 	d->metrics = NULL;
 	d->metrics_fd = -1;
 }
+#else	/* built without libmicrohttpd: no /metrics endpoint */
+int kvd_metrics_start(struct kvd *d)
+{
+	d->metrics = NULL;
+	if (d->metrics_fd < 0)
+		return 0;
+	kvd_log(KVD_ERR, "metrics: this kvpoold was built without "
+		"libmicrohttpd and cannot serve %s", d->o.metrics_listen);
+	return -EOPNOTSUPP;
+}
+
+void kvd_metrics_stop(struct kvd *d)
+{
+	if (d->metrics_fd >= 0)
+		close(d->metrics_fd);
+	d->metrics_fd = -1;
+}
+#endif

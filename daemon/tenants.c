@@ -23,11 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef KVD_HAVE_LIBNL
 #include <netlink/errno.h>
 #include <netlink/genl/ctrl.h>
 #include <netlink/genl/genl.h>
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
+#endif
 
 #include "config.h"
 #include "inproc.h"
@@ -35,6 +37,7 @@
 
 /* ---- the module: generic netlink ---------------------------------------- */
 
+#ifdef KVD_HAVE_LIBNL
 struct kvnl {
 	struct nl_sock *sk;
 	int family;
@@ -192,6 +195,34 @@ static int kvnl_dump(struct kvnl *n, const char *pool,
 		return dp.err;
 	return (int)dp.n;
 }
+#else	/* built without libnl-genl-3: no tenants in the module's pools */
+struct kvnl {
+	int unused;
+};
+
+static int kvnl_open(struct kvnl *n)
+{
+	kvd_log(KVD_ERR, "tenants: this kvpoold was built without libnl-genl-3 "
+		"and cannot manage the module's tenants");
+	return -EOPNOTSUPP;
+}
+
+static void kvnl_close(struct kvnl *n)
+{
+}
+
+static int kvnl_tenant(struct kvnl *n, const char *pool, uint8_t cmd,
+		       const struct kvd_tenant_conf *t)
+{
+	return -EOPNOTSUPP;
+}
+
+static int kvnl_dump(struct kvnl *n, const char *pool,
+		     struct kvp_tenant_rec *out, uint32_t cap)
+{
+	return -EOPNOTSUPP;
+}
+#endif
 
 /* ---- either ledger -------------------------------------------------------- */
 

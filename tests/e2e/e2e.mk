@@ -63,9 +63,8 @@ CHECK_PROGS += tests/gpu/daemon-gpu.sh
 E2E_SAN_DIR := $(B)/asan/daemon
 # The daemon's flags and libraries without the cuda backend and without
 # libkvkern.a (each build links its own kernels' objects).
-E2E_KVD_FLAGS := -Idaemon -DKVD_NO_CUDA \
-		 $(if $(filter 1,$(KVD_HAVE_URING)),,-DKVD_NO_URING)
-E2E_KVD_LIBS := -lxxhash -lcap $(KVD_URING_LIBS) -lpthread -ldl -lm
+E2E_KVD_FLAGS := -Idaemon $(KVD_FEAT_CPPFLAGS)
+E2E_KVD_LIBS := $(KVD_FEAT_LIBS) -lpthread -ldl -lm
 E2E_SAN_OBJS := $(patsubst %.c,$(E2E_SAN_DIR)/%.o,$(KVD_SRCS)) \
 		$(E2E_SAN_DIR)/kvpool_ledger.o
 $(E2E_SAN_DIR)/%.o: daemon/%.c $(KVD_HDRS)

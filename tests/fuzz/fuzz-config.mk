@@ -17,7 +17,7 @@ FUZZ_CONFIG_SRCS := tests/fuzz/fuzz_config.c daemon/config.c \
 		    daemon/tier_spec.c kmod/kvpool_ledger.c
 FUZZ_CONFIG_DEPS := $(FUZZ_CONFIG_SRCS) daemon/config.h daemon/kvpoold.h \
 		    $(LEDGER_HDR)
-FUZZ_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -DKVD_NO_CUDA
+FUZZ_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -DKVD_HAVE_INIH
 
 $(FUZZ_OUT)/fuzz-config: $(FUZZ_CONFIG_DEPS)
 	@mkdir -p $(@D)

@@ -32,8 +32,8 @@ FUZZ_SRC_request := tests/fuzz/fuzz_request.c \
 FUZZ_SRC_ctl := tests/fuzz/fuzz_ctl.c $(addprefix tools/,$(KVPOOLCTL_SRCS)) \
 		libkvlease/kvl_admin.c
 FUZZ_FLAGS_ledger :=
-FUZZ_FLAGS_request := -Idaemon -Ikernels -DKVD_NO_CUDA -Dmain=kvpoold_main \
-		      $(if $(filter 1,$(KVD_HAVE_URING)),,-DKVD_NO_URING)
+FUZZ_FLAGS_request := -Idaemon -Ikernels -Dmain=kvpoold_main \
+		      $(KVD_FEAT_CPPFLAGS)
 FUZZ_FLAGS_ctl := -Itools -Ilibkvlease -Ikernels $(TOOLS_NL_CFLAGS) \
 		  -Dmain=kvpoolctl_main
 FUZZ_LIBS_ledger :=
