@@ -106,6 +106,7 @@ out:
 	return r;
 }
 
+#ifdef KVD_HAVE_MHD
 enum list_kind { L_TENANTS, L_CLIENTS, L_CLIENT_TIERS };
 
 /* List pool p's tenants or leases, or the clients' tiers, into a buffer
@@ -270,7 +271,6 @@ static char *render(struct kvd *d, size_t *len)
 	return text;
 }
 
-#ifdef KVD_HAVE_MHD
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int code,
 			     const char *type, char *body, size_t len,
 			     enum MHD_ResponseMemoryMode mode)
