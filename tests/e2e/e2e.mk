@@ -105,6 +105,8 @@ E2E_O0_OBJS := $(patsubst %.c,$(E2E_O0_DIR)/d_%.o,$(KVD_SRCS)) \
 $(E2E_O0_DIR)/kvkern_avx512bf16.o: KVK_ARCH := $(KVK_AVX512BF16)
 $(E2E_O0_DIR)/kvkern_avx512.o: KVK_ARCH := $(KVK_AVX512)
 $(E2E_O0_DIR)/kvkern_avx2.o: KVK_ARCH := $(KVK_AVX2)
+$(E2E_O0_DIR)/kvkern_amx.o: KVK_ARCH := $(KVK_AMX)
+$(E2E_O0_DIR)/kvkern_edit.o: KVK_ARCH := $(KVK_EDIT_FLAGS)
 $(E2E_O0_DIR)/d_%.o: daemon/%.c $(KVD_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(E2E_O0_FLAGS) -O0 -c $< -o $@
