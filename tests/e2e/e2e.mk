@@ -66,13 +66,21 @@ E2E_SAN_DIR := $(B)/asan/daemon
 E2E_KVD_FLAGS := -Idaemon $(KVD_FEAT_CPPFLAGS)
 E2E_KVD_LIBS := $(KVD_FEAT_LIBS) -lpthread -ldl -lm
 E2E_SAN_OBJS := $(patsubst %.c,$(E2E_SAN_DIR)/%.o,$(KVD_SRCS)) \
-		$(E2E_SAN_DIR)/kvpool_ledger.o
+		$(E2E_SAN_DIR)/kvpool_ledger.o $(E2E_SAN_DIR)/kvpool_metrics.o \
+		$(patsubst %.c,$(E2E_SAN_DIR)/k_%.o,$(KVK_CUDA_SRCS))
 $(E2E_SAN_DIR)/%.o: daemon/%.c $(KVD_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS_BASE) $(E2E_KVD_FLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) -c $< -o $@
 $(E2E_SAN_DIR)/kvpool_ledger.o: kmod/kvpool_ledger.c $(LEDGER_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(SAN_FLAGS) -c $< -o $@
+$(E2E_SAN_DIR)/kvpool_metrics.o: include/kvpool_metrics.c include/kvpool_metrics.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) $(SAN_FLAGS) -c $< -o $@
+# the CUDA driver loader and launch glue (the cuda backend is linked in)
+$(E2E_SAN_DIR)/k_%.o: kernels/%.c $(KVK_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ikernels $(CFLAGS_BASE) $(SAN_FLAGS) -c $< -o $@
 $(B)/asan/bin/kvpoold-san: $(E2E_SAN_OBJS) $(KVKT_ASAN_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) $(SAN_FLAGS) -o $@ $^ $(E2E_KVD_LIBS)
@@ -100,8 +108,8 @@ $(B)/asan/tests/e2e/san-e2e.sh: $(B)/asan/bin/kvpoold $(E2E_PROGS) tests/e2e/e2e
 E2E_O0_DIR := $(B)/o0/obj
 E2E_O0_FLAGS := $(CPPFLAGS_BASE) $(E2E_KVD_FLAGS) -Ikernels $(CFLAGS_BASE)
 E2E_O0_OBJS := $(patsubst %.c,$(E2E_O0_DIR)/d_%.o,$(KVD_SRCS)) \
-	       $(E2E_O0_DIR)/kvpool_ledger.o \
-	       $(patsubst %.c,$(E2E_O0_DIR)/%.o,$(KVK_CPU_SRCS))
+	       $(E2E_O0_DIR)/kvpool_ledger.o $(E2E_O0_DIR)/kvpool_metrics.o \
+	       $(patsubst %.c,$(E2E_O0_DIR)/%.o,$(KVK_CPU_SRCS) $(KVK_CUDA_SRCS))
 $(E2E_O0_DIR)/kvkern_avx512bf16.o: KVK_ARCH := $(KVK_AVX512BF16)
 $(E2E_O0_DIR)/kvkern_avx512.o: KVK_ARCH := $(KVK_AVX512)
 $(E2E_O0_DIR)/kvkern_avx2.o: KVK_ARCH := $(KVK_AVX2)
@@ -111,6 +119,9 @@ $(E2E_O0_DIR)/d_%.o: daemon/%.c $(KVD_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(E2E_O0_FLAGS) -O0 -c $< -o $@
 $(E2E_O0_DIR)/kvpool_ledger.o: kmod/kvpool_ledger.c $(LEDGER_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(E2E_O0_FLAGS) -O0 -c $< -o $@
+$(E2E_O0_DIR)/kvpool_metrics.o: include/kvpool_metrics.c include/kvpool_metrics.h
 	@mkdir -p $(@D)
 	$(CC) $(E2E_O0_FLAGS) -O0 -c $< -o $@
 $(E2E_O0_DIR)/%.o: kernels/%.c $(KVK_HDRS)

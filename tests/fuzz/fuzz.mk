@@ -28,9 +28,10 @@ FUZZ_OK := $(shell echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long
 # Sources of each target (the harness first).
 FUZZ_SRC_ledger := tests/fuzz/fuzz_ledger.c kmod/kvpool_ledger.c
 FUZZ_SRC_request := tests/fuzz/fuzz_request.c \
-		    $(addprefix daemon/,$(KVD_SRCS)) kmod/kvpool_ledger.c
+		    $(addprefix daemon/,$(KVD_SRCS)) kmod/kvpool_ledger.c \
+		    include/kvpool_metrics.c
 FUZZ_SRC_ctl := tests/fuzz/fuzz_ctl.c $(addprefix tools/,$(KVPOOLCTL_SRCS)) \
-		libkvlease/kvl_admin.c
+		libkvlease/kvl_admin.c include/kvpool_metrics.c
 FUZZ_FLAGS_ledger :=
 FUZZ_FLAGS_request := -Idaemon -Ikernels -Dmain=kvpoold_main \
 		      $(KVD_FEAT_CPPFLAGS)
