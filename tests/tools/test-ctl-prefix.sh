@@ -11,35 +11,8 @@ P=${E2E_PREFIX:-build/tests/e2e/e2e-prefix}
 for x in "$K" "$D" "$P"; do
 	[ -x "$x" ] || { echo "skip: $x not built"; exit 77; }
 done
-[ -e "${KVPOOL_DEVICE:-/dev/kvpool}" ] &&
-	{ echo "skip: /dev/kvpool present (this test drives the in-process ledger)"; exit 77; }
-
-tmp=$(mktemp -d)
-chmod 755 "$tmp"
-export KVPOOL_SOCKET="$tmp/kvpool.sock"
-"$D" --foreground --socket "$KVPOOL_SOCKET" --ledger inproc --backend cpu \
-	--capacity 256 --block-bytes 65536 --chunk-blocks 16 --tenant app \
-	>"$tmp/kvpoold.log" 2>&1 &
-dpid=$!
-trap 'kill $dpid 2>/dev/null; wait $dpid 2>/dev/null; rm -rf "$tmp"' EXIT
-i=0
-while [ ! -S "$KVPOOL_SOCKET" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-[ -S "$KVPOOL_SOCKET" ] || { echo "FAIL: kvpoold did not start"; cat "$tmp/kvpoold.log"; exit 1; }
-
-fail=0
-run() {
-	want=$1; shift
-	"$K" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-	rc=$?
-	if [ "$rc" != "$want" ]; then
-		echo "FAIL: kvpoolctl $*: exit $rc, want $want: $(cat "$tmp/err")"
-		fail=1
-	fi
-}
-has() {
-	grep -Eq -e "$1" "$tmp/out" ||
-		{ echo "FAIL: output lacks /$1/:"; sed 's/^/    /' "$tmp/out"; fail=1; }
-}
+. tests/tools/ctl-lib.sh
+start_daemon --tenant app
 
 run 0 status
 has "no tenant has used the prefix cache"
