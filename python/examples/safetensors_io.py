@@ -12,7 +12,9 @@ optional ``"__metadata__"`` of string to string.
 load() maps the file and returns torch tensors that view it (read-only
 memory: copy before writing into them), or numpy arrays with
 ``as_numpy=True``; BF16 and FP8 data come back as torch tensors of those
-types (numpy has neither: with as_numpy they are raw uint16/uint8).
+types (numpy has neither: with as_numpy they are raw uint16/uint8).  A
+torch without FP8 types (before 2.1) gets FP8 data as FP32 tensors of
+the same values (fp8_to_f32: every FP8 value is exact in FP32).
 """
 from __future__ import annotations
 
@@ -33,6 +35,38 @@ DTYPES = {
 }
 
 MAX_HEADER = 100 << 20
+
+
+def _fp8_table(exp_bits: int, bias: int, ieee: bool) -> np.ndarray:
+    """The FP32 value of each of the 256 FP8 codes (OCP 8-bit floating
+    point: E4M3 without infinities, S.1111.111 the only NaN; E5M2 with
+    IEEE 754's infinities and NaNs); subnormals where the exponent field
+    is 0."""
+    man_bits = 7 - exp_bits
+    top = (1 << exp_bits) - 1
+    out = np.empty(256, dtype=np.float32)
+    for b in range(256):
+        sign = -1.0 if b & 0x80 else 1.0
+        e, m = (b >> man_bits) & top, b & ((1 << man_bits) - 1)
+        if ieee and e == top:
+            v = float("inf") if m == 0 else float("nan")
+        elif not ieee and e == top and m == (1 << man_bits) - 1:
+            v = float("nan")
+        elif e == 0:
+            v = m / (1 << man_bits) * 2.0 ** (1 - bias)
+        else:
+            v = (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+        out[b] = sign * v
+    return out
+
+
+FP8_TABLES = {"F8_E4M3": _fp8_table(4, 7, False),
+              "F8_E5M2": _fp8_table(5, 15, True)}
+
+
+def fp8_to_f32(bits: np.ndarray, dtype: str) -> np.ndarray:
+    """FP8 codes (uint8, any shape) of dtype F8_E4M3 or F8_E5M2 as FP32."""
+    return FP8_TABLES[dtype][bits]
 
 
 class SafetensorsError(ValueError):
@@ -97,11 +131,12 @@ def load(path: str, as_numpy: bool = False) -> tuple[dict, dict]:
         arr = np.frombuffer(buf, dtype=np_dtype, count=(end - begin) //
                             np.dtype(np_dtype).itemsize,
                             offset=start + begin).reshape(t["shape"])
-        out[name] = arr if as_numpy else _to_torch(arr, torch_name)
+        out[name] = arr if as_numpy else _to_torch(arr, torch_name,
+                                                   t["dtype"])
     return out, meta
 
 
-def _to_torch(arr: np.ndarray, torch_name: str):
+def _to_torch(arr: np.ndarray, torch_name: str, dtype: str):
     import torch
     import warnings
     with warnings.catch_warnings():     # read-only mmap: torch warns
@@ -110,7 +145,7 @@ def _to_torch(arr: np.ndarray, torch_name: str):
             return torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
         if torch_name.startswith("float8"):
             if not hasattr(torch, torch_name):
-                raise SafetensorsError(f"this torch has no {torch_name}")
+                return torch.from_numpy(fp8_to_f32(arr, dtype))
             return torch.from_numpy(arr.view(np.int8)).view(
                 getattr(torch, torch_name))
         return torch.from_numpy(arr)
@@ -127,18 +162,24 @@ def save(path: str, tensors: dict, metadata: dict | None = None) -> None:
         if isinstance(t, torch.Tensor):
             t = t.detach().cpu().contiguous()
             kind = str(t.dtype).replace("torch.", "")
+            if kind not in rev:
+                raise SafetensorsError(f"{name}: dtype {kind} not "
+                                       "supported")
             if kind == "bfloat16":
                 data = t.view(torch.int16).numpy().tobytes()
+            elif kind.startswith("float8"):     # numpy has no FP8
+                data = t.view(torch.uint8).numpy().tobytes()
             else:
                 data = t.numpy().astype(DTYPES[rev[kind]][0]).tobytes()
             shape = list(t.shape)
         else:
             a = np.ascontiguousarray(t)
             kind = a.dtype.name
+            if kind not in rev:
+                raise SafetensorsError(f"{name}: dtype {kind} not "
+                                       "supported")
             data = a.astype(DTYPES[rev[kind]][0]).tobytes()
             shape = list(a.shape)
-        if kind not in rev:
-            raise SafetensorsError(f"{name}: dtype {kind} not supported")
         header[name] = {"dtype": rev[kind], "shape": shape,
                         "data_offsets": [off, off + len(data)]}
         blobs.append(data)

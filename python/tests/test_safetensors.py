@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
-"""safetensors_io (stdlib + numpy) and llama.load: round trips, every
-dtype, Hugging Face checkpoints (config.json beside the file, tied
-embeddings), and clear errors for malformed files."""
+"""safetensors_io (stdlib + numpy) and llama.load: a file written byte by
+byte from the format's specification, round trips, every dtype, Hugging
+Face checkpoints (config.json beside the file, tied embeddings), and
+clear errors for malformed files."""
 import json
+import math
 import struct
 
 import numpy as np
@@ -13,6 +15,89 @@ import engine
 import kvcache
 import llama
 import safetensors_io as st
+
+
+# A file spelled out from the specification (huggingface/safetensors,
+# "Format"), not by save(): 8 bytes of little-endian header size, the JSON
+# header (padded with spaces to 8 bytes), then each tensor's raw
+# little-endian data at its data_offsets from the end of the header.
+SPEC_HEADER = (b'{"__metadata__":{"format":"pt"},'
+               b'"w.bf16":{"dtype":"BF16","shape":[2,3],'
+               b'"data_offsets":[0,12]},'
+               b'"w.fp8":{"dtype":"F8_E4M3","shape":[6],'
+               b'"data_offsets":[12,18]}}   ')
+SPEC_FILE = (
+    b"\xa0\x00\x00\x00\x00\x00\x00\x00"      # header size 160
+    + SPEC_HEADER +
+    # w.bf16 [2][3]: sign, 8 exponent bits (bias 127), 7 mantissa bits
+    b"\x80\x3f"        # 0x3f80  1.0
+    b"\x00\xc0"        # 0xc000 -2.0
+    b"\x00\x3f"        # 0x3f00  0.5
+    b"\x49\x40"        # 0x4049  3.140625 (1.5703125 * 2)
+    b"\xc0\xbf"        # 0xbfc0 -1.5
+    b"\x80\x47"        # 0x4780  65536.0 (exponent 143 = 127 + 16)
+    # w.fp8 [6], E4M3: sign, 4 exponent bits (bias 7), 3 mantissa bits
+    b"\x38"            # 0 0111 000  1.0
+    b"\xbc"            # 1 0111 100 -1.5
+    b"\x7e"            # 0 1111 110  448.0, the largest (1.75 * 2^8)
+    b"\x01"            # 0 0000 001  2^-9, the smallest subnormal
+    b"\x30"            # 0 0110 000  0.5
+    b"\x45")           # 0 1000 101  3.25 (1.625 * 2)
+SPEC_BF16 = [[1.0, -2.0, 0.5], [3.140625, -1.5, 65536.0]]
+SPEC_FP8 = [1.0, -1.5, 448.0, 2.0 ** -9, 0.5, 3.25]
+
+
+def test_file_from_the_specification(tmp_path):
+    assert len(SPEC_HEADER) == 160 and len(SPEC_FILE) == 8 + 160 + 18
+    p = tmp_path / "spec.safetensors"
+    p.write_bytes(SPEC_FILE)
+    got, meta = st.load(str(p))
+    assert meta == {"format": "pt"} and set(got) == {"w.bf16", "w.fp8"}
+    assert got["w.bf16"].dtype == torch.bfloat16
+    assert got["w.bf16"].float().tolist() == SPEC_BF16
+    # FP8 as torch's float8_e4m3fn where torch has it, else FP32
+    assert got["w.fp8"].shape == (6,)
+    assert got["w.fp8"].float().tolist() == SPEC_FP8
+    raw, _ = st.load(str(p), as_numpy=True)
+    assert raw["w.bf16"].tolist() == [[0x3f80, 0xc000, 0x3f00],
+                                      [0x4049, 0xbfc0, 0x4780]]
+    assert raw["w.fp8"].tolist() == [0x38, 0xbc, 0x7e, 0x01, 0x30, 0x45]
+    # and save() writes those same data bytes where its header says
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    q = str(tmp_path / "mine.safetensors")
+    st.save(q, {"w.bf16": torch.tensor(SPEC_BF16, dtype=torch.bfloat16),
+                "w.fp8": (torch.tensor(SPEC_FP8).to(fp8) if fp8 else
+                          raw["w.fp8"])})
+    data = SPEC_FILE[8 + 160:]
+    with open(q, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        mine = f.read()
+    b, e = header["w.bf16"]["data_offsets"]
+    assert header["w.bf16"]["dtype"] == "BF16" and mine[b:e] == data[:12]
+    b, e = header["w.fp8"]["data_offsets"]
+    assert mine[b:e] == data[12:]
+
+
+def test_fp8_codes():
+    """Every E4M3 and E5M2 code against the OCP definitions' special
+    values."""
+    e4 = st.fp8_to_f32(np.arange(256, dtype=np.uint8), "F8_E4M3")
+    assert e4[0x00] == 0 and e4[0x80] == 0 and math.copysign(1, e4[0x80]) < 0
+    assert e4[0x07] == 7 * 2.0 ** -9 and e4[0x08] == 2.0 ** -6
+    assert np.isnan(e4[0x7f]) and np.isnan(e4[0xff])
+    assert np.isnan(e4).sum() == 2 and np.isfinite(e4).sum() == 254
+    assert e4[0x7e] == 448 and e4[0xfe] == -448
+    e5 = st.fp8_to_f32(np.arange(256, dtype=np.uint8), "F8_E5M2")
+    assert e5[0x3c] == 1.0 and e5[0x7b] == 57344.0 and e5[0x01] == 2.0 ** -16
+    assert e5[0x7c] == math.inf and e5[0xfc] == -math.inf
+    assert np.isnan(e5[[0x7d, 0x7e, 0x7f, 0xfd, 0xfe, 0xff]]).all()
+    assert np.isnan(e5).sum() == 6
+    if hasattr(torch, "float8_e4m3fn"):
+        codes = torch.arange(256, dtype=torch.uint8)
+        for name, tab in (("float8_e4m3fn", e4), ("float8_e5m2", e5)):
+            ref = codes.view(getattr(torch, name)).float().numpy()
+            assert np.array_equal(ref, tab, equal_nan=True), name
 
 
 def test_round_trip_dtypes(tmp_path):
@@ -121,3 +206,4 @@ def test_hf_checkpoint_with_config_json(tmp_path):
     st.save(str(tmp_path / "model.safetensors"), w)
     with pytest.raises(ValueError, match="model.norm.weight"):
         llama.load(str(tmp_path / "model.safetensors"))
+
