@@ -245,7 +245,9 @@ def main(argv=None) -> int:
                        help="tokens generated per sequence")
         p.add_argument("--seqs", type=int, default=2,
                        help="sequences per tenant")
-        p.add_argument("--weights", help="a safetensors file")
+        p.add_argument("--weights", help="a safetensors file, a "
+                       "sharded checkpoint's .index.json or its "
+                       "directory")
         p.add_argument("--seed", type=int, default=0,
                        help="random weights' seed (without --weights)")
     r = sub.choices["run"]

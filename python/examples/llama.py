@@ -4,7 +4,10 @@ per layer RMSNorm -> attention with rotary position embedding (RoPE) and
 grouped-query attention (GQA) -> residual, RMSNorm -> SwiGLU MLP ->
 residual; a final RMSNorm and the LM head.  Tensor names, shapes and the
 RoPE convention (rotate-half, as Hugging Face's LlamaForCausalLM) are
-those of Llama checkpoints, so a Llama safetensors file loads as is.
+those of Llama checkpoints, so a Llama safetensors file loads as is:
+one file, or a sharded checkpoint (``model.safetensors.index.json`` and
+its shards); Llama 3.1's ``rope_scaling`` (``rope_type: llama3``) is
+applied to the rotary frequencies, and any other scaling is refused.
 
 The model does not keep K/V itself: each layer hands its rotated q, k
 and v to a cache object (kvcache.py), which stores K/V and returns the
@@ -17,6 +20,7 @@ import json
 import math
 import os
 from dataclasses import asdict, dataclass
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +40,13 @@ class LlamaConfig:
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-5
     tie_word_embeddings: bool = False
+    # Hugging Face's rope_scaling: None, or {"rope_type": "llama3",
+    # "factor", "low_freq_factor", "high_freq_factor",
+    # "original_max_position_embeddings"} (Llama 3.1 and later)
+    rope_scaling: Optional[dict] = None
+
+    def __post_init__(self):
+        self.rope_scaling = check_rope_scaling(self.rope_scaling)
 
     @classmethod
     def from_hf(cls, d: dict) -> "LlamaConfig":
@@ -50,7 +61,8 @@ class LlamaConfig:
             intermediate_size=d["intermediate_size"],
             rope_theta=float(d.get("rope_theta", 10000.0)),
             rms_norm_eps=float(d.get("rms_norm_eps", 1e-5)),
-            tie_word_embeddings=bool(d.get("tie_word_embeddings", False)))
+            tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
+            rope_scaling=d.get("rope_scaling"))
 
     @property
     def scale(self) -> float:
@@ -58,6 +70,68 @@ class LlamaConfig:
         use this same number)."""
         return float(torch.tensor(1.0 / math.sqrt(self.head_dim),
                                   dtype=torch.float32))
+
+
+LLAMA3_KEYS = ("factor", "low_freq_factor", "high_freq_factor",
+               "original_max_position_embeddings")
+
+
+def check_rope_scaling(rs) -> Optional[dict]:
+    """rope_scaling of a config, normalised: None (no scaling, also for
+    rope_type "default") or the llama3 dict with its four numbers.  Any
+    other kind (linear, dynamic, yarn, longrope, ...) raises ValueError:
+    computing positions without it would be silently wrong."""
+    if rs is None:
+        return None
+    if not isinstance(rs, dict):
+        raise ValueError(f"rope_scaling {rs!r} is not an object")
+    kind = rs.get("rope_type", rs.get("type", "default"))
+    if kind == "default":
+        return None
+    if kind != "llama3":
+        raise ValueError(f"rope_scaling of type {kind!r} is not "
+                         "supported (only llama3)")
+    missing = [k for k in LLAMA3_KEYS if k not in rs]
+    if missing:
+        raise ValueError(f"rope_scaling llama3 lacks {', '.join(missing)}")
+    out = {"rope_type": "llama3"}
+    for k in LLAMA3_KEYS:
+        v = rs[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or \
+                not v > 0:
+            raise ValueError(f"rope_scaling {k} {v!r} is not a positive "
+                             "number")
+        out[k] = v
+    if not out["high_freq_factor"] > out["low_freq_factor"]:
+        raise ValueError("rope_scaling high_freq_factor must exceed "
+                         "low_freq_factor")
+    return out
+
+
+def rope_inv_freq(cfg: LlamaConfig) -> torch.Tensor:
+    """The rotary inverse frequencies [head_dim / 2], FP32: theta^(-2i/d),
+    then with llama3 scaling (Llama 3.1's apply_scaling): a frequency
+    whose wavelength 2 pi / f is shorter than original_max_position_
+    embeddings / high_freq_factor is kept, one longer than
+    original_max_position_embeddings / low_freq_factor is divided by
+    factor, and in between it is interpolated: with s = (original /
+    wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor),
+    (1 - s) f / factor + s f."""
+    c = cfg
+    inv = 1.0 / (c.rope_theta ** (
+        torch.arange(0, c.head_dim, 2, dtype=torch.float32) / c.head_dim))
+    rs = c.rope_scaling
+    if rs is None:
+        return inv
+    factor, lo, hi = rs["factor"], rs["low_freq_factor"], \
+        rs["high_freq_factor"]
+    old = rs["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > old / lo, inv / factor, inv)
+    s = (old / wavelen - lo) / (hi - lo)
+    smooth = (1 - s) * scaled / factor + s * scaled
+    medium = (wavelen >= old / hi) & (wavelen <= old / lo)
+    return torch.where(medium, smooth, scaled).to(torch.float32)
 
 
 def weight_names(cfg: LlamaConfig) -> dict:
@@ -120,11 +194,60 @@ def save(path: str, cfg: LlamaConfig, weights: dict,
                         {CONFIG_KEY: json.dumps(asdict(cfg))})
 
 
+INDEX_SUFFIX = ".index.json"
+
+
+def load_sharded(index: str) -> tuple[dict, dict]:
+    """(tensors by name, metadata of the first shard) of a sharded
+    checkpoint: the index's "weight_map" names the shard file (beside the
+    index) of every tensor; each tensor must be in the shard it names."""
+    try:
+        with open(index) as f:
+            wm = json.load(f)["weight_map"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{index}: not a checkpoint index with a "
+                         f"weight_map ({e})") from None
+    if not isinstance(wm, dict) or not wm:
+        raise ValueError(f"{index}: empty weight_map")
+    d = os.path.dirname(os.path.abspath(index))
+    shards, tensors, meta = {}, {}, None
+    for name, shard in wm.items():
+        if not isinstance(shard, str) or os.path.basename(shard) != shard:
+            raise ValueError(f"{index}: {name}: shard {shard!r} is not a "
+                             "file name beside the index")
+        if shard not in shards:
+            p = os.path.join(d, shard)
+            if not os.path.exists(p):
+                raise ValueError(f"{index}: {name}: no shard {p}")
+            shards[shard] = safetensors_io.load(p)
+            if meta is None:
+                meta = shards[shard][1]
+        t = shards[shard][0]
+        if name not in t:
+            raise ValueError(f"{index}: {name} is not in {shard}, where "
+                             "the weight_map puts it")
+        tensors[name] = t[name]
+    return tensors, meta or {}
+
+
 def load(path: str) -> tuple[LlamaConfig, dict]:
-    """(config, FP32 weights) of a safetensors file.  The config is the
+    """(config, FP32 weights) of a checkpoint: a safetensors file, a
+    sharded checkpoint's *.index.json, or a directory holding
+    model.safetensors or model.safetensors.index.json.  The config is the
     file's own metadata when it has one, else config.json beside it (a
     Hugging Face checkpoint)."""
-    tensors, meta = safetensors_io.load(path)
+    if os.path.isdir(path):
+        for n in ("model.safetensors", "model.safetensors" + INDEX_SUFFIX):
+            if os.path.exists(os.path.join(path, n)):
+                path = os.path.join(path, n)
+                break
+        else:
+            raise ValueError(f"{path}: no model.safetensors or model."
+                             f"safetensors{INDEX_SUFFIX} in the directory")
+    if path.endswith(INDEX_SUFFIX):
+        tensors, meta = load_sharded(path)
+    else:
+        tensors, meta = safetensors_io.load(path)
     if CONFIG_KEY in meta:
         cfg = LlamaConfig(**json.loads(meta[CONFIG_KEY]))
     else:
@@ -140,7 +263,11 @@ def load(path: str) -> tuple[LlamaConfig, dict]:
     want = weight_names(cfg)
     for name, shape in want.items():
         if name not in tensors:
-            raise ValueError(f"{path}: no tensor {name}")
+            idx = [n for n in os.listdir(os.path.dirname(
+                os.path.abspath(path))) if n.endswith(INDEX_SUFFIX)]
+            hint = f" (one shard of a sharded checkpoint? load {idx[0]})" \
+                if idx and not path.endswith(INDEX_SUFFIX) else ""
+            raise ValueError(f"{path}: no tensor {name}{hint}")
         if tuple(tensors[name].shape) != shape:
             raise ValueError(f"{path}: {name} is {tuple(tensors[name].shape)}"
                              f", the config says {shape}")
@@ -168,8 +295,7 @@ class Llama:
         self.cfg = cfg
         self.w = weights
         c = cfg
-        self.inv_freq = 1.0 / (c.rope_theta ** (
-            torch.arange(0, c.head_dim, 2, dtype=torch.float32) / c.head_dim))
+        self.inv_freq = rope_inv_freq(c)
         self.layers = []
         for i in range(c.num_hidden_layers):
             p = f"model.layers.{i}."

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """safetensors_io (stdlib + numpy) and llama.load: a file written byte by
 byte from the format's specification, round trips, every dtype, Hugging
-Face checkpoints (config.json beside the file, tied embeddings), and
-clear errors for malformed files."""
+Face checkpoints (config.json beside the file, tied embeddings, sharded
+checkpoints, Llama 3.1's rope_scaling), and clear errors for malformed
+files."""
 import json
 import math
 import struct
@@ -207,3 +208,117 @@ def test_hf_checkpoint_with_config_json(tmp_path):
     with pytest.raises(ValueError, match="model.norm.weight"):
         llama.load(str(tmp_path / "model.safetensors"))
 
+
+def write_hf_config(d, **kw):
+    c = {"architectures": ["LlamaForCausalLM"], "vocab_size": 96,
+         "hidden_size": 128, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "num_key_value_heads": 2,
+         "intermediate_size": 192, "rope_theta": 10000.0,
+         "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+    c.update(kw)
+    (d / "config.json").write_text(json.dumps(c))
+
+
+def test_sharded_checkpoint(tmp_path):
+    cfg = small_cfg()
+    w = llama.random_weights(cfg, 5)
+    names = sorted(w)
+    first = [n for n in names if n.startswith("model.layers.0.")]
+    shards = {"model-00001-of-00002.safetensors": first,
+              "model-00002-of-00002.safetensors":
+              [n for n in names if n not in first]}
+    wmap = {}
+    for f, ns in shards.items():
+        st.save(str(tmp_path / f), {n: w[n] for n in ns})
+        wmap.update({n: f for n in ns})
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": 0},
+                                 "weight_map": wmap}))
+    write_hf_config(tmp_path)
+    for path in (index, tmp_path):
+        cfg2, w2 = llama.load(str(path))
+        assert cfg2 == cfg and set(w2) == set(w)
+        assert all(torch.equal(w2[k], w[k]) for k in w)
+    # one shard alone: the missing tensors are named, with the index
+    with pytest.raises(ValueError, match="sharded checkpoint.*index.json"):
+        llama.load(str(tmp_path / "model-00002-of-00002.safetensors"))
+    # a weight_map that puts a tensor in the wrong shard, or in none
+    bad = dict(wmap, **{"model.norm.weight": "model-00001-of-00002."
+                        "safetensors"})
+    index.write_text(json.dumps({"weight_map": bad}))
+    with pytest.raises(ValueError, match="model.norm.weight is not in "
+                       "model-00001"):
+        llama.load(str(index))
+    bad = dict(wmap, **{"model.norm.weight": "model-00003-of-00002."
+                        "safetensors"})
+    index.write_text(json.dumps({"weight_map": bad}))
+    with pytest.raises(ValueError, match="no shard"):
+        llama.load(str(index))
+    bad = dict(wmap, **{"model.norm.weight": "../x.safetensors"})
+    index.write_text(json.dumps({"weight_map": bad}))
+    with pytest.raises(ValueError, match="beside the index"):
+        llama.load(str(index))
+    index.write_text(json.dumps({"metadata": {}}))
+    with pytest.raises(ValueError, match="weight_map"):
+        llama.load(str(index))
+
+
+LLAMA31 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+           "high_freq_factor": 4.0, "original_max_position_embeddings": 1024}
+
+
+def test_llama3_rope_scaling():
+    """head_dim 8, theta 10^4: frequencies 1, 0.1, 0.01, 0.001, wavelengths
+    2 pi / f = 6.28, 62.8, 628.3, 6283.  With original 1024, low 1 and
+    high 4, wavelengths under 1024 / 4 = 256 keep their frequency, those
+    over 1024 / 1 are divided by the factor 8, and 628.3 is in between:
+    s = (1024 / 628.3185 - 1) / (4 - 1) = 0.2099155, f = (1 - s) 0.01 / 8
+    + s 0.01 = 0.0030867610."""
+    cfg = llama.LlamaConfig(vocab_size=8, hidden_size=16,
+                            num_hidden_layers=1, num_attention_heads=2,
+                            num_key_value_heads=1, head_dim=8,
+                            intermediate_size=8, rope_scaling=LLAMA31)
+    want = [1.0, 0.1, 0.0030867610, 0.000125]
+    got = llama.rope_inv_freq(cfg)
+    assert got.dtype == torch.float32
+    assert torch.allclose(got, torch.tensor(want), rtol=1e-6, atol=0)
+    plain = llama.rope_inv_freq(llama.LlamaConfig(
+        vocab_size=8, hidden_size=16, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+        intermediate_size=8))
+    assert torch.allclose(plain, torch.tensor([1.0, 0.1, 0.01, 0.001]),
+                          rtol=1e-6, atol=0)
+    # the model rotates by these: position 3000, pair 2 and pair 3
+    m = llama.Llama(cfg, llama.random_weights(cfg, 0))
+    cos, sin = m.rope_tables(torch.tensor([3000]))
+    for i, f in enumerate(want):
+        for j in (i, i + 4):            # rotate-half: pairs (i, i + 4)
+            assert abs(cos[0, 0, j].item() - math.cos(3000 * f)) < 1e-3
+            assert abs(sin[0, 0, j].item() - math.sin(3000 * f)) < 1e-3
+
+
+def test_rope_scaling_from_config_json(tmp_path):
+    cfg = small_cfg(rope_scaling=LLAMA31)
+    w = llama.random_weights(cfg, 6)
+    st.save(str(tmp_path / "model.safetensors"), w)
+    write_hf_config(tmp_path, rope_scaling=LLAMA31, rope_theta=10000.0)
+    cfg2, _ = llama.load(str(tmp_path / "model.safetensors"))
+    assert cfg2 == cfg and cfg2.rope_scaling == LLAMA31
+    assert torch.equal(llama.Llama(cfg2, w).inv_freq,
+                       llama.rope_inv_freq(cfg))
+    # its own metadata keeps the scaling too
+    llama.save(str(tmp_path / "own.safetensors"), cfg, w)
+    assert llama.load(str(tmp_path / "own.safetensors"))[0] == cfg
+    # "default" is no scaling; what is not implemented is refused
+    write_hf_config(tmp_path, rope_scaling={"rope_type": "default"})
+    assert llama.load(str(tmp_path / "model.safetensors"))[0] \
+        .rope_scaling is None
+    for rs, msg in (({"type": "linear", "factor": 2.0}, "'linear' is not"),
+                    ({"rope_type": "yarn", "factor": 4.0}, "'yarn' is not"),
+                    ({"rope_type": "llama3", "factor": 8.0},
+                     "lacks low_freq_factor"),
+                    (dict(LLAMA31, factor=0), "factor 0 is not"),
+                    (dict(LLAMA31, high_freq_factor=1.0), "must exceed")):
+        write_hf_config(tmp_path, rope_scaling=rs)
+        with pytest.raises(ValueError, match=msg):
+            llama.load(str(tmp_path / "model.safetensors"))
