@@ -1610,6 +1610,8 @@ int bench_pressure_main(int argc, char **argv, const char *self)
 			       gbps(pr->tier_bytes_out, pr->tier_copy_out_ns));
 			jw_dbl(&jw, "ref_after_gbps", pr->ref_after);
 			jw_u64(&jw, "drops", pr->pst.drops);
+			jw_u64(&jw, "stalls", pr->pst.stalls);
+			jw_u64(&jw, "giveups", pr->giveups);
 			jw_u64(&jw, "mismatches", pr->mismatches);
 			jw_obj_end(&jw);
 		}

@@ -4,10 +4,21 @@
 # fail) on a small oversubscribed trace (kvpool-bench pressure --quick: a
 # top pool of half the trace's peak demand): no request lost, every
 # request's K/V and attention outputs equal to the unpressured run's (the
-# bench exits 1 otherwise), and the JSON last line names every policy.
+# bench exits 1 otherwise), the JSON last line names every policy, and
+# the pressure happened, each policy answering it its own way
+# (summary.json's counters):
+#   unpressured  no drop, swap, stall, give-up or recomputed token;
+#   recompute    sequences dropped and their tokens recomputed, no swap;
+#   swap-*       blocks swapped out and every one back in, nothing dropped
+#                or recomputed (the tier has room for the peak);
+#   stall        waits for blocks, no drop or swap; each request the
+#                engine gave up (a wait ran out) recomputed;
+#   fail         requests given up by the engine and recomputed, no wait,
+#                drop or swap.
 BENCH=${KVPOOL_BENCH:-build/bin/kvpool-bench}
-[ -x "$BENCH" ] || { echo "missing $BENCH (run make)"; exit 77; }
-[ -x build/bin/kvpoold ] || { echo "missing build/bin/kvpoold"; exit 77; }
+[ -x "$BENCH" ] || { echo "missing $BENCH (run make)"; exit 1; }
+[ -x build/bin/kvpoold ] || { echo "missing build/bin/kvpoold (run make)"; exit 1; }
+command -v python3 >/dev/null || { echo "no python3 (make deps)"; exit 1; }
 TMP=$(mktemp -d /tmp/kvpool-pressure.XXXXXX) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 
@@ -22,5 +33,56 @@ for p in recompute swap-dram swap-nvme stall fail; do
 	tail -n 1 "$TMP/out" | grep -q "\"policy\": \"$p\"" ||
 		{ echo "FAIL: $p missing from the JSON line"; exit 1; }
 done
-grep -q '"mismatches": 0' "$TMP/summary.json" || { echo "FAIL: summary.json"; exit 1; }
-echo "PASS: every policy completed the trace with equal outputs"
+python3 - "$TMP/summary.json" <<'PY' || exit 1
+import json
+import sys
+
+s = json.load(open(sys.argv[1]))
+runs = {r["policy"]: r for r in s["runs"]}
+bad = []
+
+
+def want(policy, what, ok):
+    r = runs[policy]
+    got = {k: r[k] for k in ("drops", "recomputed_tokens", "blocks_out",
+                             "blocks_in", "stalls", "giveups")}
+    print(f"{policy:11s} {what:48s} {'ok' if ok else 'FAIL'}  {got}")
+    if not ok:
+        bad.append(f"{policy}: {what}")
+
+
+if not 0 < s["pressured_blocks"] < s["peak_blocks"]:
+    bad.append(f"top pool {s['pressured_blocks']} blocks is not below the "
+               f"peak demand {s['peak_blocks']}")
+for p, r in runs.items():
+    if r["mismatches"] or r["completed"] != s["requests"]:
+        bad.append(f"{p}: {r['completed']} completed, {r['mismatches']} "
+                   "differ")
+u = runs["unpressured"]
+want("unpressured", "no drop, swap, stall, give-up or recompute",
+     not (u["drops"] or u["blocks_out"] or u["stalls"] or u["giveups"] or
+          u["recomputed_tokens"]))
+r = runs["recompute"]
+want("recompute", "dropped and recomputed, no swap",
+     r["drops"] > 0 and r["recomputed_tokens"] > 0 and
+     r["blocks_out"] == 0 and r["giveups"] == 0)
+for p in ("swap-dram", "swap-nvme"):
+    r = runs[p]
+    want(p, "swapped out, all back in, no drop or recompute",
+         r["blocks_out"] > 0 and r["blocks_in"] == r["blocks_out"] and
+         r["drops"] == 0 and r["recomputed_tokens"] == 0 and
+         r["giveups"] == 0)
+r = runs["stall"]
+want("stall", "waited; each give-up after a wait, recomputed",
+     r["stalls"] > 0 and r["giveups"] <= r["stalls"] and
+     (r["giveups"] > 0) == (r["recomputed_tokens"] > 0) and
+     r["drops"] == 0 and r["blocks_out"] == 0)
+r = runs["fail"]
+want("fail", "given up and recomputed, no wait, drop or swap",
+     r["giveups"] > 0 and r["recomputed_tokens"] > 0 and
+     r["stalls"] == 0 and r["drops"] == 0 and r["blocks_out"] == 0)
+for b in bad:
+    print("FAIL:", b)
+sys.exit(1 if bad else 0)
+PY
+echo "PASS: every policy completed the trace with equal outputs, under pressure, each by its own means"

@@ -10,7 +10,8 @@
 #   test-ctl-prefix.sh  the prefix cache in status/metrics/top, and
 #                       kvpoolctl prefix list/flush/share/unshare
 #   test-bench-pressure.sh  every pressure policy on a small oversubscribed
-#                       trace: no request lost, outputs equal
+#                       trace: no request lost, outputs equal, and each
+#                       policy's drops, swaps, stalls and give-ups seen
 
 CHECK_PROGS += tests/tools/test-plan.sh tests/tools/test-cli-errors.sh \
 	       tests/tools/test-ctl-daemon.sh tests/tools/test-bench.sh \
