@@ -3,10 +3,12 @@
 # tests/gpu/: the kernels and the daemon on a GPU.
 #   test-kvk-gpu      every op on the GPU against the CPU (exit 77 without
 #                     libcuda or a device); in make check it also runs
-#                     against the driver test double: every launch checked
-#                     (test-kvk-gpu-fake.sh, sm_80 and sm_90 models) and,
-#                     on a smaller grid, with the kernels run by the host
-#                     emulation and compared (test-kvk-gpu-emu.sh)
+#                     against the driver test double: every launch of the
+#                     whole grid checked against the driver's
+#                     preconditions, results not compared
+#                     (test-kvk-gpu-launches.sh, sm_80 and sm_90 models)
+#                     and, on a smaller grid, with the kernels run by the
+#                     host emulation and compared (test-kvk-gpu-emu.sh)
 #   test-kvk-gpu-edit the edit ops (splice, compact, score) on the GPU
 #                     against the CPU (exit 77 without a GPU)
 #   bench-kvk-gpu     decode KV GB/s against the read bandwidth, grow and
@@ -36,7 +38,7 @@ KVKG_PROGS := $(KVKG_DIR)/test-kvk-gpu $(KVKG_DIR)/bench-kvk-gpu \
 	      $(KVKG_DIR)/test-kvk-gpu-edit
 ALL += $(KVKG_PROGS)
 CHECK_PROGS += $(KVKG_DIR)/test-kvk-gpu $(KVKG_DIR)/test-kvk-gpu-edit \
-	       tests/gpu/test-kvk-gpu-fake.sh \
+	       tests/gpu/test-kvk-gpu-launches.sh \
 	       tests/gpu/test-kvk-gpu-emu.sh
 
 .PHONY: check-gpu

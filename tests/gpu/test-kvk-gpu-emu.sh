@@ -9,10 +9,11 @@
 # The emulation follows the PTX ISA's definitions of the warp-level
 # instructions; it proves the kernels' indexing, pipeline and numerics,
 # not their speed or the hardware (tests/gpu/run.sh does).
-# Exit 77 when the double was not built (no nvcc).
+# Exit 77 only without nvcc (the double is not built).
 B=${B:-build}
 fake=$B/tests/cudafake/libcuda.so.1
-[ -f "$fake" ] || { echo "no $fake (needs nvcc)"; exit 77; }
+. "$(dirname "$0")/../nvcc.sh"
+need_nvcc_built "$fake" "$B/tests/gpu/test-kvk-gpu" "$B/tests/gpu/test-kvk-gpu-edit"
 for arch in 90 80; do
 	echo "== sm_$arch"
 	KVPOOL_LIBCUDA=$fake KVPOOL_FAKE_CUDA_EXEC=1 KVPOOL_FAKE_CUDA_ARCH=$arch \

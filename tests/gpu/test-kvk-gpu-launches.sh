@@ -1,0 +1,24 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The launches of test-kvk-gpu's whole grid against the driver test
+# double, as an sm_90 (H200-like) device and, on the quick grid, as an
+# sm_80 (A100-like) one (their shared memory, SM count and cubin differ):
+# every driver call and every kernel launch is checked against the
+# documented preconditions (grid and block limits, shared memory, the
+# parameter buffer against the kernel's, device ranges inside
+# allocations; the double aborts on the first violation).  The kernels do
+# not run here, so no result is compared: test-kvk-gpu-emu.sh runs them
+# (emulated, smaller grid) and compares with the CPU, and test-kvk-gpu
+# does on a GPU.  Exit 77 only without nvcc (the double is not built).
+B=${B:-build}
+fake=$B/tests/cudafake/libcuda.so.1
+. "$(dirname "$0")/../nvcc.sh"
+need_nvcc_built "$fake" "$B/tests/gpu/test-kvk-gpu"
+for arch in 90 80; do
+	echo "== sm_$arch"
+	[ $arch = 80 ] && quick=--quick || quick=
+	KVPOOL_LIBCUDA=$fake KVPOOL_FAKE_CUDA_ARCH=$arch \
+	KVPOOL_FAKE_CUDA_MEM=$((4 << 30)) \
+		"$B/tests/gpu/test-kvk-gpu" $quick || exit 1
+done
