@@ -35,7 +35,11 @@
 #
 # Prints each step's PASS / FAIL / SKIP and the benchmark tables, and
 # writes $OUT/summary.txt.  Exit 0 when nothing failed, 1 when a step
-# failed, 77 (at once) when the machine has no NVIDIA GPU.
+# failed (a kernel build that fails or times out is one, and no fatbin at
+# all is another), 77 only when the machine has no NVIDIA GPU: at once
+# when neither nvidia-smi nor /dev/nvidiactl says there is one, or when
+# test-kvk-gpu finds no libcuda.so.1 or no device and nothing failed
+# before it.
 
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-build/gpu-out}
@@ -172,7 +176,8 @@ if [ "$KSRC" = none ] && [ -f build/lib/kvpool_kernels.fatbin ]; then
 	KSRC="the normal build's (build/lib)"
 fi
 if [ "$KSRC" = none ]; then
-	log "  kernels: none (no nvcc that built them, no build/lib/kvpool_kernels.fatbin)"
+	log "  kernels: none (no nvcc that built them, no build/lib/kvpool_kernels.fatbin): FAIL"
+	FAILED=1
 else
 	log "  kernels: $KSRC"
 fi
@@ -189,8 +194,11 @@ step test-kvk-gpu 90 $B/tests/gpu/test-kvk-gpu
 gt=$?
 grep -h "^device:\|self-test\|worst\|row blocks\|cases" "$OUT/test-kvk-gpu.log" |
 	sed 's/^/  /' | tee -a "$SUMMARY"
+# 77 from test-kvk-gpu: no libcuda.so.1, or the driver reports no device
+# (a missing fatbin or a module that does not load fails it instead).
 if [ $gt -eq 77 ]; then
-	log "gpu run: no usable device ($(tail -n 1 "$OUT/test-kvk-gpu.log"))"
+	log "gpu run: no device ($(tail -n 1 "$OUT/test-kvk-gpu.log"))"
+	[ $FAILED -eq 0 ] || { log "gpu run: and a step FAILED before"; exit 1; }
 	exit 77
 fi
 

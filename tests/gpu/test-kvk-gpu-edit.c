@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * test-kvk-gpu-edit.c - the edit ops on the GPU against the CPU ops (the
- * cases: tests/gpu/kvk_gpu_edit_cases.h).  Exit 77 without libcuda, a
- * device or the fatbin.  --quick: the smaller set of cases (what
- * tests/gpu/test-kvk-gpu-emu.sh runs under the driver test double).
+ * cases: tests/gpu/kvk_gpu_edit_cases.h).  Exit 77 only without
+ * libcuda.so.1 or without a device (cuInit or the device count saying
+ * so); a driver that lacks an entry point or fails otherwise, a missing
+ * fatbin or a module that does not load is a failure.  --quick: the
+ * smaller set of cases (what tests/gpu/test-kvk-gpu-emu.sh runs under the
+ * driver test double).
  */
 #include "kvk_gpu_edit_cases.h"
 
@@ -11,6 +14,7 @@ int main(int argc, char **argv)
 {
 	CUdevice dev;
 	CUcontext ctx;
+	CUresult cr;
 	char name[128] = "";
 	int ret;
 
@@ -22,24 +26,36 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ret = cuda_drv_open(&drv);
-	if (ret) {
-		printf("no CUDA driver (libcuda.so.1): %d\n", ret);
+	if (ret == -ENODEV) {
+		printf("no CUDA driver (libcuda.so.1)\n");
 		return 77;
 	}
-	ret = cuda_drv_device_open(&drv, 0, &dev, &ctx, NULL);
 	if (ret) {
-		printf("no CUDA device: %d\n", ret);
+		printf("libcuda.so.1 lacks %s: not a usable driver\n",
+		       cuda_drv_missing());
+		return 1;
+	}
+	ret = cuda_drv_device_open(&drv, 0, &dev, &ctx, &cr);
+	if (ret == -ENODEV) {
+		printf("no CUDA device (%s)\n", cuda_drv_strerror(&drv, cr));
+		cuda_drv_close(&drv);
 		return 77;
+	}
+	if (ret) {
+		printf("the CUDA driver is present but does not work: %s\n",
+		       cuda_drv_strerror(&drv, cr));
+		cuda_drv_close(&drv);
+		return 1;
 	}
 	drv.cuDeviceGetName(name, sizeof(name), dev);
 	printf("device: %s, driver %d\n", name, drv.driver_version);
 	ret = kvk_cuda_init(&kc, &drv, NULL);
-	if (ret == -ENOENT) {
+	if (ret == -ENOENT)
 		printf("no %s (build it with nvcc)\n", KVK_FATBIN_NAME);
-		return 77;
-	}
 	if (ret) {
 		printf("kvk_cuda_init: %d\n", ret);
+		cuda_drv_device_close(&drv, dev);
+		cuda_drv_close(&drv);
 		return 1;
 	}
 	edit_cases();
