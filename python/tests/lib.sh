@@ -12,7 +12,7 @@ if [ -z "$PYTHON" ]; then
 	if [ -x /usr/bin/python3 ]; then
 		PYTHON=/usr/bin/python3
 	else
-		PYTHON=$(command -v python3) || { echo "no python3"; exit 77; }
+		PYTHON=$(command -v python3) || { echo "no python3 (make deps)"; exit 1; }
 	fi
 fi
 export KVPOOLD=${KVPOOLD:-$B/bin/kvpoold}
@@ -23,16 +23,17 @@ export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-$B/pycache}
 unset KVPOOL_SOCKET
 
 for p in "$KVPOOLD" "$KVPOOL_LIBKVLEASE" "$KVLEASE_ABI" "$KVLEASE_EXAMPLE"; do
-	[ -e "$p" ] || { echo "missing $p (run make)"; exit 77; }
+	[ -e "$p" ] || { echo "missing $p (run make)"; exit 1; }
 done
 
-# need_modules MOD...: skip (77) unless $PYTHON imports every one.
+# need_modules MOD...: fail unless $PYTHON imports every one (make deps
+# installs them).
 need_modules() {
 	for m in "$@"; do
 		"$PYTHON" -c "import $m" 2>/dev/null || {
-			echo "$PYTHON cannot import $m (make deps installs" \
-			     "python3-$m)"
-			exit 77
+			echo "FAIL: $PYTHON cannot import $m (make deps" \
+			     "installs python3-$m)"
+			exit 1
 		}
 	done
 }

@@ -14,7 +14,7 @@ UTIL="$E2E_BIN/e2e-util"
 TENANT="$E2E_BIN/e2e-tenant"
 
 for p in "$KVPOOLD" "$UTIL" "$TENANT"; do
-	[ -x "$p" ] || { echo "missing $p (run make)"; exit 77; }
+	[ -x "$p" ] || { echo "missing $p (run make)"; exit 1; }
 done
 
 TMP=$(mktemp -d /tmp/kvpool-e2e.XXXXXX) || exit 1
@@ -123,7 +123,7 @@ SWAPFILE=$TMP/nvme.swap
 # start_tiers_daemon [extra kvpoold options...]: the usual daemon with a
 # dram tier of 512 blocks and an nvme tier of 32 MiB in $SWAPFILE.
 start_tiers_daemon() {
-	[ -x "$TIERS" ] || { echo "missing $TIERS (run make)"; exit 77; }
+	[ -x "$TIERS" ] || { echo "missing $TIERS (run make)"; exit 1; }
 	start_daemon --tier dram:512 --tier "nvme:$SWAPFILE:32M" "$@"
 }
 

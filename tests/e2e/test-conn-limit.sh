@@ -7,8 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || { echo "needs root"; exit 77; }
-id nobody >/dev/null 2>&1 || { echo "no user nobody"; exit 77; }
-command -v setpriv >/dev/null || { echo "setpriv missing (util-linux)"; exit 77; }
+id nobody >/dev/null 2>&1 || { echo "no user nobody"; exit 1; }
+command -v setpriv >/dev/null || { echo "setpriv missing (util-linux)"; exit 1; }
 chmod 755 "$TMP"
 as_nobody() {
 	setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups "$@"

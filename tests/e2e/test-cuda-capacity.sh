@@ -10,8 +10,9 @@
 
 FAKE=${FAKE:-build/tests/cudafake/libcuda.so.1}
 CTL=${CTL:-build/bin/kvpoolctl}
-[ -f "$FAKE" ] || { echo "no $FAKE (needs nvcc)"; exit 77; }
-[ -x "$CTL" ] || { echo "missing $CTL (run make)"; exit 77; }
+. "$(dirname "$0")/../nvcc.sh"
+need_nvcc_built "$FAKE"
+[ -x "$CTL" ] || { echo "missing $CTL (run make)"; exit 1; }
 KVPOOL_LIBCUDA=$PWD/$FAKE
 export KVPOOL_LIBCUDA
 

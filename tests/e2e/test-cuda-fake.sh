@@ -13,7 +13,8 @@
 . "$(dirname "$0")/lib.sh"
 
 FAKE=${FAKE:-build/tests/cudafake/libcuda.so.1}
-[ -f "$FAKE" ] || { echo "no $FAKE (needs nvcc)"; exit 77; }
+. "$(dirname "$0")/../nvcc.sh"
+need_nvcc_built "$FAKE"
 KVPOOL_LIBCUDA=$PWD/$FAKE
 KVPOOL_FAKE_CUDA_EXEC=1
 KVPOOL_FAKE_CUDA_LOG=$TMP/cuda.log

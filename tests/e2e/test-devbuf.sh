@@ -15,8 +15,9 @@
 
 FAKE=${FAKE:-build/tests/cudafake/libcuda.so.1}
 DEVBUF=$E2E_BIN/e2e-devbuf
-[ -f "$FAKE" ] || { echo "no $FAKE (needs nvcc)"; exit 77; }
-[ -x "$DEVBUF" ] || { echo "missing $DEVBUF (run make)"; exit 77; }
+. "$(dirname "$0")/../nvcc.sh"
+need_nvcc_built "$FAKE"
+[ -x "$DEVBUF" ] || { echo "missing $DEVBUF (run make)"; exit 1; }
 KVPOOL_LIBCUDA=$PWD/$FAKE
 KVPOOL_FAKE_CUDA_EXEC=1
 KVPOOL_FAKE_CUDA_LOG=$TMP/cuda.log

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/lib.sh"
 
 EX=${EXAMPLE:-build/bin/kvlease-example}
-[ -x "$EX" ] || exit 77
+[ -x "$EX" ] || { echo "missing $EX (run make)"; exit 1; }
 start_daemon
 "$EX" --socket "$SOCK" || fail "example"
 KVPOOL_SOCKET=$SOCK "$EX" || fail "example with \$KVPOOL_SOCKET"

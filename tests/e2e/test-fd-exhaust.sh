@@ -8,7 +8,7 @@
 # well-behaved client.
 . "$(dirname "$0")/lib.sh"
 
-command -v prlimit >/dev/null || { echo "prlimit missing (util-linux)"; exit 77; }
+command -v prlimit >/dev/null || { echo "prlimit missing (util-linux)"; exit 1; }
 for lim in 64 65; do
 	start_daemon --max-clients 1000
 	prlimit --pid "$DPID" --nofile=$lim:$lim || fail "prlimit"

@@ -6,7 +6,7 @@
 # Prints both figures.
 . "$(dirname "$0")/lib.sh"
 
-[ "$BACKEND" = cpu ] || exit 77
+[ "$BACKEND" = cpu ] || { echo "the $BACKEND backend: this test is for the cpu backend"; exit 77; }
 start_daemon
 "$UTIL" wait-mapped "$SOCK" 0 3000 || fail "idle daemon has chunks mapped"
 idle=$(rss_kb "$DPID")

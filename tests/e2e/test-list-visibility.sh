@@ -8,8 +8,8 @@
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || { echo "needs root"; exit 77; }
-id nobody >/dev/null 2>&1 || { echo "no user nobody"; exit 77; }
-command -v setpriv >/dev/null || { echo "setpriv missing (util-linux)"; exit 77; }
+id nobody >/dev/null 2>&1 || { echo "no user nobody"; exit 1; }
+command -v setpriv >/dev/null || { echo "setpriv missing (util-linux)"; exit 1; }
 chmod 1777 "$TMP"
 start_daemon
 "$UTIL" hold "$SOCK" "" 2 "$TMP/held" &

@@ -11,9 +11,9 @@
 
 CTL=${KVPOOLCTL:-build/bin/kvpoolctl}
 for p in curl promtool; do
-	command -v $p >/dev/null 2>&1 || { echo "no $p (make deps)"; exit 77; }
+	command -v $p >/dev/null 2>&1 || { echo "no $p (make deps)"; exit 1; }
 done
-[ -x "$CTL" ] || { echo "missing $CTL (run make)"; exit 77; }
+[ -x "$CTL" ] || { echo "missing $CTL (run make)"; exit 1; }
 [ -e "${KVPOOL_DEVICE:-/dev/kvpool}" ] &&
 	{ echo "/dev/kvpool present: kvpoolctl would read the module"; exit 77; }
 

@@ -8,7 +8,7 @@
 # keep working.
 . "$(dirname "$0")/lib.sh"
 PFX="$E2E_BIN/e2e-prefix"
-[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 77; }
+[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 1; }
 
 start_daemon --tenant app
 "$PFX" bad "$SOCK" app || fail "bad input"

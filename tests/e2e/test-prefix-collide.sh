@@ -6,7 +6,7 @@
 # own blocks (token ids are verified on every hit).
 . "$(dirname "$0")/lib.sh"
 PFX="$E2E_BIN/e2e-prefix"
-[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 77; }
+[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 1; }
 
 start_daemon --tenant app --prefix-hash-bits 0
 "$PFX" collide "$SOCK" app || fail "collisions"

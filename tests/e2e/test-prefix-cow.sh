@@ -6,7 +6,7 @@
 # is refused (-EROFS).
 . "$(dirname "$0")/lib.sh"
 PFX="$E2E_BIN/e2e-prefix"
-[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 77; }
+[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 1; }
 
 start_daemon --tenant app
 "$PFX" cow "$SOCK" app || fail "copy-on-write"

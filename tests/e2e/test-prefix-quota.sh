@@ -6,7 +6,7 @@
 # used first, the deepest blocks of a sequence before its first ones.
 . "$(dirname "$0")/lib.sh"
 PFX="$E2E_BIN/e2e-prefix"
-[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 77; }
+[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 1; }
 
 start_daemon --tenant q:12 --tenant lru
 "$PFX" quota "$SOCK" q 12 || fail "quota"

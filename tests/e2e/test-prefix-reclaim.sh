@@ -7,7 +7,7 @@
 # same way.
 . "$(dirname "$0")/lib.sh"
 PFX="$E2E_BIN/e2e-prefix"
-[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 77; }
+[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 1; }
 
 start_daemon --capacity 64 --tenant greedy --tenant prot:max:24
 "$PFX" reclaim "$SOCK" greedy prot || fail "reclaim"

@@ -8,7 +8,7 @@
 # leased, and a flush gives them back.
 . "$(dirname "$0")/lib.sh"
 PFX="$E2E_BIN/e2e-prefix"
-[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 77; }
+[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 1; }
 
 start_daemon --tenant app
 "$PFX" publish "$SOCK" app 7 300 "$TMP/pub.ready" >"$TMP/t1.out" 2>"$TMP/t1.err" &

@@ -6,7 +6,7 @@
 # publisher; a third tenant stays out; leaving the namespace stops it.
 . "$(dirname "$0")/lib.sh"
 PFX="$E2E_BIN/e2e-prefix"
-[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 77; }
+[ -x "$PFX" ] || { echo "missing $PFX (run make)"; exit 1; }
 
 start_daemon --tenant ta --tenant tb --tenant tc
 "$PFX" tenants "$SOCK" ta tb tc || fail "tenants"

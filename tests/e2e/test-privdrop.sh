@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || { echo "needs root"; exit 77; }
-id nobody >/dev/null 2>&1 || { echo "no user nobody"; exit 77; }
+id nobody >/dev/null 2>&1 || { echo "no user nobody"; exit 1; }
 chmod 755 "$TMP"
 start_daemon --user nobody
 st=/proc/$DPID/status

@@ -13,8 +13,8 @@
 # precision; vs_bf16 = tokens_per_s / BF16's on the same path and shape.
 # It checks the benchmark's arithmetic and coverage, not a speed.
 BENCH=${KVPOOL_BENCH_KERNELS:-build/bin/kvpool-bench-kernels}
-[ -x "$BENCH" ] || { echo "skip: $BENCH not built"; exit 77; }
-command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }
+[ -x "$BENCH" ] || { echo "missing $BENCH (run make)"; exit 1; }
+command -v python3 >/dev/null || { echo "no python3 (make deps)"; exit 1; }
 "$BENCH" -b 0 -q 2>/dev/null && { echo "FAIL: -b 0 accepted"; exit 1; }
 out=$("$BENCH" -q -b 16 -t 2 -m 64 -s 0.02) || { echo "FAIL: $BENCH exit $?"; exit 1; }
 printf '%s\n' "$out" | sed '$d'

@@ -6,7 +6,8 @@
 # or use a stack frame on sm_80 or sm_90.  Prints registers per kernel.
 B=${B:-build}
 u=$B/obj/kernels/kvpool_kernels.usage
-[ -r "$u" ] || { echo "no $u (build the fatbin with nvcc)"; exit 77; }
+. "$(dirname "$0")/../nvcc.sh"
+need_nvcc_built "$u"
 awk '
 /Compiling entry function/ { split($0, q, "\047"); fn = q[2]; arch = q[4]; next }
 /bytes stack frame/ {

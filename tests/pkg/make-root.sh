@@ -11,7 +11,8 @@
 # later call finds it and returns at once.  Never changed by the test.
 #
 # Prints the root's path.  Exit 0; 77 when it cannot be made here (not
-# root, no debootstrap, the mirror unreachable), with the reason on stderr.
+# root, the mirror unreachable), with the reason on stderr; 1 without
+# debootstrap (make deps installs it).
 
 CACHE=${KVPOOL_PKG_CACHE:-/var/cache/kvpool-test}
 SUITE=bookworm
@@ -25,7 +26,8 @@ libnl-genl-3-200 liburing2 libxxhash0"
 skip() { echo "make-root: $*" >&2; exit 77; }
 
 [ "$(id -u)" = 0 ] || skip "needs root"
-command -v debootstrap >/dev/null || skip "no debootstrap (make deps)"
+command -v debootstrap >/dev/null ||
+	{ echo "make-root: no debootstrap (make deps)" >&2; exit 1; }
 
 mirror() {
 	if [ -n "$KVPOOL_DEBIAN_MIRROR" ]; then

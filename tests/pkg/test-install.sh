@@ -24,7 +24,8 @@
 # missing), so the cached root is never changed.
 #
 # Usage: test-install.sh [DEB_DIR] (default build/deb).  Exit 0 pass, 1
-# fail, 77 skip (not root, no debootstrap, no chroot, no mirror reachable).
+# fail (also without debootstrap or chroot: make deps installs them), 77
+# skip (not root, no mirror reachable).
 
 DEB_DIR=${1:-build/deb}
 
@@ -32,8 +33,9 @@ skip() { echo "skip: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || skip "needs root (debootstrap, chroot, mounts)"
-command -v debootstrap >/dev/null || skip "no debootstrap (make deps)"
-command -v chroot >/dev/null || skip "no chroot"
+command -v debootstrap >/dev/null ||
+	{ echo "FAIL: no debootstrap (make deps)"; exit 1; }
+command -v chroot >/dev/null || { echo "FAIL: no chroot (coreutils)"; exit 1; }
 DEBS=$(ls "$DEB_DIR"/kvpool-dkms_*_all.deb "$DEB_DIR"/kvpoold_*.deb \
 	"$DEB_DIR"/libkvlease1_*.deb "$DEB_DIR"/libkvlease-dev_*.deb \
 	"$DEB_DIR"/kvpool-tools_*.deb 2>/dev/null)

@@ -8,8 +8,8 @@
 # went above its max, backed returned to idle, no process failed, the
 # killed process's blocks came back; and that the CSV and SVG exist.
 BENCH=${KVPOOL_BENCH:-build/bin/kvpool-bench}
-[ -x "$BENCH" ] || { echo "skip: $BENCH not built"; exit 77; }
-[ -x build/bin/kvpoold ] || { echo "skip: build/bin/kvpoold not built"; exit 77; }
+[ -x "$BENCH" ] || { echo "missing $BENCH (run make)"; exit 1; }
+[ -x build/bin/kvpoold ] || { echo "missing build/bin/kvpoold (run make)"; exit 1; }
 out=${KVPOOL_TEST_OUT:-build/tests/tools/bench}
 rm -rf "$out"
 unset KVPOOL_SOCKET

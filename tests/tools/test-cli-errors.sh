@@ -4,7 +4,7 @@
 # kvpoolctl error handling: usage errors exit 2, no ledger exits 3 with a
 # clear message, every error names what went wrong on stderr.
 K=${KVPOOLCTL:-build/bin/kvpoolctl}
-[ -x "$K" ] || { echo "skip: $K not built"; exit 77; }
+[ -x "$K" ] || { echo "missing $K (run make)"; exit 1; }
 fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -8,8 +8,8 @@
 # group).
 K=${KVPOOLCTL:-build/bin/kvpoolctl}
 D=${KVPOOLD:-build/bin/kvpoold}
-[ -x "$K" ] || { echo "skip: $K not built"; exit 77; }
-[ -x "$D" ] || { echo "skip: $D not built"; exit 77; }
+[ -x "$K" ] || { echo "missing $K (run make)"; exit 1; }
+[ -x "$D" ] || { echo "missing $D (run make)"; exit 1; }
 . tests/tools/ctl-lib.sh
 start_daemon
 

@@ -9,7 +9,7 @@ K=${KVPOOLCTL:-build/bin/kvpoolctl}
 D=${KVPOOLD:-build/bin/kvpoold}
 P=${E2E_PREFIX:-build/tests/e2e/e2e-prefix}
 for x in "$K" "$D" "$P"; do
-	[ -x "$x" ] || { echo "skip: $x not built"; exit 77; }
+	[ -x "$x" ] || { echo "missing $x (run make)"; exit 1; }
 done
 . tests/tools/ctl-lib.sh
 start_daemon --tenant app

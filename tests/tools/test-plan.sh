@@ -5,7 +5,7 @@
 #   bytes/token = 2 x layers x kv_heads x head_dim x bytes/element
 #   (int4: head_dim/2 + 2 x head_dim/32 bytes per row)
 K=${KVPOOLCTL:-build/bin/kvpoolctl}
-[ -x "$K" ] || { echo "skip: $K not built"; exit 77; }
+[ -x "$K" ] || { echo "missing $K (run make)"; exit 1; }
 fail=0
 
 # expect "ARGS" KEY VALUE [KEY VALUE...]

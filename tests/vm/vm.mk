@@ -37,7 +37,7 @@ CHECK_PROGS += tests/vm/judge-test.sh
 ifneq ($(KVPOOL_KVER),)
 CHECK_PROGS += $(B)/tests/vm/vm-check
 else
-CHECK_PROGS += tests/vm/vm-skip.sh
+CHECK_PROGS += tests/vm/vm-no-kernel.sh
 endif
 
 $(B)/tests/vm/kvpool-test-%: tests/vm/test-%.c tests/vm/kvt.h \

@@ -16,7 +16,7 @@
 
 [ -c /dev/kvpool ] || { echo "no /dev/kvpool"; exit 77; }
 for p in kvpoold e2e-tenant e2e-util; do
-	command -v $p >/dev/null 2>&1 || { echo "no $p in PATH"; exit 77; }
+	command -v $p >/dev/null 2>&1 || { echo "no $p in PATH"; exit 1; }
 done
 
 T=/tmp/e2e-module

@@ -18,7 +18,7 @@
 
 [ -c /dev/kvpool ] || { echo "no /dev/kvpool"; exit 77; }
 for p in kvpoold e2e-tiers e2e-tenant e2e-util kvpoolctl; do
-	command -v $p >/dev/null 2>&1 || { echo "no $p in PATH"; exit 77; }
+	command -v $p >/dev/null 2>&1 || { echo "no $p in PATH"; exit 1; }
 done
 
 T=/tmp/tiers-module
