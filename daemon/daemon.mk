@@ -173,3 +173,20 @@ bench-prefix: $(KVPOOL_BENCH_PREFIX) $(B)/bin/kvpoold
 	$(KVPOOL_BENCH_PREFIX) -d $(B)/bin/kvpoold
 
 BENCH += bench-prefix
+
+# make bench-scrub: zeroing freed blocks between tenants, per pool, against
+# memset in the same run (tests/bench/bench_scrub.c starts its own kvpoold).
+KVPOOL_BENCH_SCRUB := $(B)/bin/kvpool-bench-scrub
+$(KVPOOL_BENCH_SCRUB): tests/bench/bench_scrub.c libkvlease/kvlease.h \
+		$(KVL_A) $(B)/lib/libkvkern.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease $(CFLAGS_BASE) $< -o $@ $(KVL_A) \
+		$(B)/lib/libkvkern.a $(KVL_EXTRA_LIBS) -lpthread -ldl -lm
+
+ALL += $(KVPOOL_BENCH_SCRUB)
+
+.PHONY: bench-scrub
+bench-scrub: $(KVPOOL_BENCH_SCRUB) $(B)/bin/kvpoold
+	$(KVPOOL_BENCH_SCRUB) -d $(B)/bin/kvpoold
+
+BENCH += bench-scrub
