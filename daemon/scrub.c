@@ -149,38 +149,37 @@ static int claim_slow(struct kvd_pool *p, struct kvd_io *io, uint64_t tag,
 		      void *arg)
 {
 	struct kvd_tags *t = p->tags;
-	uint32_t batch[BATCH], k = 0, i;
+	uint32_t batch[BATCH], k, i;
 	int r = 0;
 
 	for (i = 0; i < n; i++)
 		if (b[i] >= t->n)
 			return -EPERM;
-	pthread_mutex_lock(&t->lock);
-	for (i = 0; i < n && !r; i++) {
-		uint32_t x = b[i];
-		uint64_t cur = tag_load(t, x);
+	/* a batch at a time, so that the lock is never held for long */
+	for (i = 0; i < n && !r;) {
+		pthread_mutex_lock(&t->lock);
+		for (k = 0; i < n && k < BATCH; i++) {
+			uint32_t x = b[i];
+			uint64_t cur = tag_load(t, x);
 
-		/* ours, or queued in this batch already (named twice) */
-		if (cur == tag || cur == TAG_BUSY)
-			continue;
-		if (keep && keep(arg, x))
-			continue;
-		if (cur == KVD_TAG_ZERO) {
-			tag_store(t, x, tag);
-			continue;
+			/* ours, or in this batch already (named twice) */
+			if (cur == tag || cur == TAG_BUSY)
+				continue;
+			if (keep && keep(arg, x))
+				continue;
+			if (cur == KVD_TAG_ZERO) {
+				tag_store(t, x, tag);
+				continue;
+			}
+			/* another tenant's, or unknown: nobody reads it
+			 * until it is zeroed (a connection of ours waits on
+			 * the lock) */
+			tag_store(t, x, TAG_BUSY);
+			batch[k++] = x;
 		}
-		/* another tenant's, or unknown: nobody may read it until
-		 * it is zeroed (a connection of ours waits on the lock) */
-		tag_store(t, x, TAG_BUSY);
-		batch[k++] = x;
-		if (k == BATCH) {
-			r = flush(p, io, tag, batch, k);
-			k = 0;
-		}
-	}
-	if (!r)
 		r = flush(p, io, tag, batch, k);
-	pthread_mutex_unlock(&t->lock);
+		pthread_mutex_unlock(&t->lock);
+	}
 	return r;
 }
 
