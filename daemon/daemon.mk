@@ -156,6 +156,21 @@ CHECK_PROGS += $(B)/tests/unit/test_prefix_index \
 	       $(B)/asan/tests/unit/test_prefix_index.sh \
 	       $(B)/tests/unit/test_prefix_index_h128
 
+# The block tags that decide what is zeroed between tenants (cmocka),
+# normal and sanitizer builds.
+$(B)/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c $(KVD_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $< daemon/scrub.c -lcmocka \
+		-lpthread -o $@
+
+$(B)/asan/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c \
+		$(KVD_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) $< daemon/scrub.c \
+		-lcmocka -lpthread -o $@
+
+CHECK_PROGS += $(B)/tests/unit/test_scrub $(B)/asan/tests/unit/test_scrub.sh
+
 # make bench-prefix: the prefix cache under 8 replicas of one tenant, cache
 # off and on in one run (tests/bench/bench_prefix.c starts its own kvpoold).
 KVPOOL_BENCH_PREFIX := $(B)/bin/kvpool-bench-prefix
