@@ -550,6 +550,28 @@ static int cuda_dev_write(struct kvd *d, void *stream,
 			     false);
 }
 
+/*
+ * Zero whole blocks before another tenant uses them: memsets on the
+ * kernels' stream (the data plane, under p->lock) or on a swap worker's,
+ * waited for before this returns, so that no stream reads them first.
+ */
+static int cuda_zero(struct kvd *d, void *stream, const uint32_t *blocks,
+		     uint32_t n)
+{
+	struct cuda_priv *p = P(d);
+
+	if (!base(p))
+		return -EINVAL;		/* nothing mapped yet */
+	if (stream) {
+		p->drv.cuCtxSetCurrent(p->ctx);
+		return kvk_cuda_zero_blocks(p->k, (CUstream)stream, base(p),
+					    d->block_bytes, d->capacity,
+					    blocks, n);
+	}
+	return LOCKED(kvk_cuda_zero_blocks(p->k, NULL, base(p), d->block_bytes,
+					   d->capacity, blocks, n));
+}
+
 static int cuda_host_pin(struct kvd *d, void *ptr, uint64_t len)
 {
 	struct cuda_priv *p = P(d);
@@ -620,6 +642,7 @@ const struct kvd_backend_ops kvd_backend_cuda = {
 	.read_kv_dev = cuda_read_kv_dev,
 	.attn_dev = cuda_attn_dev,
 	.tick = cuda_tick,
+	.zero = cuda_zero,
 	.io_open = cuda_io_open,
 	.io_close = cuda_io_close,
 	.dev_read = cuda_dev_read,

@@ -18,12 +18,13 @@
 KVD_OBJ := $(B)/obj/daemon
 KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
 	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_spec.c \
-	    tier_dram.c tier_nvme.c swap.c config.c tenants.c reload.c metrics.c
+	    tier_dram.c tier_nvme.c swap.c config.c tenants.c reload.c metrics.c \
+	    scrub.c
 KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
 	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
 KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
 	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
-	    daemon/swap.h daemon/config.h include/kvpool_proto.h \
+	    daemon/swap.h daemon/config.h daemon/scrub.h include/kvpool_proto.h \
 	    include/kvpool_metrics.h include/kvpool_cuda.h \
 	    kernels/kvkern.h kernels/kvkern_cuda.h kernels/cuda_drv.h \
 	    kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
@@ -155,6 +156,21 @@ CHECK_PROGS += $(B)/tests/unit/test_prefix_index \
 	       $(B)/asan/tests/unit/test_prefix_index.sh \
 	       $(B)/tests/unit/test_prefix_index_h128
 
+# The block tags that decide what is zeroed between tenants (cmocka),
+# normal and sanitizer builds.
+$(B)/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c $(KVD_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $< daemon/scrub.c -lcmocka \
+		-lpthread -o $@
+
+$(B)/asan/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c \
+		$(KVD_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) $< daemon/scrub.c \
+		-lcmocka -lpthread -o $@
+
+CHECK_PROGS += $(B)/tests/unit/test_scrub $(B)/asan/tests/unit/test_scrub.sh
+
 # make bench-prefix: the prefix cache under 8 replicas of one tenant, cache
 # off and on in one run (tests/bench/bench_prefix.c starts its own kvpoold).
 KVPOOL_BENCH_PREFIX := $(B)/bin/kvpool-bench-prefix
@@ -172,3 +188,20 @@ bench-prefix: $(KVPOOL_BENCH_PREFIX) $(B)/bin/kvpoold
 	$(KVPOOL_BENCH_PREFIX) -d $(B)/bin/kvpoold
 
 BENCH += bench-prefix
+
+# make bench-scrub: zeroing freed blocks between tenants, per pool, against
+# memset in the same run (tests/bench/bench_scrub.c starts its own kvpoold).
+KVPOOL_BENCH_SCRUB := $(B)/bin/kvpool-bench-scrub
+$(KVPOOL_BENCH_SCRUB): tests/bench/bench_scrub.c libkvlease/kvlease.h \
+		$(KVL_A) $(B)/lib/libkvkern.a
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease $(CFLAGS_BASE) $< -o $@ $(KVL_A) \
+		$(B)/lib/libkvkern.a $(KVL_EXTRA_LIBS) -lpthread -ldl -lm
+
+ALL += $(KVPOOL_BENCH_SCRUB)
+
+.PHONY: bench-scrub
+bench-scrub: $(KVPOOL_BENCH_SCRUB) $(B)/bin/kvpoold
+	$(KVPOOL_BENCH_SCRUB) -d $(B)/bin/kvpoold
+
+BENCH += bench-scrub

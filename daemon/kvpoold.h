@@ -116,6 +116,11 @@ struct kvd_backend_ops {
 	 * (page-locked); host_alloc/host_free give page-locked staging.
 	 */
 	void *(*host_ptr)(struct kvd *d, uint32_t block);
+	/* Zero whole blocks (scrub.c), ordered before any later use: on
+	 * @stream (a swap worker's) or, when NULL, the data plane's.
+	 * NULL: the pool is host memory (host_ptr), memset. */
+	int (*zero)(struct kvd *d, void *stream, const uint32_t *blocks,
+		    uint32_t n);
 	int (*io_open)(struct kvd *d, void **stream);
 	void (*io_close)(struct kvd *d, void *stream);
 	int (*dev_read)(struct kvd *d, void *stream, const uint32_t *blocks,
@@ -169,6 +174,11 @@ struct kvd_tier_ops {
 	int (*write)(struct kvd_pool *p, struct kvd_io *io,
 		     const uint32_t *blocks, const void *const *bufs,
 		     uint32_t n);
+	/* Zero whole blocks before another tenant uses them (scrub.c);
+	 * io: a swap worker's, or NULL.  NULL or -EOPNOTSUPP: memset of
+	 * host_ptr. */
+	int (*zero)(struct kvd_pool *p, struct kvd_io *io,
+		    const uint32_t *blocks, uint32_t n);
 	/* Per swap worker I/O state (an io_uring ring, a stream). */
 	int (*io_open)(struct kvd_pool *p, struct kvd_io *io);
 	void (*io_close)(struct kvd_pool *p, struct kvd_io *io);
@@ -237,6 +247,7 @@ struct kvd_pool {
 
 	struct kvd_tier_stats st;
 	struct kvd_swapper *swapper;	/* lower tiers: the swap worker */
+	struct kvd_tags *tags;		/* who used each block last (scrub.h) */
 };
 
 struct kvd_tier_spec {
@@ -318,6 +329,8 @@ struct kvd {
 
 	/* Prefix cache (prefix.c). */
 	struct kvd_prefix *prefix;
+	/* Tenant names behind the pools' block tags (scrub.c). */
+	struct kvd_tagnames *tagnames;
 
 	int listen_fd;
 	int reserve_fd;			/* spare descriptor for EMFILE */
@@ -475,6 +488,8 @@ int kvd_client_check_mapped(struct kvd_client *c, const uint32_t *b,
 			    uint32_t n);
 struct kvd_devbufs *kvd_client_devbufs(struct kvd_client *c);
 struct kvd *kvd_client_daemon(struct kvd_client *c);
+/* the block tag of the connection's tenant (scrub.h) */
+uint64_t kvd_client_scrub_tag(struct kvd_client *c);
 
 /* devbuf.c: device buffers of GPU tenants */
 struct kvd_devbufs {

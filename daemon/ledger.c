@@ -27,6 +27,7 @@
 #include "kvpoold.h"
 #include "inproc.h"
 #include "prefix.h"
+#include "scrub.h"
 
 /* ---- in-process callbacks (p->lock held) ------------------------------- */
 
@@ -512,6 +513,7 @@ void kvd_backing_trim(struct kvd_pool *p)
 	r = p->ops->unmap(p, (uint32_t)floor, old);
 	if (r)
 		kvd_log(KVD_WARN, "%s: unmap: %s", p->name, strerror(-r));
+	kvd_scrub_unmapped(p, (uint32_t)floor, old, !r);
 	p->mapped = (uint32_t)floor;
 	pthread_rwlock_unlock(&p->backing);
 	p->trim_since_ns = 0;

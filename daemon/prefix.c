@@ -41,6 +41,7 @@
 #include "kvpoold.h"
 #include "prefix.h"
 #include "prefix_index.h"
+#include "scrub.h"
 
 #define SET_EMPTY	UINT32_MAX
 
@@ -787,6 +788,10 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 		r = -ENOMEM;
 		goto out_free;
 	}
+	/* a cached block holds its publisher's bytes or zeros */
+	r = kvd_client_claim_blocks(c, blocks, n);
+	if (r)
+		goto out_free;
 	kvd_client_tenant(c, tname);
 
 	pthread_mutex_lock(&p->lock);
@@ -859,6 +864,14 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 	r = lease_move(d, lease_id, t->hot.id, move, nmove);
 	if (r) {
 		tenant_maybe_close(p, t);
+		goto out_unlock;
+	}
+	/* released and granted back since they were zeroed above, with
+	 * another tenant's bytes in between: not published */
+	if (!kvd_scrub_owned(d->top, kvd_client_scrub_tag(c), move, nmove)) {
+		lease_move(d, t->hot.id, lease_id, move, nmove);
+		tenant_maybe_close(p, t);
+		r = -EAGAIN;
 		goto out_unlock;
 	}
 	r = transit(p, warm, nwarm, true);

@@ -75,5 +75,10 @@ struct kvd *kvd_client_daemon(struct kvd_client *c);
 /* The tenant the connection's lease is charged to. */
 void kvd_client_tenant(struct kvd_client *c, char name[KVPOOL_NAME_LEN]);
 struct kvd_prefix_conn **kvd_client_prefix(struct kvd_client *c);
+/* Zero what another tenant left in the caller's own blocks among b[0..n)
+ * (scrub.h), before they are published: 0 (also when they are not all
+ * its own: the publish then fails) or -errno. */
+int kvd_client_claim_blocks(struct kvd_client *c, const uint32_t *b,
+			    uint32_t n);
 
 #endif /* KVPOOLD_PREFIX_H */

@@ -26,6 +26,7 @@
 #include "inproc.h"
 #include "swap.h"
 #include "prefix.h"
+#include "scrub.h"
 
 #define MAX_FDS		2
 #define MAX_BATCH	4096
@@ -81,6 +82,7 @@ struct kvd_client {
 	struct kvd_devbufs devbufs;	/* GPU tenant's buffers (devbuf.c) */
 	struct kvd_ctier *ct;		/* tiers and swaps (swap.c) */
 	char tenant[KVPOOL_NAME_LEN];	/* module: the lease's, at HELLO */
+	uint64_t scrub_tag;		/* its tenant's block tag (scrub.h) */
 	struct kvd_prefix_conn *pfx;	/* cached blocks it references */
 	int fds[MAX_FDS];
 	int nfds;
@@ -206,8 +208,18 @@ static int check_blocks_rw(struct kvd_client *c, const uint32_t *b,
 	return r;
 }
 
-/* Every block must be mapped too (a lying ledger must not crash us);
- * called with d->backing held for reading. */
+static bool keep_referenced(void *pc, uint32_t b)
+{
+	return kvd_prefix_referenced(pc, b);
+}
+
+/*
+ * Every block must be mapped too (a lying ledger must not crash us);
+ * called with d->backing held for reading, after the lease check, right
+ * before the op uses the blocks: those another tenant used last are
+ * zeroed first, except cached blocks the connection references (shared
+ * read-only within their namespace).
+ */
 static int check_mapped(struct kvd_client *c, const uint32_t *b, uint32_t n)
 {
 	uint32_t i;
@@ -215,7 +227,8 @@ static int check_mapped(struct kvd_client *c, const uint32_t *b, uint32_t n)
 	for (i = 0; i < n; i++)
 		if (b[i] >= c->d->top->mapped)
 			return -EPERM;
-	return 0;
+	return kvd_scrub_claim(c->d->top, NULL, c->scrub_tag, b, n,
+			       c->pfx ? keep_referenced : NULL, c->pfx);
 }
 
 static const struct kvk_layout *get_layout(struct kvd_client *c, uint32_t id)
@@ -236,6 +249,24 @@ int kvd_client_check_mapped(struct kvd_client *c, const uint32_t *b,
 	return check_mapped(c, b, n);
 }
 
+/* for prefix.c: before the caller's blocks among b[0..n) are published */
+int kvd_client_claim_blocks(struct kvd_client *c, const uint32_t *b,
+			    uint32_t n)
+{
+	struct kvd *d = c->d;
+	int r;
+
+	/* not all the caller's (or referenced): the publish fails anyway */
+	if (check_blocks_ro(c, b, n))
+		return 0;
+	kvd_backing_rdlock(d->top);
+	r = check_mapped(c, b, n);
+	pthread_rwlock_unlock(&d->top->backing);
+	/* the blocks change hands next: no pin may stay */
+	unpin_blocks(c);
+	return r == -EPERM ? 0 : r;
+}
+
 struct kvd_devbufs *kvd_client_devbufs(struct kvd_client *c)
 {
 	return &c->devbufs;
@@ -252,6 +283,25 @@ static int send_msg(struct kvd_client *c, const void *buf, size_t len)
 static bool name_ok(const char *name)
 {
 	return memchr(name, '\0', KVP_NAME_LEN) != NULL;
+}
+
+/*
+ * The tag that the pools' blocks carry for this connection's tenant
+ * (scrub.h): the one place that maps a tenant to its tag.  Set when the
+ * tenant is (HELLO, ATTACH); a block a connection uses is zeroed first
+ * unless its tag is this one.
+ */
+static void set_scrub_tag(struct kvd_client *c)
+{
+	char name[KVPOOL_NAME_LEN];
+
+	kvd_client_tenant(c, name);
+	c->scrub_tag = kvd_scrub_tenant_tag(c->d, name);
+}
+
+uint64_t kvd_client_scrub_tag(struct kvd_client *c)
+{
+	return c->scrub_tag;
 }
 
 /* ---- ops ------------------------------------------------------------- */
@@ -331,6 +381,7 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 		r = -ENOMEM;
 		goto out_lease;
 	}
+	set_scrub_tag(c);
 
 	if (rfd >= 0) {
 		struct stat sb;
@@ -1074,6 +1125,8 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		r = kvd_ip_attach(d->top, c->lease, pool, tenant, &cred);
 		if (!r && c->ct)
 			kvd_ctier_set_tenant(c->ct, c->lease->tenant->name);
+		if (!r)
+			set_scrub_tag(c);
 		ar->lease_id = c->lease_id;
 		*rlen = sizeof(*ar);
 		return r;

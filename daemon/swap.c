@@ -30,6 +30,7 @@
 #include "kvpoold.h"
 #include "inproc.h"
 #include "swap.h"
+#include "scrub.h"
 
 /* Results kept for SWAP_WAIT. */
 #define KEEP_DONE	(4 * KVP_SWAP_INFLIGHT)
@@ -63,6 +64,7 @@ struct kvd_swap_job {
 	uint64_t src_lease, dst_lease;
 	uint32_t n;
 	uint32_t *sb, *db;
+	uint64_t tag;			/* the client's tenant (scrub.h) */
 	uint64_t ticket;
 	uint64_t t_submit;
 };
@@ -284,12 +286,19 @@ static int run_copy(struct kvd_swapper *sw, struct kvd_swap_job *j,
 	r = check_mapped(j->src, j->sb, j->n);
 	if (!r)
 		r = check_mapped(j->dst, j->db, j->n);
+	/* what another tenant left in a source block goes as zeros; the
+	 * destinations, overwritten whole, become the client's */
+	if (!r)
+		r = kvd_scrub_claim(j->src, &sw->io[j->src->tier], j->tag,
+				    j->sb, j->n, NULL, NULL);
 	while (!r && done < j->n) {
 		k = j->n - done < bmax ? j->n - done : bmax;
 		r = copy_batch(sw, j->src, j->dst, j->sb + done, j->db + done,
 			       k);
 		done += k;
 	}
+	if (done)
+		kvd_scrub_filled(j->dst, j->tag, j->db, done, !r);
 	*copy_ns = kvd_now_ns() - t0;
 	backing_unlock(j->src, j->dst);
 	return r;
@@ -814,6 +823,7 @@ static int op_swap(struct kvd_client *c, struct kvd_ctier *ct,
 	j->n = q->n;
 	j->sb = sb;
 	j->db = db;
+	j->tag = kvd_client_scrub_tag(c);
 	j->ticket = ticket;
 	j->t_submit = kvd_now_ns();
 	sw = (src->tier > dst->tier ? src : dst)->swapper;
@@ -910,6 +920,10 @@ static int op_block_sum(struct kvd_client *c, struct kvd_ctier *ct,
 	kvd_backing_rdlock(p);
 	if (!r)
 		r = check_mapped(p, b, q->n);
+	if (!r)
+		r = kvd_scrub_claim(p, host ? NULL : &io,
+				    kvd_client_scrub_tag(c), b, q->n, NULL,
+				    NULL);
 	for (i = 0; !r && i < q->n; i++) {
 		if (host) {
 			sums[i] = fnv64(p->ops->host_ptr(p, b[i]),

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "kvpoold.h"
+#include "scrub.h"
 
 const char *kvd_tier_kind_name(uint32_t kind)
 {
@@ -84,6 +85,14 @@ static int top_write(struct kvd_pool *p, struct kvd_io *io,
 	return p->d->be->dev_write(p->d, io->stream, blocks, bufs, n);
 }
 
+static int top_zero(struct kvd_pool *p, struct kvd_io *io,
+		    const uint32_t *blocks, uint32_t n)
+{
+	if (!p->d->be->zero)
+		return -EOPNOTSUPP;
+	return p->d->be->zero(p->d, io ? io->stream : NULL, blocks, n);
+}
+
 static int top_io_open(struct kvd_pool *p, struct kvd_io *io)
 {
 	io->stream = NULL;
@@ -108,6 +117,7 @@ const struct kvd_tier_ops kvd_tier_top = {
 	.host_ptr = top_host_ptr,
 	.read = top_read,
 	.write = top_write,
+	.zero = top_zero,
 	.io_open = top_io_open,
 	.io_close = top_io_close,
 };
@@ -191,7 +201,8 @@ static int pool_mem_init(struct kvd_pool *p)
 			p->ops->name, (unsigned long long)align);
 	if (p == p->d->top)
 		p->d->chunk_blocks = p->chunk_blocks;
-	return 0;
+	/* fresh memory: every block reads as zeros */
+	return kvd_scrub_pool_init(p);
 }
 
 int kvd_pool_reinit(struct kvd_pool *p)
@@ -259,6 +270,9 @@ int kvd_pools_init(struct kvd *d)
 	unsigned int k;
 	int i, r;
 
+	r = d->tagnames ? 0 : kvd_scrub_init(d);
+	if (r)
+		return r;
 	pool_struct_init(d, top, 0);
 	d->top = top;
 	d->npools = 1;
@@ -292,8 +306,18 @@ void kvd_pools_fini(struct kvd *d)
 
 	for (i = d->npools; i-- > 0;) {
 		struct kvd_pool *p = &d->pools[i];
+		uint64_t zeroed, ns;
 
+		kvd_scrub_stats(p, &zeroed, &ns);
+		if (zeroed)
+			kvd_log(KVD_NOTICE, "%s: zeroed %llu blocks (%.1f MiB) "
+				"before another tenant used them, in %.3f ms",
+				p->name, (unsigned long long)zeroed,
+				(double)(zeroed * p->block_bytes) / (1 << 20),
+				(double)ns / 1e6);
 		if (p->ops && p->ops->fini)
 			p->ops->fini(p);
+		kvd_scrub_pool_fini(p);
 	}
+	kvd_scrub_fini(d);
 }

@@ -10,6 +10,9 @@
  * (so a full filesystem shows at grow time: the ledger's waiters get
  * -ENOMEM, never a swap that fails half way), a shrink punches the range
  * out (FALLOC_FL_PUNCH_HOLE) and truncates the file to the new top.
+ * Blocks another tenant used last are zeroed in place before they are
+ * read (nvme_zero, called by scrub.c), without I/O where the filesystem
+ * can.
  *
  * I/O goes through io_uring (Debian's liburing) with up to KVD_NVME_DEPTH
  * requests in flight per swap worker, or plain pread/pwrite when io_uring
@@ -42,6 +45,7 @@ struct nvme_priv {
 	bool uring;		/* I/O through io_uring */
 	uint32_t inject;	/* every Nth I/O fails (0: never) */
 	_Atomic uint64_t nio;
+	_Atomic int zero_how;	/* nvme_zero: 0 zero range, 1 hole, 2 write */
 };
 
 static struct nvme_priv *P(struct kvd_pool *p)
@@ -384,6 +388,67 @@ static int nvme_write(struct kvd_pool *p, struct kvd_io *io,
 	return nvme_rw(p, io, blocks, (uint8_t *const *)bufs, n, true);
 }
 
+/* Write zeros over [off, off + len) (slot multiples). */
+static int write_zeros(struct nvme_priv *np, uint64_t off, uint64_t len)
+{
+	uint8_t *z = aligned_alloc(SLOT_ALIGN, np->slot);
+	struct nvme_req q;
+	int r = 0;
+
+	if (!z)
+		return -ENOMEM;
+	memset(z, 0, np->slot);
+	q.use = q.user = z;
+	q.len = (uint32_t)np->slot;
+	for (q.off = off; q.off < off + len && r >= 0; q.off += np->slot)
+		r = sync_io(np, &q, true);
+	free(z);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Zero whole blocks before another tenant uses them.  The range becomes
+ * zeros without I/O where the filesystem can (FALLOC_FL_ZERO_RANGE: ext4,
+ * xfs), else a hole that is allocated again at once (tmpfs: a swap into
+ * it must not find the filesystem full), else zeros written.
+ */
+static int nvme_zero(struct kvd_pool *p, struct kvd_io *io,
+		     const uint32_t *blocks, uint32_t n)
+{
+	struct nvme_priv *np = P(p);
+	uint32_t i, j;
+	int r = 0;
+
+	for (i = 0; i < n && !r; i = j) {
+		off_t off, len;
+		int how = atomic_load(&np->zero_how);
+
+		for (j = i + 1; j < n && blocks[j] == blocks[j - 1] + 1; j++)
+			;
+		off = (off_t)((uint64_t)blocks[i] * np->slot);
+		len = (off_t)((uint64_t)(j - i) * np->slot);
+		if (how == 0 &&
+		    !fallocate(np->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+			       off, len))
+			continue;
+		if (how == 0 && errno != EOPNOTSUPP)
+			return -errno;
+		if (how <= 1 &&
+		    !fallocate(np->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			       off, len)) {
+			atomic_store(&np->zero_how, 1);
+			if (fallocate(np->fd, 0, off, len))
+				return errno == ENOSPC ? -ENOSPC : -errno;
+			continue;
+		}
+		if (how <= 1 && errno != EOPNOTSUPP)
+			return -errno;
+		atomic_store(&np->zero_how, 2);
+		r = write_zeros(np, (uint64_t)off, (uint64_t)len);
+	}
+	return r;
+}
+
 static void *nvme_host_ptr(struct kvd_pool *p, uint32_t block)
 {
 	return NULL;
@@ -408,6 +473,7 @@ const struct kvd_tier_ops kvd_tier_nvme = {
 	.host_ptr = nvme_host_ptr,
 	.read = nvme_read,
 	.write = nvme_write,
+	.zero = nvme_zero,
 	.io_open = nvme_io_open,
 	.io_close = nvme_io_close,
 	.flags = nvme_flags,

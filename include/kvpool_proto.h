@@ -534,6 +534,9 @@ struct kvp_client_rec {
  *		(KVP_OP_LAYOUT instead of KVP_OP_LAYOUT_MODEL);
  *   -EPERM	PUBLISH names a block the caller neither holds nor references;
  *   -EXDEV	PUBLISH: the lease was moved to another tenant since HELLO;
+ *   -EAGAIN	PUBLISH: a block was released and granted again while it
+ *		was being published (with another tenant's bytes between):
+ *		nothing is cached, try again;
  *   -EOPNOTSUPP the ledger cannot move blocks (a module without
  *		KVPOOL_FEAT_LEASE_MOVE).
  * On any error nothing changed.

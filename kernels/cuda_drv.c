@@ -50,6 +50,7 @@ static const struct sym syms[] = {
 	S(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"),
 	S(cuMemsetD8, "cuMemsetD8_v2"),
 	S(cuMemsetD8Async, "cuMemsetD8Async"),
+	S(cuMemsetD32Async, "cuMemsetD32Async"),
 	S(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity"),
 	S(cuMemAddressReserve, "cuMemAddressReserve"),
 	S(cuMemAddressFree, "cuMemAddressFree"),

@@ -64,6 +64,8 @@ struct cuda_drv {
 	CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char uc, size_t n);
 	CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char uc,
 				    size_t n, CUstream s);
+	CUresult (*cuMemsetD32Async)(CUdeviceptr dst, unsigned int ui,
+				     size_t n, CUstream s);
 
 	/* virtual memory management */
 	CUresult (*cuMemGetAllocationGranularity)(size_t *granularity,

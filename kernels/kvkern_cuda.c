@@ -1175,6 +1175,56 @@ int kvk_cuda_copy_blocks(struct kvk_cuda *c, CUdeviceptr pool,
 	return sync_st(c, "copy");
 }
 
+/* Runs of consecutive blocks of blocks[0..n) (grants come lowest index
+ * first), each zeroed with one memset on st: 32-bit words when the sizes
+ * allow it (the pool base is aligned to the allocation granularity). */
+static int zero_runs(struct kvk_cuda *c, CUstream st, CUdeviceptr pool,
+		     uint64_t block_bytes, const uint32_t *blocks, uint32_t n)
+{
+	uint32_t i, j;
+	int ret = 0;
+
+	for (i = 0; i < n && !ret; i = j) {
+		CUdeviceptr at = pool + (CUdeviceptr)blocks[i] * block_bytes;
+		uint64_t len;
+
+		for (j = i + 1; j < n && blocks[j] == blocks[j - 1] + 1; j++)
+			;
+		len = (uint64_t)(j - i) * block_bytes;
+		if (!(block_bytes % 4) && !(at % 4))
+			ret = cu(c, c->drv->cuMemsetD32Async(at, 0, len / 4, st),
+				 "cuMemsetD32Async");
+		else
+			ret = cu(c, c->drv->cuMemsetD8Async(at, 0, len, st),
+				 "cuMemsetD8Async");
+	}
+	return ret;
+}
+
+int kvk_cuda_zero_blocks(struct kvk_cuda *c, CUstream stream, CUdeviceptr pool,
+			 uint64_t block_bytes, uint64_t pool_blocks,
+			 const uint32_t *blocks, uint32_t n)
+{
+	CUstream st;
+	uint32_t i;
+	int ret, sr;
+
+	if (!n)
+		return 0;
+	if (!c || !pool || !block_bytes || !blocks)
+		return -EINVAL;
+	if (pool_blocks)
+		for (i = 0; i < n; i++)
+			if (blocks[i] >= pool_blocks)
+				return -EINVAL;
+	st = stream ? stream : c->st;
+	ret = zero_runs(c, st, pool, block_bytes, blocks, n);
+	/* wait for what was queued, even after an error: the zeros must be
+	 * there before any stream, a swap worker's too, reads the blocks */
+	sr = cu(c, c->drv->cuStreamSynchronize(st), "zero: cuStreamSynchronize");
+	return ret ? ret : sr;
+}
+
 /* ---- bandwidth probe ---- */
 
 int kvk_cuda_read_bw(struct kvk_cuda *c, CUdeviceptr src, size_t bytes,

@@ -100,6 +100,11 @@ int kvk_cuda_prefill(struct kvk_cuda *c, const struct kvk_prefill_args *a);
 int kvk_cuda_copy_blocks(struct kvk_cuda *c, CUdeviceptr pool,
 			 uint64_t block_bytes, uint64_t pool_blocks,
 			 const uint32_t *src, const uint32_t *dst, uint32_t n);
+/* Zero blocks[0..n) (whole blocks) on stream (NULL: the kernels' stream)
+ * and wait for it, so that no stream reads them before. */
+int kvk_cuda_zero_blocks(struct kvk_cuda *c, CUstream stream, CUdeviceptr pool,
+			 uint64_t block_bytes, uint64_t pool_blocks,
+			 const uint32_t *blocks, uint32_t n);
 
 /* ---- bulk arrays in device memory ---- */
 

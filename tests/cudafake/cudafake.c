@@ -15,7 +15,8 @@
  *    handles unmapped and released, reservations freed whole and empty,
  *    exports only of handles created exportable;
  *  - copies and memsets inside live device memory (cuMemAlloc or mapped
- *    with access), host pointers that are not device pointers;
+ *    with access), host pointers that are not device pointers, 32-bit
+ *    memsets at 4-byte aligned addresses, streams alive;
  *  - launches: a function of a loaded module, grid and block within the
  *    limits of sm_80/sm_90, the kernel's launch bounds and registers,
  *    static + dynamic shared memory within 48 KiB or the opted-in
@@ -37,7 +38,8 @@
  *                                    (default CUDA_ERROR_OUT_OF_MEMORY)
  *   KVPOOL_FAKE_CUDA_EXEC=1          run kernels on the host emulation
  *                                    of the CUDA execution model (cuemu)
- *   KVPOOL_FAKE_CUDA_LOG=PATH        one line per launch and VMM call
+ *   KVPOOL_FAKE_CUDA_LOG=PATH        one line per launch, VMM call and
+ *                                    32-bit memset
  * Not modelled: timing, asynchrony (work runs when issued), peer access,
  * several processes sharing one device's memory budget.
  */
@@ -918,6 +920,27 @@ API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n,
 	find_stream(fname, s);
 	check_range(fname, "destination", dst, n, 1);
 	memset((void *)(uintptr_t)dst, v, n);
+	LEAVE(CUDA_SUCCESS);
+}
+
+/* 32-bit words; the destination must be 4-byte aligned. */
+API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n,
+			      CUstream s)
+{
+	size_t i;
+
+	ENTER("cuMemsetD32Async");
+	NEED_CTX();
+	find_stream(fname, s);
+	if (dst % 4)
+		violation(fname, "destination %#llx is not 4-byte aligned "
+			  "(CUDA_ERROR_INVALID_VALUE)", (unsigned long long)dst);
+	if (n > SIZE_MAX / 4)
+		violation(fname, "%zu words overflow the address space", n);
+	check_range(fname, "destination", dst, (uint64_t)n * 4, 1);
+	for (i = 0; i < n; i++)
+		((uint32_t *)(uintptr_t)dst)[i] = v;
+	logf_("memset32 %#llx %zu", (unsigned long long)dst, n * 4);
 	LEAVE(CUDA_SUCCESS);
 }
 
