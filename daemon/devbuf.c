@@ -149,14 +149,14 @@ int kvd_op_kv_dev(struct kvd_client *c, const struct kvp_kv_dev *q,
 	r = kvd_client_check_blocks(c, blocks, q->ntok, write);
 	if (r)
 		goto out;
-	pthread_rwlock_rdlock(&d->top->backing);
+	kvd_backing_rdlock(d->top);
 	r = kvd_client_check_mapped(c, blocks, q->ntok);
 	if (!r)
 		r = write ? d->be->write_kv_dev(d, l, q->layer, q->ntok, blocks,
 						slots, k, v, bf16) :
 			    d->be->read_kv_dev(d, l, q->layer, q->ntok, blocks,
 					       slots, k, v);
-	pthread_rwlock_unlock(&d->top->backing);
+	kvd_backing_unlock(d->top);
 out:
 	free(blocks);
 	free(slots);
@@ -215,7 +215,7 @@ int kvd_op_attn_dev(struct kvd_client *c, const struct kvp_attn_dev *a)
 	r = kvd_client_check_blocks(c, used, nused, false);
 	if (r)
 		goto done;
-	pthread_rwlock_rdlock(&d->top->backing);
+	kvd_backing_rdlock(d->top);
 	r = kvd_client_check_mapped(c, used, nused);
 	if (!r) {
 		struct kvk_prefill_args pa = {
@@ -228,7 +228,7 @@ int kvd_op_attn_dev(struct kvd_client *c, const struct kvp_attn_dev *a)
 
 		r = d->be->attn_dev(d, &pa, q, out);
 	}
-	pthread_rwlock_unlock(&d->top->backing);
+	kvd_backing_unlock(d->top);
 done:
 	free(tables);
 	free(ctx);

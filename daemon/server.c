@@ -207,7 +207,7 @@ static int check_blocks_rw(struct kvd_client *c, const uint32_t *b,
 }
 
 /* Every block must be mapped too (a lying ledger must not crash us);
- * called with d->backing held for reading. */
+ * called with the top pool's backing held for reading. */
 static int check_mapped(struct kvd_client *c, const uint32_t *b, uint32_t n)
 {
 	uint32_t i;
@@ -453,7 +453,7 @@ static int op_kv(struct kvd_client *c, const struct kvp_kv *q, bool write)
 					    slots, k, v) :
 			    d->be->read_kv(d, l, q->layer, q->ntok, blocks,
 					   slots, k, v);
-	pthread_rwlock_unlock(&d->top->backing);
+	kvd_backing_unlock(d->top);
 out:
 	free(blocks);
 	free(slots);
@@ -601,7 +601,7 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 		};
 		r = d->be->prefill(d, &pa);
 	}
-	pthread_rwlock_unlock(&d->top->backing);
+	kvd_backing_unlock(d->top);
 out:
 	free(tables);
 	free(ctx);
@@ -635,7 +635,7 @@ static int op_copy(struct kvd_client *c, const struct kvp_copy *q)
 		r = check_mapped(c, dst, q->n);
 	if (!r)
 		r = d->be->copy(d, src, dst, q->n);
-	pthread_rwlock_unlock(&d->top->backing);
+	kvd_backing_unlock(d->top);
 out:
 	free(src);
 	free(dst);
@@ -729,11 +729,11 @@ static int op_splice(struct kvd_client *c, const struct kvp_splice *q)
 			.ndel = q->ndel, .nins = q->nins, .delta = q->delta,
 		};
 
-		pthread_rwlock_rdlock(&d->top->backing);
+		kvd_backing_rdlock(d->top);
 		r = check_mapped(c, table, (uint32_t)used);
 		if (!r)
 			r = d->be->splice(d, &a);
-		pthread_rwlock_unlock(&d->top->backing);
+		kvd_backing_unlock(d->top);
 	}
 	free(table);
 	return r;
@@ -769,11 +769,11 @@ static int op_compact(struct kvd_client *c, const struct kvp_compact *q)
 			.nkeep = q->nkeep,
 		};
 
-		pthread_rwlock_rdlock(&d->top->backing);
+		kvd_backing_rdlock(d->top);
 		r = check_mapped(c, table, (uint32_t)used);
 		if (!r)
 			r = d->be->compact(d, &a);
-		pthread_rwlock_unlock(&d->top->backing);
+		kvd_backing_unlock(d->top);
 	}
 	free(keep);
 	free(table);
@@ -824,11 +824,11 @@ static int op_score(struct kvd_client *c, const struct kvp_score *q)
 			.out = out,
 		};
 
-		pthread_rwlock_rdlock(&d->top->backing);
+		kvd_backing_rdlock(d->top);
 		r = check_mapped(c, table, (uint32_t)used);
 		if (!r)
 			r = d->be->score(d, &a);
-		pthread_rwlock_unlock(&d->top->backing);
+		kvd_backing_unlock(d->top);
 	}
 	free(table);
 	return r;
@@ -1660,9 +1660,7 @@ void kvd_clients_stop(struct kvd *d)
 		pthread_mutex_lock(&d->pools[i].lock);
 		pthread_cond_broadcast(&d->pools[i].waiters);
 		pthread_mutex_unlock(&d->pools[i].lock);
-		pthread_mutex_lock(&d->pools[i].gate_lock);
-		pthread_cond_broadcast(&d->pools[i].gate_cv);
-		pthread_mutex_unlock(&d->pools[i].gate_lock);
+		kvd_backing_stop(&d->pools[i]);
 	}
 	pthread_mutex_lock(&d->clients_lock);
 	for (c = d->clients; c; c = c->next)

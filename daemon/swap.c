@@ -266,8 +266,8 @@ static void backing_lock(struct kvd_pool *a, struct kvd_pool *b)
 
 static void backing_unlock(struct kvd_pool *a, struct kvd_pool *b)
 {
-	pthread_rwlock_unlock(&a->backing);
-	pthread_rwlock_unlock(&b->backing);
+	kvd_backing_unlock(a);
+	kvd_backing_unlock(b);
 }
 
 static int run_copy(struct kvd_swapper *sw, struct kvd_swap_job *j,
@@ -920,7 +920,7 @@ static int op_block_sum(struct kvd_client *c, struct kvd_ctier *ct,
 		if (!r)
 			sums[i] = fnv64(buf, p->block_bytes);
 	}
-	pthread_rwlock_unlock(&p->backing);
+	kvd_backing_unlock(p);
 	if (!host && p->ops->io_close)
 		p->ops->io_close(p, &io);
 	kvd_lease_pin_drop(p, ct->lease_id[q->tier]);
