@@ -50,12 +50,12 @@
 #define MAX_REGION	(1ULL << 36)
 /*
  * Bounds of one request, so that no request can allocate or compute
- * without limit (-E2BIG beyond them: split it): ATTN copies at most
- * MAX_ATTN_TABLE block-table entries (batch x its longest sequence, 4 MiB,
- * as many as one LEASE_CHECK of the module takes)
- * and does at most MAX_ATTN_WORK multiply-adds of Q.K (as many again for
- * P.V), counted as max(1, n_new) x ctx x q_heads x head_dim per sequence;
- * COPY moves at most MAX_COPY_BYTES.
+ * without limit (-E2BIG beyond them: split it): ATTN and ATTN_DEV copy at
+ * most MAX_ATTN_TABLE block-table entries (batch x its longest sequence,
+ * 4 MiB, as many as one LEASE_CHECK of the module takes) and do at most
+ * MAX_ATTN_WORK multiply-adds of Q.K (as many again for P.V), counted as
+ * max(1, n_new) x ctx x q_heads x head_dim per sequence; COPY moves at
+ * most MAX_COPY_BYTES.
  */
 #define MAX_ATTN_TABLE	(1ULL << 20)
 #define MAX_ATTN_WORK	(1ULL << 34)
@@ -492,16 +492,105 @@ static uint64_t mul_sat(uint64_t a, uint64_t b)
 	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
+/* Multiply-adds of Q.K for nq queries against ctx slots (MAX_ATTN_WORK). */
+static uint64_t qk_work(uint64_t nq, uint64_t ctx, uint32_t q_heads,
+			uint32_t head_dim)
+{
+	return mul_sat(mul_sat(nq, ctx), (uint64_t)q_heads * head_dim);
+}
+
+void kvd_attn_tables_free(struct kvd_attn_tables *t)
+{
+	free(t->tables);
+	free(t->ctx);
+	free(t->used);
+	memset(t, 0, sizeof(*t));
+}
+
+int kvd_client_attn_tables(struct kvd_client *c, const struct kvk_layout *l,
+			   uint32_t batch, uint32_t q_heads, uint32_t n_new,
+			   uint64_t mbs, uint64_t off_tables, uint64_t off_ctx,
+			   struct kvd_attn_tables *t)
+{
+	uint64_t nused = 0, stride = 1, work = 0;
+	uint32_t *tmp = NULL, b;
+	const uint32_t *rtab;
+	void *tp;
+	int r;
+
+	memset(t, 0, sizeof(*t));
+	r = region_ptr(c, off_tables, (uint64_t)batch * mbs, 4, &tp);
+	if (!r)
+		r = region_u32(c, off_ctx, batch, &t->ctx);
+	if (r)
+		goto out;
+	rtab = tp;
+
+	/*
+	 * Sizes first, from the context lengths alone: the copied block
+	 * table has one row per sequence as long as the longest one
+	 * (MAX_ATTN_TABLE entries at most), and the work is bounded by
+	 * MAX_ATTN_WORK; nothing large is allocated before these checks.
+	 */
+	for (b = 0; b < batch; b++) {
+		uint64_t nb = ((uint64_t)t->ctx[b] + l->tokens_per_block - 1) /
+			      l->tokens_per_block;
+		uint64_t w = qk_work(n_new ? n_new : 1, t->ctx[b], q_heads,
+				     l->head_dim);
+
+		if (nb > mbs || t->ctx[b] < n_new) {
+			r = -EINVAL;
+			goto out;
+		}
+		if (nb > stride)
+			stride = nb;
+		nused += nb;
+		work = work > UINT64_MAX - w ? UINT64_MAX : work + w;
+	}
+	if ((uint64_t)batch * stride > MAX_ATTN_TABLE ||
+	    work > MAX_ATTN_WORK) {
+		r = -E2BIG;
+		goto out;
+	}
+	t->tables = malloc((size_t)batch * stride * sizeof(*t->tables));
+	t->used = malloc((size_t)(nused ? nused : 1) * sizeof(*t->used));
+	tmp = malloc((size_t)stride * sizeof(*tmp));
+	if (!t->tables || !t->used || !tmp) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* Copy what the kernels read (the client may change its region). */
+	nused = 0;
+	for (b = 0; b < batch; b++) {
+		uint32_t nb = (uint32_t)(((uint64_t)t->ctx[b] +
+					  l->tokens_per_block - 1) /
+					 l->tokens_per_block);
+		uint32_t *row = t->tables + (size_t)b * stride;
+
+		memcpy(row, rtab + (size_t)b * mbs, (size_t)nb * sizeof(*row));
+		if (row_repeats(row, nb, tmp)) {
+			r = -EINVAL;
+			goto out;
+		}
+		memcpy(t->used + nused, row, (size_t)nb * sizeof(*row));
+		nused += nb;
+	}
+	t->stride = (uint32_t)stride;
+	t->nused = (uint32_t)nused;
+out:
+	free(tmp);
+	if (r)
+		kvd_attn_tables_free(t);
+	return r;
+}
+
 static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 {
 	struct kvd *d = c->d;
 	const struct kvk_layout *l = get_layout(c, a->layout_id);
-	uint32_t *tables = NULL, *ctx = NULL, *used = NULL, *tmp = NULL;
-	uint64_t qn, mbs = a->max_blocks_per_seq, nused = 0, stride = 1;
-	uint64_t work = 0;
-	const uint32_t *rtab;
-	void *q, *out, *tp;
-	uint32_t b;
+	struct kvd_attn_tables t;
+	uint64_t qn, mbs = a->max_blocks_per_seq;
+	void *q, *out;
 	float scale;
 	int r;
 
@@ -519,75 +608,23 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 	if (!r)
 		r = region_ptr(c, a->off_out, qn, (uint64_t)l->head_dim * 4,
 			       &out);
-	if (!r)
-		r = region_ptr(c, a->off_tables, (uint64_t)a->batch * mbs, 4,
-			       &tp);
-	if (!r)
-		r = region_u32(c, a->off_ctx, a->batch, &ctx);
 	if (r)
-		goto out;
-	rtab = tp;
-
-	/*
-	 * Sizes first, from the context lengths alone: the copied block
-	 * table has one row per sequence as long as the longest one
-	 * (MAX_ATTN_TABLE entries at most), and the work is bounded by
-	 * MAX_ATTN_WORK; nothing large is allocated before these checks.
-	 */
-	for (b = 0; b < a->batch; b++) {
-		uint64_t nb = ((uint64_t)ctx[b] + l->tokens_per_block - 1) /
-			      l->tokens_per_block;
-		uint64_t w = mul_sat(mul_sat(a->n_new ? a->n_new : 1, ctx[b]),
-				     (uint64_t)a->q_heads * l->head_dim);
-
-		if (nb > mbs || ctx[b] < a->n_new) {
-			r = -EINVAL;
-			goto out;
-		}
-		if (nb > stride)
-			stride = nb;
-		nused += nb;
-		work = work > UINT64_MAX - w ? UINT64_MAX : work + w;
-	}
-	if ((uint64_t)a->batch * stride > MAX_ATTN_TABLE ||
-	    work > MAX_ATTN_WORK) {
-		r = -E2BIG;
-		goto out;
-	}
-	tables = malloc((size_t)a->batch * stride * sizeof(*tables));
-	used = malloc((size_t)(nused ? nused : 1) * sizeof(*used));
-	tmp = malloc((size_t)stride * sizeof(*tmp));
-	if (!tables || !used || !tmp) {
-		r = -ENOMEM;
-		goto out;
-	}
-	/* Copy what the kernels read (the client may change its region). */
-	nused = 0;
-	for (b = 0; b < a->batch; b++) {
-		uint32_t nb = (uint32_t)(((uint64_t)ctx[b] +
-					  l->tokens_per_block - 1) /
-					 l->tokens_per_block);
-		uint32_t *row = tables + (size_t)b * stride;
-
-		memcpy(row, rtab + (size_t)b * mbs, (size_t)nb * sizeof(*row));
-		if (row_repeats(row, nb, tmp)) {
-			r = -EINVAL;
-			goto out;
-		}
-		memcpy(used + nused, row, (size_t)nb * sizeof(*row));
-		nused += nb;
-	}
-	r = check_blocks_ro(c, used, (uint32_t)nused);
+		return r;
+	r = kvd_client_attn_tables(c, l, a->batch, a->q_heads, a->n_new, mbs,
+				   a->off_tables, a->off_ctx, &t);
+	if (r)
+		return r;
+	r = check_blocks_ro(c, t.used, t.nused);
 	if (r)
 		goto out;
 	kvd_backing_rdlock(d->top);
-	r = check_mapped(c, used, (uint32_t)nused);
+	r = check_mapped(c, t.used, t.nused);
 	if (!r && !a->n_new) {
 		struct kvk_decode_args da = {
 			.layout = l, .layer = a->layer, .batch = a->batch,
 			.q_heads = a->q_heads,
-			.max_blocks_per_seq = (uint32_t)stride,
-			.q = q, .block_tables = tables, .ctx_lens = ctx,
+			.max_blocks_per_seq = t.stride,
+			.q = q, .block_tables = t.tables, .ctx_lens = t.ctx,
 			.scale = scale, .out = out,
 		};
 		r = d->be->decode(d, &da);
@@ -595,18 +632,15 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 		struct kvk_prefill_args pa = {
 			.layout = l, .layer = a->layer, .batch = a->batch,
 			.q_heads = a->q_heads,
-			.max_blocks_per_seq = (uint32_t)stride,
-			.n_new = a->n_new, .q = q, .block_tables = tables,
-			.ctx_lens = ctx, .scale = scale, .out = out,
+			.max_blocks_per_seq = t.stride,
+			.n_new = a->n_new, .q = q, .block_tables = t.tables,
+			.ctx_lens = t.ctx, .scale = scale, .out = out,
 		};
 		r = d->be->prefill(d, &pa);
 	}
 	kvd_backing_unlock(d->top);
 out:
-	free(tables);
-	free(ctx);
-	free(used);
-	free(tmp);
+	kvd_attn_tables_free(&t);
 	return r;
 }
 
