@@ -50,12 +50,15 @@
 #define MAX_REGION	(1ULL << 36)
 /*
  * Bounds of one request, so that no request can allocate or compute
- * without limit (-E2BIG beyond them: split it): ATTN and ATTN_DEV copy at
- * most MAX_ATTN_TABLE block-table entries (batch x its longest sequence,
- * 4 MiB, as many as one LEASE_CHECK of the module takes) and do at most
- * MAX_ATTN_WORK multiply-adds of Q.K (as many again for P.V), counted as
- * max(1, n_new) x ctx x q_heads x head_dim per sequence; COPY moves at
- * most MAX_COPY_BYTES.
+ * without limit, nor hold the memory (and a due unmap) for long (-E2BIG
+ * beyond them: split it): ATTN and ATTN_DEV copy at most MAX_ATTN_TABLE
+ * block-table entries (batch x its longest sequence, 4 MiB, as many as
+ * one LEASE_CHECK of the module takes) and do at most MAX_ATTN_WORK
+ * multiply-adds of Q.K (as many again for P.V), counted as max(1, n_new)
+ * x ctx x q_heads x head_dim per sequence; SCORE as n_q x len x q_heads x
+ * head_dim; COPY moves at most MAX_COPY_BYTES, and SPLICE and COMPACT
+ * read and rewrite at most as many, counted as the blocks from the first
+ * one they rewrite to the end of the sequence.
  */
 #define MAX_ATTN_TABLE	(1ULL << 20)
 #define MAX_ATTN_WORK	(1ULL << 34)
@@ -750,6 +753,10 @@ static int op_splice(struct kvd_client *c, const struct kvp_splice *q)
 	    new_len > (uint64_t)q->nblocks * T)
 		return -ERANGE;
 	used = ((q->len > new_len ? q->len : new_len) + T - 1) / T;
+	/* it reads and rewrites at most the blocks from slot at's to the
+	 * end (MAX_COPY_BYTES) */
+	if (mul_sat(used - q->at / T, d->top->block_bytes) > MAX_COPY_BYTES)
+		return -E2BIG;
 	/* the blocks rewritten, as kvk_splice() plans them */
 	end = (int64_t)q->nins - q->ndel == 0 &&
 	      !(q->delta && (uint64_t)q->at + q->ndel < q->len) ?
@@ -793,6 +800,10 @@ static int op_compact(struct kvd_client *c, const struct kvp_compact *q)
 	/* rewritten: from the block of the first slot that moves on */
 	for (f = 0; !r && f < q->nkeep && keep[f] == f; f++)
 		;
+	/* it reads and rewrites at most the blocks from there to the end
+	 * (MAX_COPY_BYTES) */
+	if (!r && mul_sat(used - f / T, d->top->block_bytes) > MAX_COPY_BYTES)
+		r = -E2BIG;
 	if (!r)
 		r = edit_table(c, q->off_table, q->nblocks, used, f / T,
 			       (q->nkeep + T - 1) / T, &table);
@@ -818,7 +829,7 @@ static int op_score(struct kvd_client *c, const struct kvp_score *q)
 {
 	struct kvd *d = c->d;
 	const struct kvk_layout *l = get_layout(c, q->layout_id);
-	uint32_t *table = NULL;
+	uint32_t *table = NULL, *tmp = NULL;
 	uint64_t T, used;
 	void *qp, *out;
 	int r;
@@ -837,12 +848,21 @@ static int op_score(struct kvd_client *c, const struct kvp_score *q)
 	if (q->len > (uint64_t)q->nblocks * T)
 		return -ERANGE;
 	used = (q->len + T - 1) / T;
+	/* ATTN's bound of Q.K multiply-adds: n_q x len x q_heads x hd */
+	if (qk_work(q->n_q, q->len, q->q_heads, l->head_dim) > MAX_ATTN_WORK)
+		return -E2BIG;
 	r = region_ptr(c, q->off_q, (uint64_t)q->n_q * q->q_heads,
 		       (uint64_t)l->head_dim * 4, &qp);
 	if (!r)
 		r = region_ptr(c, q->off_out, q->len, 4, &out);
 	if (!r)
 		r = edit_table(c, q->off_table, q->nblocks, used, 0, 0, &table);
+	/* a sequence names each block once */
+	if (!r) {
+		tmp = malloc((size_t)used * sizeof(*tmp));
+		r = !tmp ? -ENOMEM :
+		    row_repeats(table, (uint32_t)used, tmp) ? -EINVAL : 0;
+	}
 	if (!r) {
 		struct kvk_score_args a = {
 			.layout = l, .layer = q->layer, .q_heads = q->q_heads,
@@ -864,6 +884,7 @@ static int op_score(struct kvd_client *c, const struct kvp_score *q)
 			r = d->be->score(d, &a);
 		kvd_backing_unlock(d->top);
 	}
+	free(tmp);
 	free(table);
 	return r;
 }
