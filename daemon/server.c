@@ -57,8 +57,8 @@
  * multiply-adds of Q.K (as many again for P.V), counted as max(1, n_new)
  * x ctx x q_heads x head_dim per sequence; SCORE as n_q x len x q_heads x
  * head_dim; COPY moves at most MAX_COPY_BYTES, and SPLICE and COMPACT
- * read and rewrite at most as many, counted as the blocks from the first
- * one they rewrite to the end of the sequence.
+ * rewrite at most as many bytes of blocks (and read no more slots than
+ * they write).
  */
 #define MAX_ATTN_TABLE	(1ULL << 20)
 #define MAX_ATTN_WORK	(1ULL << 34)
@@ -753,14 +753,14 @@ static int op_splice(struct kvd_client *c, const struct kvp_splice *q)
 	    new_len > (uint64_t)q->nblocks * T)
 		return -ERANGE;
 	used = ((q->len > new_len ? q->len : new_len) + T - 1) / T;
-	/* it reads and rewrites at most the blocks from slot at's to the
-	 * end (MAX_COPY_BYTES) */
-	if (mul_sat(used - q->at / T, d->top->block_bytes) > MAX_COPY_BYTES)
-		return -E2BIG;
 	/* the blocks rewritten, as kvk_splice() plans them */
 	end = (int64_t)q->nins - q->ndel == 0 &&
 	      !(q->delta && (uint64_t)q->at + q->ndel < q->len) ?
 	      (uint64_t)q->at + q->nins : new_len;
+	/* at most MAX_COPY_BYTES of them (it reads no more slots) */
+	if (mul_sat((end + T - 1) / T - q->at / T, d->top->block_bytes) >
+	    MAX_COPY_BYTES)
+		return -E2BIG;
 	r = edit_table(c, q->off_table, q->nblocks, used, q->at / T,
 		       end ? (end + T - 1) / T : 0, &table);
 	if (!r) {
@@ -800,9 +800,10 @@ static int op_compact(struct kvd_client *c, const struct kvp_compact *q)
 	/* rewritten: from the block of the first slot that moves on */
 	for (f = 0; !r && f < q->nkeep && keep[f] == f; f++)
 		;
-	/* it reads and rewrites at most the blocks from there to the end
-	 * (MAX_COPY_BYTES) */
-	if (!r && mul_sat(used - f / T, d->top->block_bytes) > MAX_COPY_BYTES)
+	/* at most MAX_COPY_BYTES of blocks rewritten, from there to the
+	 * last kept slot's (it reads no more slots) */
+	if (!r && mul_sat((q->nkeep + T - 1) / T - f / T,
+			  d->top->block_bytes) > MAX_COPY_BYTES)
 		r = -E2BIG;
 	if (!r)
 		r = edit_table(c, q->off_table, q->nblocks, used, f / T,

@@ -41,9 +41,9 @@
  *		to the sequences' lengths, more than 2^34 multiply-adds of
  *		Q.K, max(1, n_new) x ctx x q_heads x head_dim summed over
  *		the batch; SCORE: more than 2^34, n_q x len x q_heads x
- *		head_dim; COPY: more than 4 GiB; SPLICE and COMPACT: more
- *		than 4 GiB of blocks from the first one they rewrite to the
- *		end of the sequence): split it.  The bounds keep every
+ *		head_dim; COPY: more than 4 GiB; SPLICE and COMPACT:
+ *		rewriting more than 4 GiB of blocks): split it.  The bounds
+ *		keep every
  *		request's hold on the pool's memory short: an unmap that is
  *		due waits for the requests in flight only, and new ones
  *		wait for it.
@@ -329,8 +329,9 @@ struct kvp_layout_rope {
 
 /* SPLICE: kvk_splice() on the sequence of table (-ENODATA: the tail must
  * turn and the layout has no RoPE data; -ERANGE: a span beyond len or a
- * new length beyond the table; -E2BIG: more than 4 GiB of blocks from the
- * one holding slot at to the end of the sequence). */
+ * new length beyond the table; -E2BIG: it would rewrite more than 4 GiB of
+ * blocks, from the one holding slot at to the one holding the last slot
+ * that changes). */
 struct kvp_splice {
 	uint32_t layout_id;
 	uint32_t nblocks;	/* entries at off_table, 1..capacity */
@@ -344,8 +345,8 @@ struct kvp_splice {
 };
 
 /* COMPACT: kvk_compact(): slot keep[i] -> slot i (strictly increasing;
- * -E2BIG: more than 4 GiB of blocks from the first slot that moves to the
- * end of the sequence). */
+ * -E2BIG: it would rewrite more than 4 GiB of blocks, from the one holding
+ * the first slot that moves to the one holding slot nkeep - 1). */
 struct kvp_compact {
 	uint32_t layout_id;
 	uint32_t nblocks;

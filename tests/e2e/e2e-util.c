@@ -21,9 +21,9 @@
  *        splice-not-held, compact-not-held, score-not-held,
  *        compact-unsorted, splice-reserved, rope-bad, splice-repeat,
  *        compact-repeat, score-repeat, score-big; with blocks of 8 MiB:
- *        splice-big, compact-big), then check that this connection and
- *        another client still work and that the other client's block is
- *        unchanged
+ *        splice-big, compact-big, compact-long), then check that this
+ *        connection and another client still work and that the other
+ *        client's block is unchanged
  *   e2e-util devbuf-bad SOCK             device buffers (cuda backend):
  *        every refusal of DEVBUF_ADD/DEL and of an unknown buffer, then
  *        check that the daemon still serves
@@ -791,27 +791,49 @@ static int cmd_bad(const char *what)
 		q.nblocks = (q.len + tpb - 1) / tpb;
 		want = -E2BIG;
 		r = raw_op(fd, KVP_OP_SCORE, &q, sizeof(q), -1);
-	} else if (!strcmp(what, "splice-big") ||
-		   !strcmp(what, "compact-big")) {
-		/* a sequence of 600 blocks of 8 MiB rewritten from its start
-		 * (4.7 GiB, more than a COPY moves): refused at once */
-		uint32_t keep[2] = { 1, 2 };
+	} else if (!strcmp(what, "splice-big")) {
+		/* a sequence of 600 blocks of 8 MiB whose first slot goes:
+		 * all 600 rewritten (4.7 GiB, more than a COPY moves),
+		 * refused before the table is read */
 		struct kvp_splice sq = { .layout_id = 0, .nblocks = 600,
 					 .len = 600 * tpb, .at = 0, .ndel = 1,
 					 .off_table = 0 };
-		struct kvp_compact cq = { .layout_id = 0, .nblocks = 600,
-					  .len = 600 * tpb, .nkeep = 2,
-					  .off_table = 0, .off_keep = 4096 };
 
 		if (tpb < (1U << 16))
 			FAIL("%s needs blocks of 8 MiB (%u tokens here)", what,
 			     tpb);
-		memcpy(region + 4096, keep, sizeof(keep));
 		want = -E2BIG;
-		if (what[0] == 's')
-			r = raw_op(fd, KVP_OP_SPLICE, &sq, sizeof(sq), -1);
-		else
-			r = raw_op(fd, KVP_OP_COMPACT, &cq, sizeof(cq), -1);
+		r = raw_op(fd, KVP_OP_SPLICE, &sq, sizeof(sq), -1);
+	} else if (!strcmp(what, "compact-big") ||
+		   !strcmp(what, "compact-long")) {
+		/* big: 32 KiB per token (8 layers of 8 heads of 128), 256
+		 * tokens per block of 8 MiB: keeping 140,000 slots, each one
+		 * down by one, rewrites 547 blocks (4.3 GiB), refused.  long:
+		 * the same sequence keeping slots 1 and 2 rewrites one block:
+		 * not refused for its size (the table is not held: -EPERM) */
+		struct kvp_layout bl = { .layers = 8, .kv_heads = 8,
+					 .head_dim = 128, .dtype = 1 };
+		struct kvp_compact cq = { .layout_id = 1, .off_table = 0,
+					  .off_keep = 4096 };
+		uint32_t *keep = (uint32_t *)(region + 4096), n, btpb;
+
+		r = raw_op(fd, KVP_OP_LAYOUT, &bl, sizeof(bl), -1);
+		if (r < 0)
+			FAIL("layout: %d", r);
+		btpb = ((const struct kvp_layout_reply *)
+			(rbuf + sizeof(struct kvp_reply)))->tokens_per_block;
+		if (btpb != 256)
+			FAIL("%s needs blocks of 8 MiB (%u tokens of 32 KiB "
+			     "here)", what, btpb);
+		n = !strcmp(what, "compact-big") ? 140000 : 2;
+		for (i = 0; i < (int)n; i++)
+			keep[i] = (uint32_t)i + 1;
+		cq.nkeep = n;
+		cq.len = 140001;
+		cq.nblocks = (cq.len + btpb - 1) / btpb;
+		memset(region, 0, 4096);
+		want = n > 2 ? -E2BIG : -EPERM;
+		r = raw_op(fd, KVP_OP_COMPACT, &cq, sizeof(cq), -1);
 	} else if (!strcmp(what, "rope-bad")) {
 		struct kvp_layout_rope q = { .layout_id = 0,
 					     .style = KVP_ROPE_NEOX,

@@ -6,8 +6,9 @@
 # reserved fields, bad RoPE data, unsorted keep lists, a table naming the
 # caller's block twice: -EINVAL; a score beyond ATTN's bound of work and,
 # with blocks of 8 MiB, a splice or compaction rewriting more than a COPY
-# moves: -E2BIG; each with the other client's block unchanged and the
-# daemon still serving).
+# moves: -E2BIG, while a compaction of as long a sequence that rewrites
+# one block is not refused for its size; each with the other client's
+# block unchanged and the daemon still serving).
 . "$(dirname "$0")/lib.sh"
 
 start_daemon
@@ -23,7 +24,7 @@ wait "$DPID"
 DPID=
 
 start_daemon --block-bytes 8388608 --capacity 1024
-for c in splice-big compact-big; do
+for c in splice-big compact-big compact-long; do
 	"$UTIL" bad "$SOCK" "$c" || fail "bad request $c"
 done
 daemon_alive
