@@ -96,7 +96,7 @@ $(B)/asan/bin/kvpoold: $(B)/asan/bin/kvpoold-san
 E2E_SAN_TESTS := test-multi-tenant test-sequences test-bad-not-held \
 		 test-bad-outside-region test-bad-truncated test-fd-leak \
 		 test-conn-limit test-tenant-set test-attn-bounds \
-		 test-owner-progress test-bad-names
+		 test-owner-progress test-bad-names test-bad-edits
 CHECK_PROGS += $(B)/asan/tests/e2e/san-e2e.sh
 $(B)/asan/tests/e2e/san-e2e.sh: $(B)/asan/bin/kvpoold $(E2E_PROGS) tests/e2e/e2e.mk
 	@mkdir -p $(@D)
