@@ -21,6 +21,13 @@
 #include "cuda_chunks.h"
 #include "../kernels/kvkern_cuda.h"
 
+/*
+ * lock serialises the use of struct kvk_cuda (the kernels, their stream
+ * and buffers) and the device-buffer imports; data-plane ops hold it for
+ * their whole kernel.  The chunks (ch, reserved, spare_until_ns) are the
+ * owner thread's alone (map, unmap, tick, fini) and need no lock: the
+ * owner never waits for a client's kernel.
+ */
 struct cuda_priv {
 	struct cuda_drv drv;
 	CUdevice dev;
@@ -175,7 +182,6 @@ static int cuda_unmap(struct kvd *d, uint32_t from, uint32_t to)
 	uint32_t c1 = (to + d->chunk_blocks - 1) / d->chunk_blocks;
 	int r = 0, e;
 
-	pthread_mutex_lock(&p->lock);
 	p->drv.cuCtxSetCurrent(p->ctx);
 	for (c = c0; p->reserved && c < c1 && c < p->ch.nchunks; c++) {
 		e = kvd_chunks_unmap(&p->ch, c);
@@ -188,7 +194,6 @@ static int cuda_unmap(struct kvd *d, uint32_t from, uint32_t to)
 	if (c0 == 0)	/* nothing mapped: spares last one more delay */
 		p->spare_until_ns = kvd_now_ns() +
 				    d->o.shrink_delay_ms * 1000000ULL;
-	pthread_mutex_unlock(&p->lock);
 	return r;
 }
 
@@ -199,7 +204,6 @@ static int cuda_map(struct kvd *d, uint32_t from, uint32_t to)
 	uint32_t c1 = (to + d->chunk_blocks - 1) / d->chunk_blocks;
 	int r = 0;
 
-	pthread_mutex_lock(&p->lock);
 	p->drv.cuCtxSetCurrent(p->ctx);
 	if (!p->reserved) {
 		r = reserve(d);
@@ -221,7 +225,6 @@ static int cuda_map(struct kvd *d, uint32_t from, uint32_t to)
 	}
 	p->spare_until_ns = 0;
 out:
-	pthread_mutex_unlock(&p->lock);
 	return r;
 }
 
@@ -233,7 +236,6 @@ static void cuda_tick(struct kvd *d)
 
 	if (!p || !p->reserved)
 		return;
-	pthread_mutex_lock(&p->lock);
 	p->drv.cuCtxSetCurrent(p->ctx);
 	if (d->top->mapped) {
 		if (p->ch.nspare < p->ch.spare_max &&
@@ -246,7 +248,6 @@ static void cuda_tick(struct kvd *d)
 		kvd_chunks_trim(&p->ch, 0);
 		p->spare_until_ns = 0;
 	}
-	pthread_mutex_unlock(&p->lock);
 }
 
 static int cuda_layout_ok(struct kvd *d, const struct kvk_layout *l)

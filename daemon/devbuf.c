@@ -149,14 +149,14 @@ int kvd_op_kv_dev(struct kvd_client *c, const struct kvp_kv_dev *q,
 	r = kvd_client_check_blocks(c, blocks, q->ntok, write);
 	if (r)
 		goto out;
-	pthread_rwlock_rdlock(&d->top->backing);
+	kvd_backing_rdlock(d->top);
 	r = kvd_client_check_mapped(c, blocks, q->ntok);
 	if (!r)
 		r = write ? d->be->write_kv_dev(d, l, q->layer, q->ntok, blocks,
 						slots, k, v, bf16) :
 			    d->be->read_kv_dev(d, l, q->layer, q->ntok, blocks,
 					       slots, k, v);
-	pthread_rwlock_unlock(&d->top->backing);
+	kvd_backing_unlock(d->top);
 out:
 	free(blocks);
 	free(slots);
@@ -167,7 +167,7 @@ int kvd_op_attn_dev(struct kvd_client *c, const struct kvp_attn_dev *a)
 {
 	struct kvd *d = kvd_client_daemon(c);
 	const struct kvk_layout *l = kvd_client_layout(c, a->layout_id);
-	uint32_t *tables = NULL, *ctx = NULL, *used = NULL, nused = 0, b, i;
+	struct kvd_attn_tables t;
 	uint64_t qn, mbs = a->max_blocks_per_seq, q = 0, out = 0;
 	float scale;
 	int r;
@@ -190,48 +190,29 @@ int kvd_op_attn_dev(struct kvd_client *c, const struct kvp_attn_dev *a)
 		r = span(c, a->buf_id, a->dev_out, qn * l->head_dim * 4, &out);
 	if (r)
 		return r;
-	r = kvd_client_region_u32(c, a->off_tables, (uint64_t)a->batch * mbs,
-				  &tables);
-	if (!r)
-		r = kvd_client_region_u32(c, a->off_ctx, a->batch, &ctx);
+	/* ATTN's sizes, bounds and distinct blocks (server.c) */
+	r = kvd_client_attn_tables(c, l, a->batch, a->q_heads, a->n_new, mbs,
+				   a->off_tables, a->off_ctx, &t);
+	if (r)
+		return r;
+	r = kvd_client_check_blocks(c, t.used, t.nused, false);
 	if (r)
 		goto done;
-	used = malloc((size_t)a->batch * mbs * sizeof(*used));
-	if (!used) {
-		r = -ENOMEM;
-		goto done;
-	}
-	for (b = 0; b < a->batch; b++) {
-		uint64_t nb = ((uint64_t)ctx[b] + l->tokens_per_block - 1) /
-			      l->tokens_per_block;
-
-		if (nb > mbs || ctx[b] < a->n_new) {
-			r = -EINVAL;
-			goto done;
-		}
-		for (i = 0; i < nb; i++)
-			used[nused++] = tables[b * mbs + i];
-	}
-	r = kvd_client_check_blocks(c, used, nused, false);
-	if (r)
-		goto done;
-	pthread_rwlock_rdlock(&d->top->backing);
-	r = kvd_client_check_mapped(c, used, nused);
+	kvd_backing_rdlock(d->top);
+	r = kvd_client_check_mapped(c, t.used, t.nused);
 	if (!r) {
 		struct kvk_prefill_args pa = {
 			.layout = l, .layer = a->layer, .batch = a->batch,
 			.q_heads = a->q_heads,
-			.max_blocks_per_seq = a->max_blocks_per_seq,
-			.n_new = a->n_new, .block_tables = tables,
-			.ctx_lens = ctx, .scale = scale,
+			.max_blocks_per_seq = t.stride,
+			.n_new = a->n_new, .block_tables = t.tables,
+			.ctx_lens = t.ctx, .scale = scale,
 		};
 
 		r = d->be->attn_dev(d, &pa, q, out);
 	}
-	pthread_rwlock_unlock(&d->top->backing);
+	kvd_backing_unlock(d->top);
 done:
-	free(tables);
-	free(ctx);
-	free(used);
+	kvd_attn_tables_free(&t);
 	return r;
 }

@@ -11,9 +11,10 @@
  * has a swap worker thread (swap.c).  Shared state, per pool:
  *  - p->lock (in-process ledger only) around every ledger-core call, with
  *    p->waiters for grants that wait and releases that wait for an unpin;
- *  - p->backing (rwlock): data-plane ops and swap jobs hold it for reading
- *    while they touch pool memory, the owner takes it for writing to unmap
- *    chunks;
+ *  - p->backing (ledger.c's, opaque): data-plane ops and swap jobs hold it
+ *    for reading while they touch pool memory, only through
+ *    kvd_backing_rdlock() (which waits while an unmap is due) and
+ *    kvd_backing_unlock(); the owner tries it for writing to unmap chunks;
  * and d->clients_lock around the list of connections.
  */
 #ifndef KVPOOLD_H
@@ -30,6 +31,7 @@
 
 struct kvd;
 struct kvd_client;
+struct kvd_backing;
 
 /* A client's device buffer as the backend mapped it (devbuf.c). */
 struct kvd_devbuf {
@@ -221,16 +223,15 @@ struct kvd_pool {
 
 	/* Backing: blocks [0, mapped) are accessible; the owner thread
 	 * only writes it, under backing for writing when shrinking.
-	 * Data-plane ops and swap jobs take backing for reading through
-	 * kvd_backing_rdlock(); the owner never waits for it
+	 * Data-plane ops and swap jobs hold backing for reading through
+	 * kvd_backing_rdlock() and kvd_backing_unlock() only: the lock
+	 * itself is private to ledger.c, so that no op can pass the gate
+	 * of a due unmap; the owner never waits for it
 	 * (kvd_backing_trim). */
-	pthread_rwlock_t backing;
+	struct kvd_backing *backing;
 	uint32_t mapped;
 	uint64_t trim_at_ns;		/* retry the unmap then (0: none) */
 	uint64_t trim_since_ns;		/* first failed try of this unmap */
-	_Atomic bool trim_gate;		/* new ops wait: an unmap is due */
-	pthread_mutex_t gate_lock;
-	pthread_cond_t gate_cv;
 
 	/* In-process ledger: lock around every core call, waiters for
 	 * grants that wait (and releases waiting for an unpin). */
@@ -394,8 +395,15 @@ void kvd_owner_timer(struct kvd_pool *p);
 /* Unmap above the ledger's backed count when no op holds the memory. */
 void kvd_backing_trim(struct kvd_pool *p);
 /* Data-plane ops and swap jobs: hold the memory (read lock), after any
- * due unmap. */
+ * due unmap, and let it go.  An op holds it for one bounded piece of
+ * work (the bounds of kvpool_proto.h) and never takes it twice. */
 void kvd_backing_rdlock(struct kvd_pool *p);
+void kvd_backing_unlock(struct kvd_pool *p);
+/* The pool's backing lock and gate (at set-up, 0 or -ENOMEM), freed at
+ * the end; at a stop, ops waiting at the gate go on. */
+int kvd_backing_init(struct kvd_pool *p);
+void kvd_backing_fini(struct kvd_pool *p);
+void kvd_backing_stop(struct kvd_pool *p);
 /* Retry interval of a waiting unmap, and when new ops start to wait. */
 #define KVD_TRIM_RETRY_NS	10000000ULL
 #define KVD_TRIM_GATE_NS	200000000ULL
@@ -483,13 +491,35 @@ int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
  * when not write, a prefix-cache block it references */
 int kvd_client_check_blocks(struct kvd_client *c, const uint32_t *b,
 			    uint32_t n, bool write);
-/* every block mapped (d->top->backing held for reading) */
+/* every block mapped (the top pool's backing held for reading) */
 int kvd_client_check_mapped(struct kvd_client *c, const uint32_t *b,
 			    uint32_t n);
 struct kvd_devbufs *kvd_client_devbufs(struct kvd_client *c);
 struct kvd *kvd_client_daemon(struct kvd_client *c);
 /* the block tag of the connection's tenant (scrub.h) */
 uint64_t kvd_client_scrub_tag(struct kvd_client *c);
+/*
+ * The block tables of an attention request (ATTN, ATTN_DEV), sized
+ * before anything is allocated: each sequence's block count comes from
+ * its context length (-EINVAL beyond mbs or below n_new), the copy holds
+ * batch x the longest sequence entries and the Q.K work is counted as
+ * max(1, n_new) x ctx x q_heads x head_dim per sequence, both within the
+ * bounds of kvpool_proto.h (-E2BIG); then only those entries are copied
+ * out of the region, and a block named twice in one sequence is -EINVAL.
+ * The lease check of t->used is the caller's.
+ */
+struct kvd_attn_tables {
+	uint32_t *tables;		/* [batch][stride] */
+	uint32_t *ctx;			/* [batch] context lengths */
+	uint32_t *used;			/* [nused] every entry in use */
+	uint32_t stride;		/* the longest sequence, in blocks */
+	uint32_t nused;
+};
+int kvd_client_attn_tables(struct kvd_client *c, const struct kvk_layout *l,
+			   uint32_t batch, uint32_t q_heads, uint32_t n_new,
+			   uint64_t mbs, uint64_t off_tables, uint64_t off_ctx,
+			   struct kvd_attn_tables *t);
+void kvd_attn_tables_free(struct kvd_attn_tables *t);
 
 /* devbuf.c: device buffers of GPU tenants */
 struct kvd_devbufs {

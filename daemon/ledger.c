@@ -465,13 +465,67 @@ static int64_t ledger_backed(struct kvd_pool *p)
 	return st.backed;
 }
 
+/*
+ * The backing lock of a pool and its gate.  Only this file reaches the
+ * lock: everything else holds it for reading through kvd_backing_rdlock(),
+ * which waits while the gate is closed, so that a due unmap is never
+ * starved by ops that overlap one another.
+ */
+struct kvd_backing {
+	pthread_rwlock_t rw;
+	_Atomic bool gate;		/* new ops wait: an unmap is due */
+	pthread_mutex_t gate_lock;
+	pthread_cond_t gate_cv;
+};
+
+int kvd_backing_init(struct kvd_pool *p)
+{
+	struct kvd_backing *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	pthread_rwlock_init(&b->rw, NULL);
+	atomic_init(&b->gate, false);
+	pthread_mutex_init(&b->gate_lock, NULL);
+	pthread_cond_init(&b->gate_cv, NULL);
+	p->backing = b;
+	return 0;
+}
+
+void kvd_backing_fini(struct kvd_pool *p)
+{
+	struct kvd_backing *b = p->backing;
+
+	if (!b)
+		return;
+	pthread_rwlock_destroy(&b->rw);
+	pthread_mutex_destroy(&b->gate_lock);
+	pthread_cond_destroy(&b->gate_cv);
+	free(b);
+	p->backing = NULL;
+}
+
 /* Let data-plane ops take the backing lock again. */
 static void gate_open(struct kvd_pool *p)
 {
-	pthread_mutex_lock(&p->gate_lock);
-	atomic_store(&p->trim_gate, false);
-	pthread_cond_broadcast(&p->gate_cv);
-	pthread_mutex_unlock(&p->gate_lock);
+	struct kvd_backing *b = p->backing;
+
+	pthread_mutex_lock(&b->gate_lock);
+	atomic_store(&b->gate, false);
+	pthread_cond_broadcast(&b->gate_cv);
+	pthread_mutex_unlock(&b->gate_lock);
+}
+
+/* d->stop is set: whoever waits at the gate goes on. */
+void kvd_backing_stop(struct kvd_pool *p)
+{
+	struct kvd_backing *b = p->backing;
+
+	if (!b)
+		return;
+	pthread_mutex_lock(&b->gate_lock);
+	pthread_cond_broadcast(&b->gate_cv);
+	pthread_mutex_unlock(&b->gate_lock);
 }
 
 /*
@@ -489,21 +543,22 @@ void kvd_backing_trim(struct kvd_pool *p)
 	uint64_t now = kvd_now_ns();
 	int64_t floor = ledger_backed(p);
 	uint32_t old = p->mapped;
+	struct kvd_backing *b = p->backing;
 	int r;
 
 	p->trim_at_ns = 0;
 	if (floor < 0 || (uint64_t)floor >= old) {
 		p->trim_since_ns = 0;
-		if (atomic_load(&p->trim_gate))
+		if (atomic_load(&b->gate))
 			gate_open(p);
 		return;
 	}
-	if (pthread_rwlock_trywrlock(&p->backing)) {
+	if (pthread_rwlock_trywrlock(&b->rw)) {
 		if (!p->trim_since_ns)
 			p->trim_since_ns = now;
 		else if (now - p->trim_since_ns >= KVD_TRIM_GATE_NS &&
-			 !atomic_load(&p->trim_gate)) {
-			atomic_store(&p->trim_gate, true);
+			 !atomic_load(&b->gate)) {
+			atomic_store(&b->gate, true);
 			kvd_log(KVD_DEBUG, "%s: shrink waits for data-plane "
 				"ops: new ones wait for it", p->name);
 		}
@@ -515,9 +570,9 @@ void kvd_backing_trim(struct kvd_pool *p)
 		kvd_log(KVD_WARN, "%s: unmap: %s", p->name, strerror(-r));
 	kvd_scrub_unmapped(p, (uint32_t)floor, old, !r);
 	p->mapped = (uint32_t)floor;
-	pthread_rwlock_unlock(&p->backing);
+	pthread_rwlock_unlock(&b->rw);
 	p->trim_since_ns = 0;
-	if (atomic_load(&p->trim_gate))
+	if (atomic_load(&b->gate))
 		gate_open(p);
 	kvd_log(KVD_DEBUG, "%s: shrank %u -> %u blocks", p->name, old,
 		(uint32_t)floor);
@@ -525,13 +580,20 @@ void kvd_backing_trim(struct kvd_pool *p)
 
 void kvd_backing_rdlock(struct kvd_pool *p)
 {
-	if (atomic_load(&p->trim_gate)) {
-		pthread_mutex_lock(&p->gate_lock);
-		while (atomic_load(&p->trim_gate) && !p->d->stop)
-			pthread_cond_wait(&p->gate_cv, &p->gate_lock);
-		pthread_mutex_unlock(&p->gate_lock);
+	struct kvd_backing *b = p->backing;
+
+	if (atomic_load(&b->gate)) {
+		pthread_mutex_lock(&b->gate_lock);
+		while (atomic_load(&b->gate) && !p->d->stop)
+			pthread_cond_wait(&b->gate_cv, &b->gate_lock);
+		pthread_mutex_unlock(&b->gate_lock);
 	}
-	pthread_rwlock_rdlock(&p->backing);
+	pthread_rwlock_rdlock(&b->rw);
+}
+
+void kvd_backing_unlock(struct kvd_pool *p)
+{
+	pthread_rwlock_unlock(&p->backing->rw);
 }
 
 void kvd_owner_timer(struct kvd_pool *p)

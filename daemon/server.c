@@ -51,12 +51,15 @@
 #define MAX_REGION	(1ULL << 36)
 /*
  * Bounds of one request, so that no request can allocate or compute
- * without limit (-E2BIG beyond them: split it): ATTN copies at most
- * MAX_ATTN_TABLE block-table entries (batch x its longest sequence, 4 MiB,
- * as many as one LEASE_CHECK of the module takes)
- * and does at most MAX_ATTN_WORK multiply-adds of Q.K (as many again for
- * P.V), counted as max(1, n_new) x ctx x q_heads x head_dim per sequence;
- * COPY moves at most MAX_COPY_BYTES.
+ * without limit, nor hold the memory (and a due unmap) for long (-E2BIG
+ * beyond them: split it): ATTN and ATTN_DEV copy at most MAX_ATTN_TABLE
+ * block-table entries (batch x its longest sequence, 4 MiB, as many as
+ * one LEASE_CHECK of the module takes) and do at most MAX_ATTN_WORK
+ * multiply-adds of Q.K (as many again for P.V), counted as max(1, n_new)
+ * x ctx x q_heads x head_dim per sequence; SCORE as n_q x len x q_heads x
+ * head_dim; COPY moves at most MAX_COPY_BYTES, and SPLICE and COMPACT
+ * rewrite at most as many bytes of blocks (and read no more slots than
+ * they write).
  */
 #define MAX_ATTN_TABLE	(1ULL << 20)
 #define MAX_ATTN_WORK	(1ULL << 34)
@@ -215,10 +218,10 @@ static bool keep_referenced(void *pc, uint32_t b)
 
 /*
  * Every block must be mapped too (a lying ledger must not crash us);
- * called with d->backing held for reading, after the lease check, right
- * before the op uses the blocks: those another tenant used last are
- * zeroed first, except cached blocks the connection references (shared
- * read-only within their namespace).
+ * called with the top pool's backing held for reading, after the lease
+ * check, right before the op uses the blocks: those another tenant used
+ * last are zeroed first, except cached blocks the connection references
+ * (shared read-only within their namespace).
  */
 static int check_mapped(struct kvd_client *c, const uint32_t *b, uint32_t n)
 {
@@ -261,7 +264,7 @@ int kvd_client_claim_blocks(struct kvd_client *c, const uint32_t *b,
 		return 0;
 	kvd_backing_rdlock(d->top);
 	r = check_mapped(c, b, n);
-	pthread_rwlock_unlock(&d->top->backing);
+	kvd_backing_unlock(d->top);
 	/* the blocks change hands next: no pin may stay */
 	unpin_blocks(c);
 	return r == -EPERM ? 0 : r;
@@ -504,7 +507,7 @@ static int op_kv(struct kvd_client *c, const struct kvp_kv *q, bool write)
 					    slots, k, v) :
 			    d->be->read_kv(d, l, q->layer, q->ntok, blocks,
 					   slots, k, v);
-	pthread_rwlock_unlock(&d->top->backing);
+	kvd_backing_unlock(d->top);
 out:
 	free(blocks);
 	free(slots);
@@ -543,16 +546,105 @@ static uint64_t mul_sat(uint64_t a, uint64_t b)
 	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
+/* Multiply-adds of Q.K for nq queries against ctx slots (MAX_ATTN_WORK). */
+static uint64_t qk_work(uint64_t nq, uint64_t ctx, uint32_t q_heads,
+			uint32_t head_dim)
+{
+	return mul_sat(mul_sat(nq, ctx), (uint64_t)q_heads * head_dim);
+}
+
+void kvd_attn_tables_free(struct kvd_attn_tables *t)
+{
+	free(t->tables);
+	free(t->ctx);
+	free(t->used);
+	memset(t, 0, sizeof(*t));
+}
+
+int kvd_client_attn_tables(struct kvd_client *c, const struct kvk_layout *l,
+			   uint32_t batch, uint32_t q_heads, uint32_t n_new,
+			   uint64_t mbs, uint64_t off_tables, uint64_t off_ctx,
+			   struct kvd_attn_tables *t)
+{
+	uint64_t nused = 0, stride = 1, work = 0;
+	uint32_t *tmp = NULL, b;
+	const uint32_t *rtab;
+	void *tp;
+	int r;
+
+	memset(t, 0, sizeof(*t));
+	r = region_ptr(c, off_tables, (uint64_t)batch * mbs, 4, &tp);
+	if (!r)
+		r = region_u32(c, off_ctx, batch, &t->ctx);
+	if (r)
+		goto out;
+	rtab = tp;
+
+	/*
+	 * Sizes first, from the context lengths alone: the copied block
+	 * table has one row per sequence as long as the longest one
+	 * (MAX_ATTN_TABLE entries at most), and the work is bounded by
+	 * MAX_ATTN_WORK; nothing large is allocated before these checks.
+	 */
+	for (b = 0; b < batch; b++) {
+		uint64_t nb = ((uint64_t)t->ctx[b] + l->tokens_per_block - 1) /
+			      l->tokens_per_block;
+		uint64_t w = qk_work(n_new ? n_new : 1, t->ctx[b], q_heads,
+				     l->head_dim);
+
+		if (nb > mbs || t->ctx[b] < n_new) {
+			r = -EINVAL;
+			goto out;
+		}
+		if (nb > stride)
+			stride = nb;
+		nused += nb;
+		work = work > UINT64_MAX - w ? UINT64_MAX : work + w;
+	}
+	if ((uint64_t)batch * stride > MAX_ATTN_TABLE ||
+	    work > MAX_ATTN_WORK) {
+		r = -E2BIG;
+		goto out;
+	}
+	t->tables = malloc((size_t)batch * stride * sizeof(*t->tables));
+	t->used = malloc((size_t)(nused ? nused : 1) * sizeof(*t->used));
+	tmp = malloc((size_t)stride * sizeof(*tmp));
+	if (!t->tables || !t->used || !tmp) {
+		r = -ENOMEM;
+		goto out;
+	}
+	/* Copy what the kernels read (the client may change its region). */
+	nused = 0;
+	for (b = 0; b < batch; b++) {
+		uint32_t nb = (uint32_t)(((uint64_t)t->ctx[b] +
+					  l->tokens_per_block - 1) /
+					 l->tokens_per_block);
+		uint32_t *row = t->tables + (size_t)b * stride;
+
+		memcpy(row, rtab + (size_t)b * mbs, (size_t)nb * sizeof(*row));
+		if (row_repeats(row, nb, tmp)) {
+			r = -EINVAL;
+			goto out;
+		}
+		memcpy(t->used + nused, row, (size_t)nb * sizeof(*row));
+		nused += nb;
+	}
+	t->stride = (uint32_t)stride;
+	t->nused = (uint32_t)nused;
+out:
+	free(tmp);
+	if (r)
+		kvd_attn_tables_free(t);
+	return r;
+}
+
 static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 {
 	struct kvd *d = c->d;
 	const struct kvk_layout *l = get_layout(c, a->layout_id);
-	uint32_t *tables = NULL, *ctx = NULL, *used = NULL, *tmp = NULL;
-	uint64_t qn, mbs = a->max_blocks_per_seq, nused = 0, stride = 1;
-	uint64_t work = 0;
-	const uint32_t *rtab;
-	void *q, *out, *tp;
-	uint32_t b;
+	struct kvd_attn_tables t;
+	uint64_t qn, mbs = a->max_blocks_per_seq;
+	void *q, *out;
 	float scale;
 	int r;
 
@@ -570,75 +662,23 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 	if (!r)
 		r = region_ptr(c, a->off_out, qn, (uint64_t)l->head_dim * 4,
 			       &out);
-	if (!r)
-		r = region_ptr(c, a->off_tables, (uint64_t)a->batch * mbs, 4,
-			       &tp);
-	if (!r)
-		r = region_u32(c, a->off_ctx, a->batch, &ctx);
 	if (r)
-		goto out;
-	rtab = tp;
-
-	/*
-	 * Sizes first, from the context lengths alone: the copied block
-	 * table has one row per sequence as long as the longest one
-	 * (MAX_ATTN_TABLE entries at most), and the work is bounded by
-	 * MAX_ATTN_WORK; nothing large is allocated before these checks.
-	 */
-	for (b = 0; b < a->batch; b++) {
-		uint64_t nb = ((uint64_t)ctx[b] + l->tokens_per_block - 1) /
-			      l->tokens_per_block;
-		uint64_t w = mul_sat(mul_sat(a->n_new ? a->n_new : 1, ctx[b]),
-				     (uint64_t)a->q_heads * l->head_dim);
-
-		if (nb > mbs || ctx[b] < a->n_new) {
-			r = -EINVAL;
-			goto out;
-		}
-		if (nb > stride)
-			stride = nb;
-		nused += nb;
-		work = work > UINT64_MAX - w ? UINT64_MAX : work + w;
-	}
-	if ((uint64_t)a->batch * stride > MAX_ATTN_TABLE ||
-	    work > MAX_ATTN_WORK) {
-		r = -E2BIG;
-		goto out;
-	}
-	tables = malloc((size_t)a->batch * stride * sizeof(*tables));
-	used = malloc((size_t)(nused ? nused : 1) * sizeof(*used));
-	tmp = malloc((size_t)stride * sizeof(*tmp));
-	if (!tables || !used || !tmp) {
-		r = -ENOMEM;
-		goto out;
-	}
-	/* Copy what the kernels read (the client may change its region). */
-	nused = 0;
-	for (b = 0; b < a->batch; b++) {
-		uint32_t nb = (uint32_t)(((uint64_t)ctx[b] +
-					  l->tokens_per_block - 1) /
-					 l->tokens_per_block);
-		uint32_t *row = tables + (size_t)b * stride;
-
-		memcpy(row, rtab + (size_t)b * mbs, (size_t)nb * sizeof(*row));
-		if (row_repeats(row, nb, tmp)) {
-			r = -EINVAL;
-			goto out;
-		}
-		memcpy(used + nused, row, (size_t)nb * sizeof(*row));
-		nused += nb;
-	}
-	r = check_blocks_ro(c, used, (uint32_t)nused);
+		return r;
+	r = kvd_client_attn_tables(c, l, a->batch, a->q_heads, a->n_new, mbs,
+				   a->off_tables, a->off_ctx, &t);
+	if (r)
+		return r;
+	r = check_blocks_ro(c, t.used, t.nused);
 	if (r)
 		goto out;
 	kvd_backing_rdlock(d->top);
-	r = check_mapped(c, used, (uint32_t)nused);
+	r = check_mapped(c, t.used, t.nused);
 	if (!r && !a->n_new) {
 		struct kvk_decode_args da = {
 			.layout = l, .layer = a->layer, .batch = a->batch,
 			.q_heads = a->q_heads,
-			.max_blocks_per_seq = (uint32_t)stride,
-			.q = q, .block_tables = tables, .ctx_lens = ctx,
+			.max_blocks_per_seq = t.stride,
+			.q = q, .block_tables = t.tables, .ctx_lens = t.ctx,
 			.scale = scale, .out = out,
 		};
 		r = d->be->decode(d, &da);
@@ -646,18 +686,15 @@ static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
 		struct kvk_prefill_args pa = {
 			.layout = l, .layer = a->layer, .batch = a->batch,
 			.q_heads = a->q_heads,
-			.max_blocks_per_seq = (uint32_t)stride,
-			.n_new = a->n_new, .q = q, .block_tables = tables,
-			.ctx_lens = ctx, .scale = scale, .out = out,
+			.max_blocks_per_seq = t.stride,
+			.n_new = a->n_new, .q = q, .block_tables = t.tables,
+			.ctx_lens = t.ctx, .scale = scale, .out = out,
 		};
 		r = d->be->prefill(d, &pa);
 	}
-	pthread_rwlock_unlock(&d->top->backing);
+	kvd_backing_unlock(d->top);
 out:
-	free(tables);
-	free(ctx);
-	free(used);
-	free(tmp);
+	kvd_attn_tables_free(&t);
 	return r;
 }
 
@@ -686,7 +723,7 @@ static int op_copy(struct kvd_client *c, const struct kvp_copy *q)
 		r = check_mapped(c, dst, q->n);
 	if (!r)
 		r = d->be->copy(d, src, dst, q->n);
-	pthread_rwlock_unlock(&d->top->backing);
+	kvd_backing_unlock(d->top);
 out:
 	free(src);
 	free(dst);
@@ -771,6 +808,10 @@ static int op_splice(struct kvd_client *c, const struct kvp_splice *q)
 	end = (int64_t)q->nins - q->ndel == 0 &&
 	      !(q->delta && (uint64_t)q->at + q->ndel < q->len) ?
 	      (uint64_t)q->at + q->nins : new_len;
+	/* at most MAX_COPY_BYTES of them (it reads no more slots) */
+	if (mul_sat((end + T - 1) / T - q->at / T, d->top->block_bytes) >
+	    MAX_COPY_BYTES)
+		return -E2BIG;
 	r = edit_table(c, q->off_table, q->nblocks, used, q->at / T,
 		       end ? (end + T - 1) / T : 0, &table);
 	if (!r) {
@@ -780,11 +821,11 @@ static int op_splice(struct kvd_client *c, const struct kvp_splice *q)
 			.ndel = q->ndel, .nins = q->nins, .delta = q->delta,
 		};
 
-		pthread_rwlock_rdlock(&d->top->backing);
+		kvd_backing_rdlock(d->top);
 		r = check_mapped(c, table, (uint32_t)used);
 		if (!r)
 			r = d->be->splice(d, &a);
-		pthread_rwlock_unlock(&d->top->backing);
+		kvd_backing_unlock(d->top);
 	}
 	free(table);
 	return r;
@@ -810,6 +851,11 @@ static int op_compact(struct kvd_client *c, const struct kvp_compact *q)
 	/* rewritten: from the block of the first slot that moves on */
 	for (f = 0; !r && f < q->nkeep && keep[f] == f; f++)
 		;
+	/* at most MAX_COPY_BYTES of blocks rewritten, from there to the
+	 * last kept slot's (it reads no more slots) */
+	if (!r && mul_sat((q->nkeep + T - 1) / T - f / T,
+			  d->top->block_bytes) > MAX_COPY_BYTES)
+		r = -E2BIG;
 	if (!r)
 		r = edit_table(c, q->off_table, q->nblocks, used, f / T,
 			       (q->nkeep + T - 1) / T, &table);
@@ -820,11 +866,11 @@ static int op_compact(struct kvd_client *c, const struct kvp_compact *q)
 			.nkeep = q->nkeep,
 		};
 
-		pthread_rwlock_rdlock(&d->top->backing);
+		kvd_backing_rdlock(d->top);
 		r = check_mapped(c, table, (uint32_t)used);
 		if (!r)
 			r = d->be->compact(d, &a);
-		pthread_rwlock_unlock(&d->top->backing);
+		kvd_backing_unlock(d->top);
 	}
 	free(keep);
 	free(table);
@@ -835,7 +881,7 @@ static int op_score(struct kvd_client *c, const struct kvp_score *q)
 {
 	struct kvd *d = c->d;
 	const struct kvk_layout *l = get_layout(c, q->layout_id);
-	uint32_t *table = NULL;
+	uint32_t *table = NULL, *tmp = NULL;
 	uint64_t T, used;
 	void *qp, *out;
 	int r;
@@ -854,12 +900,21 @@ static int op_score(struct kvd_client *c, const struct kvp_score *q)
 	if (q->len > (uint64_t)q->nblocks * T)
 		return -ERANGE;
 	used = (q->len + T - 1) / T;
+	/* ATTN's bound of Q.K multiply-adds: n_q x len x q_heads x hd */
+	if (qk_work(q->n_q, q->len, q->q_heads, l->head_dim) > MAX_ATTN_WORK)
+		return -E2BIG;
 	r = region_ptr(c, q->off_q, (uint64_t)q->n_q * q->q_heads,
 		       (uint64_t)l->head_dim * 4, &qp);
 	if (!r)
 		r = region_ptr(c, q->off_out, q->len, 4, &out);
 	if (!r)
 		r = edit_table(c, q->off_table, q->nblocks, used, 0, 0, &table);
+	/* a sequence names each block once */
+	if (!r) {
+		tmp = malloc((size_t)used * sizeof(*tmp));
+		r = !tmp ? -ENOMEM :
+		    row_repeats(table, (uint32_t)used, tmp) ? -EINVAL : 0;
+	}
 	if (!r) {
 		struct kvk_score_args a = {
 			.layout = l, .layer = q->layer, .q_heads = q->q_heads,
@@ -875,12 +930,13 @@ static int op_score(struct kvd_client *c, const struct kvp_score *q)
 			.out = out,
 		};
 
-		pthread_rwlock_rdlock(&d->top->backing);
+		kvd_backing_rdlock(d->top);
 		r = check_mapped(c, table, (uint32_t)used);
 		if (!r)
 			r = d->be->score(d, &a);
-		pthread_rwlock_unlock(&d->top->backing);
+		kvd_backing_unlock(d->top);
 	}
+	free(tmp);
 	free(table);
 	return r;
 }
@@ -1713,9 +1769,7 @@ void kvd_clients_stop(struct kvd *d)
 		pthread_mutex_lock(&d->pools[i].lock);
 		pthread_cond_broadcast(&d->pools[i].waiters);
 		pthread_mutex_unlock(&d->pools[i].lock);
-		pthread_mutex_lock(&d->pools[i].gate_lock);
-		pthread_cond_broadcast(&d->pools[i].gate_cv);
-		pthread_mutex_unlock(&d->pools[i].gate_lock);
+		kvd_backing_stop(&d->pools[i]);
 	}
 	pthread_mutex_lock(&d->clients_lock);
 	for (c = d->clients; c; c = c->next)

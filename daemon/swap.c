@@ -14,10 +14,11 @@
  * done), and it is queued to the swap worker of its lower pool: one
  * thread per lower tier, with its own I/O state for every pool (an
  * io_uring ring for a file, a CUDA stream for the GPU).  The worker holds
- * both pools' backing locks for reading while it copies (a shrink waits),
- * then unpins and posts the completion to the client's connection, whose
- * thread sends it as a KVP_EV_SWAP_DONE record: the worker never writes to
- * the socket, so the SWAP reply always comes before its completion.
+ * both pools' backing locks for reading while it copies a batch of blocks
+ * (a due shrink waits for one batch at most), then unpins and posts the
+ * completion to the client's connection, whose thread sends it as a
+ * KVP_EV_SWAP_DONE record: the worker never writes to the socket, so the
+ * SWAP reply always comes before its completion.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -268,39 +269,47 @@ static void backing_lock(struct kvd_pool *a, struct kvd_pool *b)
 
 static void backing_unlock(struct kvd_pool *a, struct kvd_pool *b)
 {
-	pthread_rwlock_unlock(&a->backing);
-	pthread_rwlock_unlock(&b->backing);
+	kvd_backing_unlock(a);
+	kvd_backing_unlock(b);
 }
 
+/*
+ * The memory is held one batch at a time: a job of many blocks lets a
+ * due unmap of either pool in between batches, so that the owner waits
+ * for one batch at most.  The job's blocks are pinned in both leases and
+ * stay below what the ledgers have backed.
+ */
 static int run_copy(struct kvd_swapper *sw, struct kvd_swap_job *j,
 		    uint64_t *copy_ns)
 {
 	uint32_t done = 0, k, bmax = batch_of(sw, j->src, j->dst);
 	uint64_t t0;
-	int r;
+	int r = 0;
 
 	if (bmax > BATCH)
 		bmax = BATCH;
-	backing_lock(j->src, j->dst);
-	t0 = kvd_now_ns();
-	r = check_mapped(j->src, j->sb, j->n);
-	if (!r)
-		r = check_mapped(j->dst, j->db, j->n);
-	/* what another tenant left in a source block goes as zeros; the
-	 * destinations, overwritten whole, become the client's */
-	if (!r)
-		r = kvd_scrub_claim(j->src, &sw->io[j->src->tier], j->tag,
-				    j->sb, j->n, NULL, NULL);
+	*copy_ns = 0;
 	while (!r && done < j->n) {
 		k = j->n - done < bmax ? j->n - done : bmax;
-		r = copy_batch(sw, j->src, j->dst, j->sb + done, j->db + done,
-			       k);
+		backing_lock(j->src, j->dst);
+		t0 = kvd_now_ns();
+		r = check_mapped(j->src, j->sb + done, k);
+		if (!r)
+			r = check_mapped(j->dst, j->db + done, k);
+		/* what another tenant left in a source block goes as zeros;
+		 * the destinations, overwritten whole, become the client's */
+		if (!r)
+			r = kvd_scrub_claim(j->src, &sw->io[j->src->tier],
+					    j->tag, j->sb + done, k, NULL, NULL);
+		if (!r) {
+			r = copy_batch(sw, j->src, j->dst, j->sb + done,
+				       j->db + done, k);
+			kvd_scrub_filled(j->dst, j->tag, j->db + done, k, !r);
+		}
+		*copy_ns += kvd_now_ns() - t0;
+		backing_unlock(j->src, j->dst);
 		done += k;
 	}
-	if (done)
-		kvd_scrub_filled(j->dst, j->tag, j->db, done, !r);
-	*copy_ns = kvd_now_ns() - t0;
-	backing_unlock(j->src, j->dst);
 	return r;
 }
 
@@ -917,24 +926,24 @@ static int op_block_sum(struct kvd_client *c, struct kvd_ctier *ct,
 		if (!r && p->ops->io_open)
 			r = p->ops->io_open(p, &io);
 	}
-	kvd_backing_rdlock(p);
-	if (!r)
-		r = check_mapped(p, b, q->n);
-	if (!r)
-		r = kvd_scrub_claim(p, host ? NULL : &io,
-				    kvd_client_scrub_tag(c), b, q->n, NULL,
-				    NULL);
+	/* one block at a time under the memory, as swap jobs do */
 	for (i = 0; !r && i < q->n; i++) {
-		if (host) {
+		kvd_backing_rdlock(p);
+		r = check_mapped(p, &b[i], 1);
+		if (!r)
+			r = kvd_scrub_claim(p, host ? NULL : &io,
+					    kvd_client_scrub_tag(c), &b[i], 1,
+					    NULL, NULL);
+		if (!r && host)
 			sums[i] = fnv64(p->ops->host_ptr(p, b[i]),
 					p->block_bytes);
-			continue;
-		}
-		r = p->ops->read(p, &io, &b[i], (void *const *)&buf, 1);
-		if (!r)
+		else if (!r)
+			r = p->ops->read(p, &io, &b[i], (void *const *)&buf,
+					 1);
+		kvd_backing_unlock(p);
+		if (!r && !host)
 			sums[i] = fnv64(buf, p->block_bytes);
 	}
-	pthread_rwlock_unlock(&p->backing);
 	if (!host && p->ops->io_close)
 		p->ops->io_close(p, &io);
 	kvd_lease_pin_drop(p, ct->lease_id[q->tier]);

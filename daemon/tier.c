@@ -135,9 +135,6 @@ static void pool_struct_init(struct kvd *d, struct kvd_pool *p,
 	p->wake_fd = -1;
 	p->owner_fd = -1;
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_rwlock_init(&p->backing, NULL);
-	pthread_mutex_init(&p->gate_lock, NULL);
-	pthread_cond_init(&p->gate_cv, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&p->waiters, &ca);
@@ -219,6 +216,7 @@ static int add_lower(struct kvd *d, const struct kvd_tier_spec *t)
 {
 	struct kvd_pool *p = &d->pools[d->npools];
 	unsigned int i, same = 0;
+	int r;
 
 	pool_struct_init(d, p, d->npools);
 	p->kind = t->kind;
@@ -259,6 +257,9 @@ static int add_lower(struct kvd *d, const struct kvd_tier_spec *t)
 		}
 	memcpy(p->path, t->path, sizeof(p->path));	/* NUL within */
 	p->path[sizeof(p->path) - 1] = 0;
+	r = kvd_backing_init(p);
+	if (r)
+		return r;
 	d->npools++;
 	return pool_mem_init(p);
 }
@@ -274,6 +275,9 @@ int kvd_pools_init(struct kvd *d)
 	if (r)
 		return r;
 	pool_struct_init(d, top, 0);
+	r = kvd_backing_init(top);
+	if (r)
+		return r;
 	d->top = top;
 	d->npools = 1;
 	top->kind = KVP_TIER_TOP;
@@ -318,6 +322,7 @@ void kvd_pools_fini(struct kvd *d)
 		if (p->ops && p->ops->fini)
 			p->ops->fini(p);
 		kvd_scrub_pool_fini(p);
+		kvd_backing_fini(p);
 	}
 	kvd_scrub_fini(d);
 }

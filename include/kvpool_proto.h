@@ -36,11 +36,19 @@
  *		own uid and not in the daemon's admin group (SO_PEERCRED);
  *   -ENOTCONN	a data-plane or ledger op before a successful HELLO;
  *   -EBADF	more descriptors than the op takes (all of them are closed);
- *   -E2BIG	a request beyond the daemon's per-request bounds (ATTN: a
- *		block table of more than 2^20 entries once cut to the
- *		sequences' lengths, more than 2^34 multiply-adds; COPY: more
- *		than 4 GiB): split it.
- * ATTN refuses a block named twice in one sequence (-EINVAL).
+ *   -E2BIG	a request beyond the daemon's per-request bounds (ATTN and
+ *		ATTN_DEV: a block table of more than 2^20 entries once cut
+ *		to the sequences' lengths, more than 2^34 multiply-adds of
+ *		Q.K, max(1, n_new) x ctx x q_heads x head_dim summed over
+ *		the batch; SCORE: more than 2^34, n_q x len x q_heads x
+ *		head_dim; COPY: more than 4 GiB; SPLICE and COMPACT:
+ *		rewriting more than 4 GiB of blocks): split it.  The bounds
+ *		keep every
+ *		request's hold on the pool's memory short: an unmap that is
+ *		due waits for the requests in flight only, and new ones
+ *		wait for it.
+ * ATTN, ATTN_DEV, SCORE, SPLICE and COMPACT refuse a block named twice in
+ * one sequence (-EINVAL).
  * When the request is too short to carry a req_id, the reply has req_id 0.
  * Name fields (pool, tenant) hold at most KVP_NAME_LEN - 1 characters and
  * their NUL: a field without a NUL is refused with -EINVAL, never cut.
@@ -321,7 +329,9 @@ struct kvp_layout_rope {
 
 /* SPLICE: kvk_splice() on the sequence of table (-ENODATA: the tail must
  * turn and the layout has no RoPE data; -ERANGE: a span beyond len or a
- * new length beyond the table). */
+ * new length beyond the table; -E2BIG: it would rewrite more than 4 GiB of
+ * blocks, from the one holding slot at to the one holding the last slot
+ * that changes). */
 struct kvp_splice {
 	uint32_t layout_id;
 	uint32_t nblocks;	/* entries at off_table, 1..capacity */
@@ -334,7 +344,9 @@ struct kvp_splice {
 	uint64_t reserved[2];	/* must be 0 */
 };
 
-/* COMPACT: kvk_compact(): slot keep[i] -> slot i (strictly increasing). */
+/* COMPACT: kvk_compact(): slot keep[i] -> slot i (strictly increasing;
+ * -E2BIG: it would rewrite more than 4 GiB of blocks, from the one holding
+ * the first slot that moves to the one holding slot nkeep - 1). */
 struct kvp_compact {
 	uint32_t layout_id;
 	uint32_t nblocks;
@@ -345,7 +357,8 @@ struct kvp_compact {
 	uint64_t reserved[2];	/* must be 0 */
 };
 
-/* SCORE: kvk_score() of one layer: out[len] floats. */
+/* SCORE: kvk_score() of one layer: out[len] floats (-E2BIG beyond 2^34
+ * multiply-adds, n_q x len x q_heads x head_dim). */
 #define KVP_SCORE_MAX		(1U << 0)	/* max instead of sum */
 #define KVP_SCORE_CAUSAL	(1U << 1)	/* queries are the last n_q slots */
 #define KVP_SCORE_FLAGS		(KVP_SCORE_MAX | KVP_SCORE_CAUSAL)
@@ -434,7 +447,8 @@ struct kvp_kv_dev {
 	uint64_t reserved[2];	/* must be 0 */
 };
 
-/* ATTN_DEV: like struct kvp_attn, q and out in device buffer buf_id. */
+/* ATTN_DEV: like struct kvp_attn (its checks and bounds), q and out in
+ * device buffer buf_id. */
 struct kvp_attn_dev {
 	uint32_t layout_id;
 	uint32_t layer;

@@ -16,7 +16,9 @@
  *     (|gpu - ref| <= 1e-3 max(1, |ref|));
  *   - kvl_read_kv_dev writes the dequantised K/V into the buffer;
  *   - offsets that are not 16-byte aligned (-EINVAL) or reach past the
- *     buffer (-EFAULT) are refused.
+ *     buffer (-EFAULT) are refused;
+ *   - attention has ATTN's limits: a block named twice in one sequence is
+ *     -EINVAL, more than 2^34 multiply-adds of Q.K in one request -E2BIG.
  * --expect-refusal: the daemon has no device memory (cpu backend): the
  * registration must fail with -EOPNOTSUPP.  --no-compare: the kernels do
  * not run (the driver test double without emulation): only the calls'
@@ -340,6 +342,53 @@ int main(int argc, char **argv)
 				      kvl_dev_buf_size(buf) - 64, NULL);
 		if (r != -EFAULT)
 			FAIL("out past the buffer: %d, want -EFAULT", r);
+	}
+	{
+		/* one sequence of two blocks, the same one twice */
+		uint32_t rt[2] = { blocks[0], blocks[0] };
+		uint32_t rc = 2 * KL.tokens_per_block;
+		struct kvl_attn_args a = {
+			.layer = 0, .batch = 1, .q_heads = QH,
+			.max_blocks_per_seq = 2, .block_tables = rt,
+			.ctx_lens = &rc,
+		};
+
+		r = kvl_attention_dev(ctx, lay, &a, buf, off_q, off_o, NULL);
+		if (r != -EINVAL)
+			FAIL("a block twice in one sequence: %d, want -EINVAL",
+			     r);
+	}
+	{
+		/* 4096 sequences of 16 distinct blocks, 32 query heads:
+		 * 2^35 multiply-adds, refused before any work */
+		const uint32_t nb = 4096, qh = 32;
+		uint32_t *tt = malloc((size_t)nb * 16 * 4), *tc = malloc(nb * 4);
+		uint64_t qbytes = (uint64_t)nb * qh * D * 4;
+		struct kvl_dev_buf *big;
+		struct kvl_attn_args a = {
+			.layer = 0, .batch = nb, .q_heads = qh,
+			.max_blocks_per_seq = 16, .block_tables = tt,
+			.ctx_lens = tc,
+		};
+
+		if (!tt || !tc)
+			FAIL("memory");
+		for (i = 0; i < nb; i++) {
+			memcpy(tt + (size_t)i * 16, blocks, 16 * 4);
+			tc[i] = 16 * KL.tokens_per_block;
+		}
+		r = kvl_dev_buf_create(ctx, 0, 2 * qbytes, &big);
+		if (r)
+			FAIL("kvl_dev_buf_create %llu: %s",
+			     (unsigned long long)(2 * qbytes), strerror(-r));
+		r = kvl_attention_dev(ctx, lay, &a, big, 0, qbytes, NULL);
+		if (r != -E2BIG)
+			FAIL("work beyond the bound: %d, want -E2BIG", r);
+		kvl_dev_buf_free(big);
+		free(tt);
+		free(tc);
+		printf("attention through the device buffer: a repeated block "
+		       "-EINVAL, too much work -E2BIG\n");
 	}
 	kvl_dev_buf_free(buf);
 	kvl_close(ctx);

@@ -19,9 +19,11 @@
  *   e2e-util bad SOCK CASE               one malformed request (CASE:
  *        not-held, outside-region, truncated, oversized, unknown-op,
  *        splice-not-held, compact-not-held, score-not-held,
- *        compact-unsorted, splice-reserved, rope-bad), then check that
- *        this connection and another client still work and that the
- *        other client's block is unchanged
+ *        compact-unsorted, splice-reserved, rope-bad, splice-repeat,
+ *        compact-repeat, score-repeat, score-big; with blocks of 8 MiB:
+ *        splice-big, compact-big, compact-long), then check that this
+ *        connection and another client still work and that the other
+ *        client's block is unchanged
  *   e2e-util devbuf-bad SOCK             device buffers (cuda backend):
  *        every refusal of DEVBUF_ADD/DEL and of an unknown buffer, then
  *        check that the daemon still serves
@@ -599,7 +601,7 @@ static int cmd_bad(const char *what)
 	struct kvl_ctx *owner;
 	struct kvl_layout ol = { .layers = 1, .kv_heads = 1, .head_dim = 32,
 				 .dtype = KVL_DTYPE_BF16 };
-	uint32_t held[2], slot0 = 0, mine;
+	uint32_t held[2], slot0 = 0, mine, tpb;
 	float ok[32], ov[32], back_k[32], back_v[32];
 	uint8_t *region;
 	int fd, r, want, olay, i;
@@ -629,6 +631,8 @@ static int cmd_bad(const char *what)
 		r = raw_op(fd, KVP_OP_LAYOUT, &l, sizeof(l), -1);
 		if (r < 0)
 			FAIL("layout: %d", r);
+		tpb = ((const struct kvp_layout_reply *)
+		       (rbuf + sizeof(struct kvp_reply)))->tokens_per_block;
 	}
 
 	if (!strcmp(what, "not-held")) {
@@ -746,6 +750,90 @@ static int cmd_bad(const char *what)
 		q.reserved[1] = 1;
 		want = -EINVAL;
 		r = raw_op(fd, KVP_OP_SPLICE, &q, sizeof(q), -1);
+	} else if (!strcmp(what, "splice-repeat") ||
+		   !strcmp(what, "compact-repeat") ||
+		   !strcmp(what, "score-repeat")) {
+		/* a sequence of two blocks naming the caller's block twice */
+		uint32_t keep[2] = { 1, 2 };
+		struct kvp_splice sq = { .layout_id = 0, .nblocks = 2,
+					 .len = tpb + 1, .at = 0, .ndel = 1,
+					 .off_table = 0 };
+		struct kvp_compact cq = { .layout_id = 0, .nblocks = 2,
+					  .len = tpb + 1, .nkeep = 2,
+					  .off_table = 0, .off_keep = 64 };
+		struct kvp_score q = { .layout_id = 0, .layer = 0,
+				       .q_heads = 1, .n_q = 1, .len = tpb + 1,
+				       .nblocks = 2, .off_q = 128,
+				       .off_table = 0, .off_out = 4096 };
+
+		if (raw_lease1(fd, &mine))
+			FAIL("lease");
+		memcpy(region, &mine, 4);
+		memcpy(region + 4, &mine, 4);
+		memcpy(region + 64, keep, sizeof(keep));
+		memset(region + 128, 0, 128);
+		want = -EINVAL;
+		if (what[0] == 's' && what[1] == 'p')
+			r = raw_op(fd, KVP_OP_SPLICE, &sq, sizeof(sq), -1);
+		else if (what[0] == 'c')
+			r = raw_op(fd, KVP_OP_COMPACT, &cq, sizeof(cq), -1);
+		else
+			r = raw_op(fd, KVP_OP_SCORE, &q, sizeof(q), -1);
+	} else if (!strcmp(what, "score-big")) {
+		/* 256 queries x 16 heads x 32 dims over 2^17 + 1 slots: more
+		 * than 2^34 multiply-adds, refused before anything is read */
+		struct kvp_score q = { .layout_id = 0, .layer = 0,
+				       .q_heads = 16, .n_q = 256,
+				       .len = (1U << 17) + 1,
+				       .off_q = 0, .off_table = 0,
+				       .off_out = 0 };
+
+		q.nblocks = (q.len + tpb - 1) / tpb;
+		want = -E2BIG;
+		r = raw_op(fd, KVP_OP_SCORE, &q, sizeof(q), -1);
+	} else if (!strcmp(what, "splice-big")) {
+		/* a sequence of 600 blocks of 8 MiB whose first slot goes:
+		 * all 600 rewritten (4.7 GiB, more than a COPY moves),
+		 * refused before the table is read */
+		struct kvp_splice sq = { .layout_id = 0, .nblocks = 600,
+					 .len = 600 * tpb, .at = 0, .ndel = 1,
+					 .off_table = 0 };
+
+		if (tpb < (1U << 16))
+			FAIL("%s needs blocks of 8 MiB (%u tokens here)", what,
+			     tpb);
+		want = -E2BIG;
+		r = raw_op(fd, KVP_OP_SPLICE, &sq, sizeof(sq), -1);
+	} else if (!strcmp(what, "compact-big") ||
+		   !strcmp(what, "compact-long")) {
+		/* big: 32 KiB per token (8 layers of 8 heads of 128), 256
+		 * tokens per block of 8 MiB: keeping 140,000 slots, each one
+		 * down by one, rewrites 547 blocks (4.3 GiB), refused.  long:
+		 * the same sequence keeping slots 1 and 2 rewrites one block:
+		 * not refused for its size (the table is not held: -EPERM) */
+		struct kvp_layout bl = { .layers = 8, .kv_heads = 8,
+					 .head_dim = 128, .dtype = 1 };
+		struct kvp_compact cq = { .layout_id = 1, .off_table = 0,
+					  .off_keep = 4096 };
+		uint32_t *keep = (uint32_t *)(region + 4096), n, btpb;
+
+		r = raw_op(fd, KVP_OP_LAYOUT, &bl, sizeof(bl), -1);
+		if (r < 0)
+			FAIL("layout: %d", r);
+		btpb = ((const struct kvp_layout_reply *)
+			(rbuf + sizeof(struct kvp_reply)))->tokens_per_block;
+		if (btpb != 256)
+			FAIL("%s needs blocks of 8 MiB (%u tokens of 32 KiB "
+			     "here)", what, btpb);
+		n = !strcmp(what, "compact-big") ? 140000 : 2;
+		for (i = 0; i < (int)n; i++)
+			keep[i] = (uint32_t)i + 1;
+		cq.nkeep = n;
+		cq.len = 140001;
+		cq.nblocks = (cq.len + btpb - 1) / btpb;
+		memset(region, 0, 4096);
+		want = n > 2 ? -E2BIG : -EPERM;
+		r = raw_op(fd, KVP_OP_COMPACT, &cq, sizeof(cq), -1);
 	} else if (!strcmp(what, "rope-bad")) {
 		struct kvp_layout_rope q = { .layout_id = 0,
 					     .style = KVP_ROPE_NEOX,

@@ -12,12 +12,13 @@
 #   $(B)/tests/e2e/e2e-devbuf   a GPU tenant: device buffers (zero-copy)
 #   $(B)/tests/e2e/e2e-scrub    freed blocks read as zeros for another
 #                               tenant, in every tier
+#   $(B)/tests/e2e/e2e-gate     every op kind looped against a due unmap
 
 E2E_OUT := $(B)/tests/e2e
 E2E_CFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease -Ikernels
 E2E_PROGS := $(E2E_OUT)/e2e-tenant $(E2E_OUT)/e2e-util $(E2E_OUT)/e2e-tiers \
 	     $(E2E_OUT)/e2e-prefix $(E2E_OUT)/e2e-edits $(E2E_OUT)/e2e-devbuf \
-	     $(E2E_OUT)/e2e-scrub
+	     $(E2E_OUT)/e2e-scrub $(E2E_OUT)/e2e-gate
 
 # Linked with the static libkvlease so that the VM can run them from /bin
 # (the example program and kvpool-bench use the shared one).
@@ -48,7 +49,8 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-fd-exhaust test-conn-limit test-bad-names test-lease-timeout \
 	     test-tenant-set test-list-visibility test-socket-path \
 	     test-attn-bounds test-owner-progress test-config-reload \
-	     test-tiers-config test-metrics-http test-scrub test-scrub-cuda-fake
+	     test-tiers-config test-metrics-http test-scrub test-scrub-cuda-fake \
+	     test-owner-gate test-owner-gate-devbuf
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
 
 # The same end-to-end run inside the VM, ledger in /dev/kvpool.
@@ -96,7 +98,7 @@ $(B)/asan/bin/kvpoold: $(B)/asan/bin/kvpoold-san
 E2E_SAN_TESTS := test-multi-tenant test-sequences test-bad-not-held \
 		 test-bad-outside-region test-bad-truncated test-fd-leak \
 		 test-conn-limit test-tenant-set test-attn-bounds \
-		 test-owner-progress test-bad-names test-scrub
+		 test-owner-progress test-bad-names test-scrub test-bad-edits
 CHECK_PROGS += $(B)/asan/tests/e2e/san-e2e.sh
 $(B)/asan/tests/e2e/san-e2e.sh: $(B)/asan/bin/kvpoold $(E2E_PROGS) tests/e2e/e2e.mk
 	@mkdir -p $(@D)
