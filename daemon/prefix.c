@@ -1049,35 +1049,56 @@ static bool name_ok(const char *s, bool empty_ok)
 	return !kvpool_name_valid(s);
 }
 
+static bool name_in(const char (*names)[KVPOOL_NAME_LEN], int n,
+		    const char *name)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!strncmp(names[i], name, KVPOOL_NAME_LEN))
+			return true;
+	return false;
+}
+
+int kvd_prefix_list(struct kvd *d, const char (*only)[KVPOOL_NAME_LEN],
+		    int nonly, const void *body, size_t blen, void *rbody,
+		    size_t *rlen)
+{
+	struct kvd_prefix *p = d->prefix;
+	const struct kvp_list *q = BODY(struct kvp_list);
+	struct kvp_list_reply *lr = rbody;
+	struct kvp_prefix_rec *o = (void *)(lr + 1);
+	uint32_t cap = (uint32_t)((KVP_MSG_MAX - sizeof(struct kvp_reply) -
+				   sizeof(*lr)) / sizeof(*o));
+	uint32_t i = 0, n = 0;
+	struct pfx_tenant *t;
+
+	if (q->pad || !memchr(q->pool, 0, sizeof(q->pool)))
+		return -EINVAL;
+	if (q->pool[0] && strncmp(q->pool, d->top->name, KVPOOL_NAME_LEN))
+		return -ENOENT;
+	pthread_mutex_lock(&p->lock);
+	for (t = p->tenants; t; t = t->next) {
+		if (only && !name_in(only, nonly, t->name))
+			continue;
+		if (i >= q->start && n < cap)
+			fill_rec(t, &o[n++]);
+		i++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	lr->total = i;
+	lr->count = n;
+	*rlen = sizeof(*lr) + n * sizeof(*o);
+	return (int)n;
+}
+
 int kvd_prefix_admin(struct kvd *d, bool admin, uint16_t op, const void *body,
 		     size_t blen, void *rbody, size_t *rlen)
 {
 	struct kvd_prefix *p = d->prefix;
 
-	if (op == KVP_OP_PREFIX_LIST) {
-		const struct kvp_list *q = BODY(struct kvp_list);
-		struct kvp_list_reply *lr = rbody;
-		struct kvp_prefix_rec *o = (void *)(lr + 1);
-		uint32_t cap = (uint32_t)((KVP_MSG_MAX - sizeof(struct kvp_reply) -
-					   sizeof(*lr)) / sizeof(*o));
-		uint32_t i = 0, n = 0;
-		struct pfx_tenant *t;
-
-		if (q->pad || !memchr(q->pool, 0, sizeof(q->pool)))
-			return -EINVAL;
-		if (q->pool[0] && strncmp(q->pool, d->top->name,
-					  KVPOOL_NAME_LEN))
-			return -ENOENT;
-		pthread_mutex_lock(&p->lock);
-		for (t = p->tenants; t; t = t->next, i++)
-			if (i >= q->start && n < cap)
-				fill_rec(t, &o[n++]);
-		pthread_mutex_unlock(&p->lock);
-		lr->total = i;
-		lr->count = n;
-		*rlen = sizeof(*lr) + n * sizeof(*o);
-		return (int)n;
-	}
+	if (op == KVP_OP_PREFIX_LIST)
+		return kvd_prefix_list(d, NULL, 0, body, blen, rbody, rlen);
 	if (op == KVP_OP_PREFIX_FLUSH || op == KVP_OP_PREFIX_SHARE) {
 		const struct kvp_prefix_tenant *q =
 			BODY(struct kvp_prefix_tenant);

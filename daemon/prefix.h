@@ -35,6 +35,11 @@ int kvd_prefix_op(struct kvd_client *c, uint16_t op, const void *body,
  * may write. */
 int kvd_prefix_admin(struct kvd *d, bool admin, uint16_t op,
 		     const void *body, size_t blen, void *rbody, size_t *rlen);
+/* KVP_OP_PREFIX_LIST: every tenant's record, or (@only not NULL) those of
+ * the tenants named in only[0..nonly). */
+int kvd_prefix_list(struct kvd *d, const char (*only)[KVPOOL_NAME_LEN],
+		    int nonly, const void *body, size_t blen, void *rbody,
+		    size_t *rlen);
 /* Does the connection reference cached block @b (may read it)? */
 bool kvd_prefix_referenced(const struct kvd_prefix_conn *pc, uint32_t b);
 /* The connection is gone: its references go (NULL is fine). */

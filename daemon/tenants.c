@@ -245,6 +245,73 @@ int kvd_tenant_list(struct kvd_pool *p, struct kvp_tenant_rec *out,
 	return r;
 }
 
+/* Every tenant of pool p, in a malloc'd array: the count, or -errno. */
+static int tenant_list_all(struct kvd_pool *p, struct kvp_tenant_rec **out)
+{
+	struct kvp_tenant_rec *buf = NULL, *nb;
+	uint32_t cap = 64;
+	int r = -EAGAIN, tries;
+
+	for (tries = 0; tries < 8; tries++) {
+		nb = realloc(buf, (size_t)cap * sizeof(*buf));
+		if (!nb) {
+			r = -ENOMEM;
+			break;
+		}
+		buf = nb;
+		r = kvd_tenant_list(p, buf, cap);
+		if (r < 0)
+			break;
+		if ((uint32_t)r <= cap) {
+			*out = buf;
+			return r;
+		}
+		cap = (uint32_t)r + 64;		/* more arrived: again */
+		r = -EAGAIN;
+	}
+	free(buf);
+	return r;
+}
+
+int kvd_tenant_exists(struct kvd_pool *p, const char *name)
+{
+	struct kvp_tenant_rec *all;
+	int n = tenant_list_all(p, &all), i, r = 0;
+
+	if (n < 0)
+		return n;
+	for (i = 0; i < n && !r; i++)
+		r = !strncmp(all[i].name, name, KVPOOL_NAME_LEN);
+	free(all);
+	return r;
+}
+
+int kvd_tenants_visible(struct kvd *d, uint32_t uid, const uint32_t *gids,
+			int ngids, char (**names)[KVPOOL_NAME_LEN])
+{
+	struct kvp_tenant_rec *all;
+	int n = tenant_list_all(d->top, &all), i, j, k = 0;
+
+	if (n < 0)
+		return n;
+	*names = calloc((size_t)n + 1, KVPOOL_NAME_LEN);
+	if (!*names) {
+		free(all);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		bool may = all[i].uid != KVPOOL_ID_NONE && all[i].uid == uid;
+
+		for (j = 0; j < ngids && !may; j++)
+			may = all[i].gid != KVPOOL_ID_NONE &&
+			      all[i].gid == gids[j];
+		if (may)
+			memcpy((*names)[k++], all[i].name, KVPOOL_NAME_LEN);
+	}
+	free(all);
+	return k;
+}
+
 static void to_wire(const struct kvd_tenant_conf *t, const char *pool,
 		    struct kvp_tenant *w)
 {
