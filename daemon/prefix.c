@@ -80,6 +80,10 @@ struct kvd_prefix {
 	pthread_t th;
 	bool th_started;
 	volatile int stop;
+	pthread_cond_t polled;		/* the thread's poll returned */
+	uint64_t npolls;		/* how many times (p->lock) */
+	struct pollfd *pf;		/* the thread's poll set */
+	size_t pf_cap;
 	uint8_t *scratch;		/* key input, 48 + 4 * tokens */
 	size_t scratch_cap;
 };
@@ -1319,31 +1323,69 @@ static void answer_reclaim(struct kvd_prefix *p, const struct pollfd *pf,
 	}
 }
 
+/*
+ * The poll set (p->lock held): the wake eventfd and, with the module, the
+ * cold lease of every cached tenant, however many (the set grows with
+ * them).  Returns its size; a tenant that does not fit when memory runs
+ * out is polled once memory allows (logged).
+ */
+static nfds_t poll_set(struct kvd_prefix *p)
+{
+	struct pfx_tenant *t;
+	uint64_t now = kvd_now_ns();
+	size_t want = 1;
+	nfds_t n = 1;
+
+	if (p->d->mode != KVP_MODE_INPROC)
+		for (t = p->tenants; t; t = t->next)
+			want += t->cold.id != 0;
+	if (want > p->pf_cap) {
+		struct pollfd *nf = realloc(p->pf, want * sizeof(*nf));
+
+		if (nf) {
+			p->pf = nf;
+			p->pf_cap = want;
+		} else {
+			kvd_log(KVD_ERR, "prefix cache: no memory to watch "
+				"%zu cold leases", want - 1);
+		}
+	}
+	p->pf[0].fd = p->wake_fd;
+	p->pf[0].events = POLLIN;
+	p->pf[0].revents = 0;
+	if (p->d->mode == KVP_MODE_INPROC)
+		return 1;
+	for (t = p->tenants; t && n < p->pf_cap; t = t->next) {
+		if (!t->cold.id || t->quiet_until > now)
+			continue;
+		p->pf[n].fd = t->cold.fd;
+		p->pf[n].events = POLLPRI;
+		p->pf[n].revents = 0;
+		n++;
+	}
+	return n;
+}
+
 static void *prefix_main(void *arg)
 {
 	struct kvd_prefix *p = arg;
 
 	while (!p->stop) {
-		struct pollfd pf[1 + 256];
-		nfds_t npf = 1;
-		struct pfx_tenant *t;
-		uint64_t cnt, now = kvd_now_ns();
+		struct pollfd *pf;
+		uint64_t cnt;
+		nfds_t npf;
+		int r;
 
-		pf[0].fd = p->wake_fd;
-		pf[0].events = POLLIN;
-		pf[0].revents = 0;
 		pthread_mutex_lock(&p->lock);
-		if (p->d->mode != KVP_MODE_INPROC)
-			for (t = p->tenants; t && npf < 257; t = t->next) {
-				if (!t->cold.id || t->quiet_until > now)
-					continue;
-				pf[npf].fd = t->cold.fd;
-				pf[npf].events = POLLPRI;
-				pf[npf].revents = 0;
-				npf++;
-			}
+		npf = poll_set(p);
+		pf = p->pf;	/* only this thread changes it */
 		pthread_mutex_unlock(&p->lock);
-		if (poll(pf, npf, 1000) < 0 && errno != EINTR)
+		r = poll(pf, npf, 1000);
+		pthread_mutex_lock(&p->lock);
+		p->npolls++;
+		pthread_cond_broadcast(&p->polled);
+		pthread_mutex_unlock(&p->lock);
+		if (r < 0 && errno != EINTR)
 			break;
 		if (p->stop)
 			break;
@@ -1370,8 +1412,12 @@ int kvd_prefix_init(struct kvd *d)
 	p->d = d;
 	p->wake_fd = -1;
 	pthread_mutex_init(&p->lock, NULL);
-	r = pfx_index_init(&p->ix, d->o.prefix_hash_bits);
+	pthread_cond_init(&p->polled, NULL);
+	p->pf = malloc(sizeof(*p->pf));
+	p->pf_cap = p->pf ? 1 : 0;
+	r = p->pf ? pfx_index_init(&p->ix, d->o.prefix_hash_bits) : -ENOMEM;
 	if (r) {
+		free(p->pf);
 		free(p);
 		return r;
 	}
@@ -1393,6 +1439,7 @@ int kvd_prefix_init(struct kvd *d)
 	if (p->wake_fd < 0) {
 		r = -errno;
 		pfx_index_fini(&p->ix);
+		free(p->pf);
 		free(p);
 		return r;
 	}
@@ -1444,6 +1491,8 @@ void kvd_prefix_fini(struct kvd *d)
 	pfx_index_fini(&p->ix);
 	close(p->wake_fd);
 	free(p->scratch);
+	free(p->pf);
+	pthread_cond_destroy(&p->polled);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }

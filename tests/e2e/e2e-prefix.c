@@ -25,6 +25,10 @@
  *   e2e-prefix bad SOCK TENANT       bad input: clear errors, nothing
  *        changed, the connection still works
  *   e2e-prefix stats SOCK TENANT     print the tenant's cache counters
+ *   e2e-prefix many SOCK PREFIX N    N tenants PREFIX-0..N-1 (created
+ *        here) with one cached block each; PREFIX-0's max to 0: its
+ *        cache gives its block back within 5 s (the reclaim target is
+ *        answered), the others keep theirs
  *
  * Layout: bf16, 2 layers, 2 kv heads, head_dim 64 (1 KiB per token: 64
  * tokens per 64 KiB block), 4 query heads.  K/V of position p are a
@@ -886,6 +890,75 @@ static int cmd_stats(const char *tenant)
 	return 0;
 }
 
+/* ---- many cached tenants: every reclaim target is answered --------------------- */
+
+static uint32_t cached_of(struct kvl_admin *adm, const char *tenant,
+			  struct kvl_prefix_info *all, size_t cap)
+{
+	int n = kvl_admin_prefix_list(adm, pool_name, all, cap), i;
+
+	CHECK(n >= 0, "prefix list: %s", strerror(-n));
+	CHECK((size_t)n <= cap, "%d caches, room for %zu", n, cap);
+	for (i = 0; i < n; i++)
+		if (!strcmp(all[i].tenant, tenant))
+			return all[i].cached;
+	return 0;
+}
+
+static int cmd_many(const char *prefix, uint32_t n)
+{
+	size_t cap = (size_t)n + 64;
+	struct kvl_prefix_info *all = calloc(cap, sizeof(*all));
+	char name[KVL_NAME_LEN], last[KVL_NAME_LEN];
+	uint32_t *tok = NULL, i, c, ms;
+	struct kvl_admin *adm;
+	int r;
+
+	CHECK(all && kvl_admin_open(sock_path, &adm) == 0, "admin open");
+	for (i = 0; i < n; i++) {
+		struct kvl_ctx *ctx;
+		struct kvl_seq *s;
+		int layout;
+
+		snprintf(name, sizeof(name), "%s-%u", prefix, i);
+		r = kvl_admin_tenant_add(adm, pool_name, name, 0xffffffffU, 0,
+					 0xffffffffU, 0xffffffffU);
+		CHECK(!r, "tenant add %s: %s", name, strerror(-r));
+		ctx = open_ctx(name, 1);
+		layout = declare(ctx, MODEL, KVL_DTYPE_BF16);
+		if (!tok)
+			tok = malloc(tpb * sizeof(*tok));
+		tokens_of(1000 + i, tpb, tok);
+		s = private_seq(ctx, layout, tok, tpb);
+		CHECK(kvl_seq_publish(s) == 1, "%s publishes its block", name);
+		kvl_seq_free(s);
+		kvl_close(ctx);
+	}
+	snprintf(name, sizeof(name), "%s-0", prefix);
+	snprintf(last, sizeof(last), "%s-%u", prefix, n - 1);
+	CHECK(cached_of(adm, name, all, cap) == 1 &&
+	      cached_of(adm, last, all, cap) == 1,
+	      "every tenant has its cached block");
+	/* The first tenant's max below its current: the ledger posts a
+	 * reclaim target to its cache's cold lease. */
+	r = kvl_admin_tenant_set(adm, pool_name, name, 0, KVL_ADMIN_KEEP,
+				 KVL_ADMIN_KEEP, KVL_ADMIN_KEEP);
+	CHECK(!r, "max of %s to 0: %s", name, strerror(-r));
+	for (ms = 0; (c = cached_of(adm, name, all, cap)) && ms < 5000;
+	     ms += 10)
+		usleep(10000);
+	CHECK(!c, "%s of %u cached tenants still caches %u block(s) 5 s after "
+	      "its max went to 0: its reclaim target was not answered", name,
+	      n, c);
+	CHECK(cached_of(adm, last, all, cap) == 1, "%s lost its block", last);
+	kvl_admin_close(adm);
+	free(all);
+	free(tok);
+	printf("many: %u cached tenants, the reclaim target of the first "
+	       "answered in %u ms\n", n, ms);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -915,6 +988,8 @@ int main(int argc, char **argv)
 		return cmd_bad(argv[3]);
 	if (!strcmp(argv[1], "stats") && argc == 4)
 		return cmd_stats(argv[3]);
+	if (!strcmp(argv[1], "many") && argc == 5 && atoi(argv[4]) > 0)
+		return cmd_many(argv[3], (uint32_t)atoi(argv[4]));
 usage:
 	fprintf(stderr, "usage: e2e-prefix CMD SOCK ... (see the source)\n");
 	return 2;

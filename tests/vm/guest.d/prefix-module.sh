@@ -12,7 +12,10 @@
 #     the tenant's blocks.current), nothing else stays leased;
 #  2. copy-on-write of cached blocks;
 #  3. a reclaim target is met from unreferenced cached blocks first, and
-#     a short pool too (the owner's SHORT event).
+#     a short pool too (the owner's SHORT event);
+#  4. 300 cached tenants (more than any fixed poll set; the daemon polls
+#     one cold-lease file each): the first one's max goes to 0 and its
+#     cache answers the reclaim target;
 # Exit 0 pass, 1 fail, 77 skip.  Busybox sh only.
 
 [ -c /dev/kvpool ] || { echo "no /dev/kvpool"; exit 77; }
@@ -45,9 +48,9 @@ fail() {
 	exit 1
 }
 
-start_daemon() {	# capacity pool
+start_daemon() {	# capacity pool [block bytes]
 	kvpoold --foreground --socket $S --ledger module --backend cpu \
-		--pool $2 --block-bytes 65536 --capacity $1 \
+		--pool $2 --block-bytes ${3:-65536} --capacity $1 \
 		--chunk-blocks 32 --shrink-delay-ms 300 -vv >>$T/daemon.log 2>&1 &
 	DPID=$!
 	i=0
@@ -123,4 +126,13 @@ E2E_POOL=small e2e-prefix reclaim $S greedy prot >$T/rc.out 2>&1 || fail "reclai
 cat $T/rc.out
 E2E_POOL=small e2e-prefix stats $S greedy
 stop_daemon
+
+# 4: many cached tenants, 4 KiB blocks.
+start_daemon 1024 many 4096
+E2E_POOL=many e2e-prefix many $S m 300 >$T/many.out 2>&1 || fail "many cached tenants"
+cat $T/many.out
+stop_daemon
+[ "$(cat /sys/kernel/kvpool/many/used 2>/dev/null || echo 0)" = 0 ] ||
+	fail "the cache leases of 300 tenants outlived the daemon"
+
 echo "PASS: the prefix cache with the module"
