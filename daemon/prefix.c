@@ -407,6 +407,27 @@ static void tenant_maybe_close(struct kvd_prefix *p, struct pfx_tenant *t)
 	wake_thread(p);
 }
 
+/*
+ * Module: a closed cold lease lives on while the prefix thread's poll()
+ * holds its file.  Wake the thread and wait (p->lock held) until its poll
+ * has returned, so that the ledger has let the lease go (and a tenant
+ * delete is not refused for it).  Never called by the thread itself.
+ */
+static void poll_sync(struct kvd_prefix *p)
+{
+	uint64_t n = p->npolls;
+	struct timespec until;
+
+	if (p->d->mode == KVP_MODE_INPROC || !p->th_started || p->stop)
+		return;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	wake_thread(p);
+	while (p->npolls == n && !p->stop)
+		if (pthread_cond_timedwait(&p->polled, &p->lock, &until))
+			break;
+}
+
 /* ---- moving entries between hot and cold ---------------------------------- */
 
 /*
@@ -1013,6 +1034,8 @@ int kvd_prefix_op(struct kvd_client *c, uint16_t op, const void *body,
 
 /* ---- admin -------------------------------------------------------------------- */
 
+static int kvd_prefix_forget(struct kvd *d, const char *tenant);
+
 static void fill_rec(struct pfx_tenant *t, struct kvp_prefix_rec *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -1109,7 +1132,9 @@ int kvd_prefix_admin(struct kvd *d, bool admin, uint16_t op, const void *body,
 		struct pfx_tenant *t;
 		int r = 0;
 
-		if (q->flags || q->pad || q->reserved[0] || q->reserved[1] ||
+		if ((q->flags & ~(uint32_t)KVP_PREFIX_FORGET) ||
+		    (q->flags && op != KVP_OP_PREFIX_FLUSH) ||
+		    q->pad || q->reserved[0] || q->reserved[1] ||
 		    !name_ok(q->pool, true) || !name_ok(q->tenant, false) ||
 		    !name_ok(q->ns, true) ||
 		    (op == KVP_OP_PREFIX_FLUSH && q->ns[0]))
@@ -1119,14 +1144,16 @@ int kvd_prefix_admin(struct kvd *d, bool admin, uint16_t op, const void *body,
 		if (q->pool[0] && strncmp(q->pool, d->top->name,
 					  KVPOOL_NAME_LEN))
 			return -ENOENT;
-		if (d->mode == KVP_MODE_INPROC) {
-			pthread_mutex_lock(&d->top->lock);
-			if (!kvpool_tenant_find(d->top->pool, q->tenant))
-				r = -ENOENT;
-			pthread_mutex_unlock(&d->top->lock);
-			if (r)
-				return r;
-		}
+		if (q->flags & KVP_PREFIX_FORGET)
+			return kvd_prefix_forget(d, q->tenant);
+		/* A tenant that is not in the ledger has no cache to flush
+		 * and cannot join a namespace. */
+		r = kvd_tenant_exists(d->top, q->tenant);
+		if (!r)
+			return -ENOENT;
+		if (r < 0 && r != -EOPNOTSUPP)	/* no netlink: unchecked */
+			return r;
+		r = 0;
 		if (op == KVP_OP_PREFIX_FLUSH)
 			return (int)kvd_prefix_flush(d, q->tenant);
 		pthread_mutex_lock(&p->lock);
@@ -1255,10 +1282,84 @@ uint32_t kvd_prefix_flush(struct kvd *d, const char *tenant)
 	for (t = p->tenants; t; t = t->next)
 		if (!strncmp(t->name, tenant, KVPOOL_NAME_LEN)) {
 			k = flush_locked(p, t);
+			poll_sync(p);
 			break;
 		}
 	pthread_mutex_unlock(&p->lock);
 	return k;
+}
+
+/* Free @t, at *pp in p->tenants, if nothing of the cache is charged to it
+ * any more (p->lock held). */
+static void tenant_forget(struct kvd_prefix *p, struct pfx_tenant **pp,
+			  struct pfx_tenant *t)
+{
+	if (t->nhot || t->lru.n || t->hot.id) {
+		kvd_log(KVD_ERR, "prefix cache of %s: deleted while it holds "
+			"%u blocks: kept in its own namespace", t->name,
+			t->nhot + t->lru.n);
+		t->ns = &t->own;
+		return;
+	}
+	*pp = t->next;
+	kvd_log(KVD_INFO, "prefix cache of %s: forgotten%s%s", t->name,
+		t->ns != &t->own ? ", left namespace " : "",
+		t->ns != &t->own ? t->ns->name : "");
+	free(t);
+}
+
+static struct pfx_tenant **tenant_slot(struct kvd_prefix *p, const char *name)
+{
+	struct pfx_tenant **pp;
+
+	for (pp = &p->tenants; *pp; pp = &(*pp)->next)
+		if (!strncmp((*pp)->name, name, KVPOOL_NAME_LEN))
+			return pp;
+	return NULL;
+}
+
+int kvd_prefix_tenant_del(struct kvd *d, const char *tenant,
+			  int (*del)(void *arg), void *arg)
+{
+	struct kvd_prefix *p = d->prefix;
+	struct pfx_tenant **pp, *t = NULL;
+	int r;
+
+	if (!p)
+		return del(arg);
+	pthread_mutex_lock(&p->lock);
+	pp = tenant_slot(p, tenant);
+	if (pp) {
+		t = *pp;
+		flush_locked(p, t);
+		tenant_maybe_close(p, t);
+		poll_sync(p);
+	}
+	r = del(arg);
+	if (!r && t)
+		tenant_forget(p, pp, t);
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+static int kvd_prefix_forget(struct kvd *d, const char *tenant)
+{
+	struct kvd_prefix *p = d->prefix;
+	struct pfx_tenant **pp;
+	int r;
+
+	r = kvd_tenant_exists(d->top, tenant);
+	if (r)
+		return r < 0 ? r : -EBUSY;	/* still in the ledger */
+	pthread_mutex_lock(&p->lock);
+	pp = tenant_slot(p, tenant);
+	if (pp) {
+		flush_locked(p, *pp);
+		tenant_maybe_close(p, *pp);
+		tenant_forget(p, pp, *pp);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return 0;
 }
 
 void kvd_prefix_reclaim_wake(struct kvd *d)

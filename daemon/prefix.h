@@ -61,6 +61,17 @@ uint32_t kvd_prefix_evict_tenant(struct kvd *d, const char *tenant,
 uint32_t kvd_prefix_evict_pool(struct kvd *d, const char *asker, uint32_t n);
 /* Flush @tenant's cache (see KVP_OP_PREFIX_FLUSH): blocks given back. */
 uint32_t kvd_prefix_flush(struct kvd *d, const char *tenant);
+/*
+ * Delete @tenant of the top pool: its cache is flushed and its leases
+ * closed first (so that they do not keep it alive), then del(arg) deletes
+ * it in the ledger; once that succeeded, its record goes too (namespace
+ * membership, counters), so that a tenant created later under that name
+ * starts with an empty cache of its own.  Returns del's result.  Every
+ * path that deletes a tenant of the top pool goes through here (the
+ * socket's TENANT_DEL, a reload's deletion).
+ */
+int kvd_prefix_tenant_del(struct kvd *d, const char *tenant,
+			  int (*del)(void *arg), void *arg);
 /* In-process ledger, d->top->lock held: a lease without a client (maybe one
  * of the cache's) got a reclaim target. */
 void kvd_prefix_reclaim_wake(struct kvd *d);

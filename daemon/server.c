@@ -919,6 +919,18 @@ void kvd_client_cred(struct kvd_client *c, struct kvpool_cred *cred)
 
 
 
+struct tenant_del_arg {
+	struct kvd *d;
+	const struct kvp_tenant *t;
+};
+
+static int tenant_del_cb(void *arg)
+{
+	struct tenant_del_arg *a = arg;
+
+	return kvd_ip_tenant_op(a->d, KVP_OP_TENANT_DEL, a->t);
+}
+
 /* ---- what a peer that is not an admin may see ----------------------------- */
 
 /*
@@ -1010,12 +1022,14 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 			return -EACCES;
 		if (!name_ok(t->pool) || !name_ok(t->name))
 			return -EINVAL;
-		/* A tenant's own cache leases must not keep it alive. */
-		if (h->op == KVP_OP_TENANT_DEL && inproc) {
-			char name[KVPOOL_NAME_LEN];
+		/* A tenant's own cache leases must not keep it alive, and its
+		 * cache's record goes with it. */
+		if (h->op == KVP_OP_TENANT_DEL && inproc &&
+		    kvd_pool_by_name(d, t->pool) == d->top) {
+			struct tenant_del_arg a = { d, t };
 
-			memcpy(name, t->name, sizeof(name));
-			kvd_prefix_flush(d, name);
+			return kvd_prefix_tenant_del(d, t->name, tenant_del_cb,
+						     &a);
 		}
 		return kvd_ip_tenant_op(d, h->op, t);
 	}

@@ -34,6 +34,7 @@
 #include "config.h"
 #include "inproc.h"
 #include "kvpoold.h"
+#include "prefix.h"
 
 /* ---- the module: generic netlink ---------------------------------------- */
 
@@ -347,19 +348,37 @@ static int tenant_put(struct kvd_pool *p, struct kvnl *n,
 	return r;
 }
 
-static int tenant_del(struct kvd *d, struct kvnl *n,
-		      const struct kvd_tenant_ref *ref)
+struct del_arg {
+	struct kvd *d;
+	struct kvnl *n;
+	const struct kvd_tenant_ref *ref;
+};
+
+static int tenant_del_now(void *arg)
 {
+	struct del_arg *a = arg;
 	struct kvd_tenant_conf t;
 	struct kvp_tenant w;
 
 	memset(&t, 0, sizeof(t));
-	memcpy(t.name, ref->name, sizeof(t.name));
-	if (d->mode == KVP_MODE_INPROC) {
-		to_wire(&t, ref->pool, &w);
-		return kvd_ip_tenant_op(d, KVP_OP_TENANT_DEL, &w);
+	memcpy(t.name, a->ref->name, sizeof(t.name));
+	if (a->d->mode == KVP_MODE_INPROC) {
+		to_wire(&t, a->ref->pool, &w);
+		return kvd_ip_tenant_op(a->d, KVP_OP_TENANT_DEL, &w);
 	}
-	return kvnl_tenant(n, ref->pool, KVPOOL_CMD_TENANT_DEL, &t);
+	return kvnl_tenant(a->n, a->ref->pool, KVPOOL_CMD_TENANT_DEL, &t);
+}
+
+/* In the top pool, the tenant's prefix cache goes first and its record
+ * with it (kvd_prefix_tenant_del), as with the socket's TENANT_DEL. */
+static int tenant_del(struct kvd *d, struct kvnl *n,
+		      const struct kvd_tenant_ref *ref)
+{
+	struct del_arg a = { d, n, ref };
+
+	if (kvd_pool_by_name(d, ref->pool) == d->top)
+		return kvd_prefix_tenant_del(d, ref->name, tenant_del_now, &a);
+	return tenant_del_now(&a);
 }
 
 /* "FILE: line N: " for a tenant of the file, "--tenant: " for a flag's. */

@@ -617,13 +617,19 @@ struct kvp_prefix_evict {
 
 /* PREFIX_FLUSH: give back every unreferenced cached block of tenant and
  * stop finding its referenced ones (they go when their last reference
- * does); status = blocks given back.  PREFIX_SHARE: tenant joins the
- * shared namespace ns ("" : back to its own), after a flush. */
+ * does); status = blocks given back.  With KVP_PREFIX_FORGET, for a
+ * tenant deleted from the ledger by other means than the daemon (netlink
+ * with the module): the daemon forgets its record too (namespace
+ * membership, counters), -EBUSY while the ledger still has the tenant;
+ * status 0.  PREFIX_SHARE: tenant joins the shared namespace ns ("" :
+ * back to its own), after a flush.  Both -ENOENT for a tenant the ledger
+ * does not have. */
+#define KVP_PREFIX_FORGET	(1U << 0)
 struct kvp_prefix_tenant {
 	char pool[KVP_NAME_LEN];	/* empty: the daemon's pool */
 	char tenant[KVP_NAME_LEN];
 	char ns[KVP_NAME_LEN];		/* PREFIX_SHARE only, else empty */
-	uint32_t flags;			/* must be 0 */
+	uint32_t flags;			/* KVP_PREFIX_FORGET (FLUSH), or 0 */
 	uint32_t pad;
 	uint64_t reserved[2];
 };

@@ -25,6 +25,11 @@
  *   e2e-prefix bad SOCK TENANT       bad input: clear errors, nothing
  *        changed, the connection still works
  *   e2e-prefix stats SOCK TENANT     print the tenant's cache counters
+ *   e2e-prefix put SOCK TENANT SEED NTOK   publish NTOK tokens and exit
+ *        (the blocks stay cached, unreferenced)
+ *   e2e-prefix hit SOCK TENANT SEED NTOK   match NTOK tokens, print the
+ *        tokens matched, the K/V of the matched ones checked against a
+ *        private copy
  *   e2e-prefix many SOCK PREFIX N    N tenants PREFIX-0..N-1 (created
  *        here) with one cached block each; PREFIX-0's max to 0: its
  *        cache gives its block back within 5 s (the reclaim target is
@@ -890,6 +895,45 @@ static int cmd_stats(const char *tenant)
 	return 0;
 }
 
+/* ---- a cache that outlives its processes: put, hit --------------------------- */
+
+static int cmd_put(const char *tenant, uint32_t seed, uint32_t n)
+{
+	struct kvl_ctx *ctx = open_ctx(tenant, 8);
+	int layout = declare(ctx, MODEL, KVL_DTYPE_BF16), r;
+	uint32_t *tok = malloc(n * sizeof(*tok));
+	struct kvl_seq *s;
+
+	tokens_of(seed, n, tok);
+	s = private_seq(ctx, layout, tok, n);
+	r = kvl_seq_publish(s);
+	CHECK(r >= 0, "publish: %s", strerror(-r));
+	printf("published %d blocks\n", r);
+	kvl_seq_free(s);
+	kvl_close(ctx);
+	free(tok);
+	return 0;
+}
+
+static int cmd_hit(const char *tenant, uint32_t seed, uint32_t n)
+{
+	struct kvl_ctx *ctx = open_ctx(tenant, 8);
+	int layout = declare(ctx, MODEL, KVL_DTYPE_BF16);
+	uint32_t *tok = malloc(n * sizeof(*tok)), m;
+	struct kvl_seq *s, *mine;
+
+	tokens_of(seed, n, tok);
+	s = matched_seq(ctx, layout, tok, n, &m);
+	mine = private_seq(ctx, layout, tok, n);
+	same_kv(s, mine, n, "matched vs private");
+	printf("matched %u tokens\n", m);
+	kvl_seq_free(s);
+	kvl_seq_free(mine);
+	kvl_close(ctx);
+	free(tok);
+	return 0;
+}
+
 /* ---- many cached tenants: every reclaim target is answered --------------------- */
 
 static uint32_t cached_of(struct kvl_admin *adm, const char *tenant,
@@ -988,6 +1032,12 @@ int main(int argc, char **argv)
 		return cmd_bad(argv[3]);
 	if (!strcmp(argv[1], "stats") && argc == 4)
 		return cmd_stats(argv[3]);
+	if (!strcmp(argv[1], "put") && argc == 6)
+		return cmd_put(argv[3], (uint32_t)atoi(argv[4]),
+			       (uint32_t)atoi(argv[5]));
+	if (!strcmp(argv[1], "hit") && argc == 6)
+		return cmd_hit(argv[3], (uint32_t)atoi(argv[4]),
+			       (uint32_t)atoi(argv[5]));
 	if (!strcmp(argv[1], "many") && argc == 5 && atoi(argv[4]) > 0)
 		return cmd_many(argv[3], (uint32_t)atoi(argv[4]));
 usage:

@@ -16,6 +16,9 @@
 #  4. 300 cached tenants (more than any fixed poll set; the daemon polls
 #     one cold-lease file each): the first one's max goes to 0 and its
 #     cache answers the reclaim target;
+#  5. kvpoolctl tenant del (netlink) of a tenant in a shared namespace,
+#     then tenant add: the new tenant has an empty cache of its own and
+#     matches nothing of the namespace.
 # Exit 0 pass, 1 fail, 77 skip.  Busybox sh only.
 
 [ -c /dev/kvpool ] || { echo "no /dev/kvpool"; exit 77; }
@@ -135,4 +138,28 @@ stop_daemon
 [ "$(cat /sys/kernel/kvpool/many/used 2>/dev/null || echo 0)" = 0 ] ||
 	fail "the cache leases of 300 tenants outlived the daemon"
 
+# 5: deleted and created again through netlink.
+start_daemon 2048 gpu0
+for t in pub del1; do
+	kvpoolctl --pool gpu0 tenant add $t >/dev/null || fail "tenant add $t"
+	kvpoolctl --pool gpu0 prefix share $t common >/dev/null ||
+		fail "share $t"
+done
+export E2E_POOL=gpu0
+e2e-prefix put $S pub 9 256 >/dev/null || fail "pub publishes"
+e2e-prefix put $S del1 10 128 >/dev/null || fail "del1 publishes"
+[ "$(e2e-prefix hit $S del1 9 256)" = "matched 256 tokens" ] ||
+	fail "del1 does not share"
+kvpoolctl --pool gpu0 tenant del del1 || fail "tenant del del1"
+kvpoolctl --pool gpu0 tenant add del1 >/dev/null || fail "tenant add del1 again"
+out=$(e2e-prefix stats $S del1)
+echo "$out"
+case $out in
+*" ns= cached=0 "*) ;;
+*) fail "re-created del1 has the old cache's record: $out" ;;
+esac
+out=$(e2e-prefix hit $S del1 9 256)
+[ "$out" = "matched 0 tokens" ] || fail "re-created del1 rejoined: $out"
+[ "$(used)" = 4 ] || fail "used $(used), want pub's 4 cached blocks"
+stop_daemon
 echo "PASS: the prefix cache with the module"
