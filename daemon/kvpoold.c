@@ -109,6 +109,9 @@ static void usage(FILE *f)
 "      --max-clients-per-uid N  connections of one non-admin uid (default 64)\n"
 "      --metrics-listen ADDR:PORT\n"
 "                            serve Prometheus metrics at /metrics (off)\n"
+"      --metrics-scope SCOPE public (default: what any local user may see)\n"
+"                            or operator (also every client's lease and pid,\n"
+"                            the prefix caches' and the swaps' activity)\n"
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
 "      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
 "                            every key collides; default 128)\n"
@@ -140,7 +143,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
 	O_SYSLOG, O_BLIMIT, O_METRICS, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
-	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID,
+	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID, O_MSCOPE,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -173,6 +176,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "prefix-hash-bits", required_argument, NULL, O_PFXBITS },
 		{ "max-clients", required_argument, NULL, O_MAXCL },
 		{ "max-clients-per-uid", required_argument, NULL, O_MAXCLUID },
+		{ "metrics-scope", required_argument, NULL, O_MSCOPE },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -262,6 +266,11 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (kvd_listen_addr_check(optarg))
 				goto bad;
 			o->metrics_listen = optarg;
+			break;
+		case O_MSCOPE:
+			o->metrics_scope = kvd_metrics_scope_parse(optarg);
+			if (o->metrics_scope < 0)
+				goto bad;
 			break;
 		case O_TIER:
 			if (kvd_tier_parse(o, optarg))

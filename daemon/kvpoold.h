@@ -257,6 +257,7 @@ struct kvd_opts {
 	const char *admin_group;	/* group allowed admin writes */
 	const char *pool;		/* pool name ("" = by backend) */
 	const char *metrics_listen;	/* ADDR:PORT of /metrics, NULL: off */
+	int metrics_scope;		/* KVD_METRICS_* */
 	uint64_t block_bytes;
 	uint32_t capacity;
 	uint32_t chunk_blocks;
@@ -280,6 +281,11 @@ struct kvd_opts {
 	uint32_t inject_io_error;	/* tests: every Nth file I/O fails */
 	unsigned int prefix_hash_bits;	/* --prefix-hash-bits (tests) */
 };
+
+/* kvd_opts.metrics_scope: the values of enum kvp_metrics_scope
+ * (kvpool_metrics.h). */
+#define KVD_METRICS_PUBLIC	0
+#define KVD_METRICS_OPERATOR	1
 
 struct kvd_client;
 struct kvd_swapper;
