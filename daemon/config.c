@@ -238,6 +238,7 @@ static const struct key keys[] = {
 	{ "tier", SEC_POOL, KVD_K_TIER },		/* repeatable */
 	{ "nvme_io", SEC_POOL, KVD_K_NVME_IO },
 	{ "metrics_scope", SEC_DAEMON, KVD_K_METRICS_SCOPE },
+	{ "prefix_lend_percent", SEC_POOL, KVD_K_PREFIX_LEND_PERCENT },
 };
 
 static const char *const backends[] = { "auto", "cpu", "cuda", NULL };
@@ -306,6 +307,11 @@ static const char *set_key(struct kvd_conf *c, enum kvd_conf_key k,
 		if (i < 0)
 			return "must be public or operator";
 		c->metrics_scope = i;
+		return NULL;
+	case KVD_K_PREFIX_LEND_PERCENT:
+		if (parse_num(v, 100, false, false, &x))
+			return "must be 0 to 100 (percent)";
+		c->prefix_lend_percent = (uint32_t)x;
 		return NULL;
 	case KVD_K_POOL_NAME:
 		if (kvpool_name_valid(v))
@@ -794,6 +800,8 @@ void kvd_conf_to_opts(const struct kvd_conf *c, struct kvd_opts *o)
 		o->nvme_io = c->nvme_io;
 	if (SET(KVD_K_METRICS_SCOPE))
 		o->metrics_scope = c->metrics_scope;
+	if (SET(KVD_K_PREFIX_LEND_PERCENT))
+		o->prefix_lend_percent = c->prefix_lend_percent;
 #undef SET
 }
 

@@ -113,6 +113,9 @@ static void usage(FILE *f)
 "                            or operator (also every client's lease and pid,\n"
 "                            the prefix caches' and the swaps' activity)\n"
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
+"      --prefix-lend-percent N  most of a tenant's max (percent, default\n"
+"                            50) that other tenants of its shared namespace\n"
+"                            may hold referenced in its prefix cache\n"
 "      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
 "                            every key collides; default 128)\n"
 "  -u, --user NAME           drop to this user after start (as root)\n"
@@ -143,7 +146,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
 	O_SYSLOG, O_BLIMIT, O_METRICS, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
-	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID, O_MSCOPE,
+	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID, O_MSCOPE, O_PFXLEND,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -177,6 +180,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "max-clients", required_argument, NULL, O_MAXCL },
 		{ "max-clients-per-uid", required_argument, NULL, O_MAXCLUID },
 		{ "metrics-scope", required_argument, NULL, O_MSCOPE },
+		{ "prefix-lend-percent", required_argument, NULL, O_PFXLEND },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -271,6 +275,11 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			o->metrics_scope = kvd_metrics_scope_parse(optarg);
 			if (o->metrics_scope < 0)
 				goto bad;
+			break;
+		case O_PFXLEND:
+			if (parse_u64(optarg, 100, &v))
+				goto bad;
+			o->prefix_lend_percent = (uint32_t)v;
 			break;
 		case O_TIER:
 			if (kvd_tier_parse(o, optarg))
@@ -551,6 +560,7 @@ static void opts_defaults(struct kvd_opts *o)
 	o->reserve_bytes = 1ULL << 30;
 	o->spare_chunks = 1;
 	o->prefix_hash_bits = 128;
+	o->prefix_lend_percent = 50;
 	o->max_clients = 256;
 	o->max_clients_per_uid = 64;
 	o->log_level = KVD_NOTICE;

@@ -280,6 +280,9 @@ struct kvd_opts {
 	const char *nvme_io;		/* "auto", "uring", "pread" */
 	uint32_t inject_io_error;	/* tests: every Nth file I/O fails */
 	unsigned int prefix_hash_bits;	/* --prefix-hash-bits (tests) */
+	/* Most of a tenant's max (percent) that other tenants of its shared
+	 * namespace may hold referenced in its prefix cache. */
+	uint32_t prefix_lend_percent;
 };
 
 /* kvd_opts.metrics_scope: the values of enum kvp_metrics_scope

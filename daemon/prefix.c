@@ -66,6 +66,9 @@ struct pfx_tenant {
 	uint32_t nhot;			/* the hot lease's entries */
 	uint64_t hits, misses, hit_tokens, evictions, published;
 	uint64_t quiet_until;		/* module: a target it cannot meet */
+	/* Its entries that other tenants (of its shared namespace)
+	 * reference, and those one MATCH or PUBLISH is about to add. */
+	uint32_t nlent, lend_new;
 	struct pfx_tenant *next;
 };
 
@@ -93,6 +96,7 @@ struct kvd_prefix_conn {
 	uint32_t has_model;		/* bit per layout id */
 	uint32_t *set;			/* referenced blocks, open addressing */
 	uint32_t cap, n;		/* cap: power of two or 0 */
+	char tenant[KVPOOL_NAME_LEN];	/* whose references they are */
 };
 
 /* A NUL-padded name field from a string. */
@@ -185,6 +189,78 @@ static void set_del(struct kvd_prefix_conn *pc, uint32_t b)
 			i = j;
 		}
 	}
+}
+
+/* ---- references across tenants (shared namespaces) ----------------------- */
+
+/*
+ * A connection may reference the blocks of other tenants of its shared
+ * namespace.  They stay charged to their owner, who cannot give them back
+ * while they are referenced: so a tenant lends at most
+ * --prefix-lend-percent of its max (of the pool's capacity when it has
+ * none) to other tenants at once.  Beyond that, MATCH stops (the caller
+ * computes the rest itself) and PUBLISH caches the caller's own copy,
+ * found by no lookup and charged to the caller.
+ */
+static bool foreign(const struct kvd_prefix_conn *pc, const struct pfx_entry *e)
+{
+	const struct pfx_tenant *o = e->owner;
+
+	return strncmp(o->name, pc->tenant, KVPOOL_NAME_LEN) != 0;
+}
+
+/* pc references @e (it did not before). */
+static void ref_add(struct kvd_prefix_conn *pc, struct pfx_entry *e)
+{
+	struct pfx_tenant *o = e->owner;
+
+	set_add(pc, e->block);
+	if (foreign(pc, e) && !e->xrefs++)
+		o->nlent++;
+	if (!e->refs++) {
+		pfx_lru_del(e);
+		o->nhot++;
+	}
+}
+
+/* pc no longer references @e (e->refs is the caller's). */
+static void ref_del_foreign(struct kvd_prefix_conn *pc, struct pfx_entry *e)
+{
+	struct pfx_tenant *o = e->owner;
+
+	if (foreign(pc, e) && !--e->xrefs)
+		o->nlent--;
+}
+
+static uint32_t owner_max(struct kvd *d, struct pfx_tenant *o);
+
+/*
+ * May @pc (of tenant @t) reference @e?  Its own tenant's blocks always;
+ * another tenant's while that one lends less than its share (counting
+ * what this op already took, o->lend_new; lend_reset() clears it).
+ */
+static bool lend_ok(struct kvd_prefix *p, struct kvd_prefix_conn *pc,
+		    struct pfx_tenant *t, struct pfx_entry *e)
+{
+	struct pfx_tenant *o = e->owner;
+	uint64_t cap;
+
+	if (o == t || e->xrefs || kvd_prefix_referenced(pc, e->block))
+		return true;
+	cap = (uint64_t)owner_max(p->d, o) * p->d->o.prefix_lend_percent / 100;
+	if ((uint64_t)o->nlent + o->lend_new >= cap)
+		return false;
+	o->lend_new++;
+	return true;
+}
+
+static void lend_reset(struct pfx_entry **es, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		if (es[i])
+			((struct pfx_tenant *)es[i]->owner)->lend_new = 0;
 }
 
 /* ---- the cache leases (in-process core or /dev/kvpool) ------------------- */
@@ -321,6 +397,25 @@ static int lease_status(struct kvd *d, struct pfx_lease *pl, uint32_t *target,
 	*cur = st.tenant_current;
 	*min = st.tenant_min;
 	return 0;
+}
+
+/* The max of the tenant whose cache @o is (the pool's capacity when it has
+ * none or cannot be asked). */
+static uint32_t owner_max(struct kvd *d, struct pfx_tenant *o)
+{
+	struct kvpool_status st;
+	uint32_t max = KVPOOL_UNLIMITED;
+
+	if (d->mode == KVP_MODE_INPROC && o->hot.lease) {
+		pthread_mutex_lock(&d->top->lock);
+		max = o->hot.lease->tenant->max;
+		pthread_mutex_unlock(&d->top->lock);
+	} else if (d->mode != KVP_MODE_INPROC && o->hot.id) {
+		memset(&st, 0, sizeof(st));
+		if (!ioctl(o->hot.fd, KVPOOL_IOC_STATUS, &st))
+			max = st.tenant_max;
+	}
+	return max < d->top->capacity ? max : d->top->capacity;
 }
 
 /* ---- tenants and namespaces ---------------------------------------------- */
@@ -563,6 +658,8 @@ static void drop_refs(struct kvd_prefix *p, struct kvd_prefix_conn *pc,
 		struct pfx_entry *e = pfx_by_block(&p->ix, blocks[i]);
 
 		set_del(pc, blocks[i]);
+		if (e)
+			ref_del_foreign(pc, e);
 		if (!e || --e->refs)
 			continue;
 		if (e->indexed && cold) {
@@ -656,6 +753,20 @@ static int op_layout_model(struct kvd_client *c,
 	return 0;
 }
 
+/*
+ * The tenant the connection's references are taken for: @tname, the
+ * tenant of its lease now.  While it holds references taken for another
+ * tenant (its lease was attached elsewhere since), -EXDEV: it drops them
+ * first (UNREF with KVP_PREFIX_UNREF_ALL).
+ */
+static int conn_tenant(struct kvd_prefix_conn *pc, const char *tname)
+{
+	if (pc->n)
+		return strncmp(pc->tenant, tname, KVPOOL_NAME_LEN) ? -EXDEV : 0;
+	name_copy(pc->tenant, tname);
+	return 0;
+}
+
 /* The layout and model of a request: 0, -EINVAL, -ENOKEY. */
 static int req_layout(struct kvd_client *c, uint32_t id,
 		      const struct kvk_layout **l, struct kvd_prefix_conn **pc)
@@ -710,10 +821,14 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 		goto out_free;
 	}
 	kvd_client_tenant(c, tname);
+	r = conn_tenant(pc, tname);
+	if (r)
+		goto out_free;
 
 	pthread_mutex_lock(&p->lock);
 	t = tenant_get(p, tname);
 	scratch = scratch_for(p, tpb);
+	m = 0;
 	if (!t || !scratch) {
 		r = -ENOMEM;
 		goto out_unlock;
@@ -726,7 +841,7 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 				scratch);
 		e = pfx_lookup(&p->ix, &key, t->ns, &pc->model[q->layout_id],
 			       parent_id, tokens + m * tpb, tpb);
-		if (!e)
+		if (!e || !lend_ok(p, pc, t, e))
 			break;
 		es[m] = e;
 		if (!e->refs)
@@ -739,17 +854,9 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 		r = transit(p, warm, nwarm, true);
 	if (r)
 		goto out_unlock;
-	for (i = 0; i < m; i++) {
-		struct pfx_entry *e = es[i];
-
-		if (kvd_prefix_referenced(pc, e->block))
-			continue;
-		set_add(pc, e->block);
-		if (!e->refs++) {
-			pfx_lru_del(e);
-			((struct pfx_tenant *)e->owner)->nhot++;
-		}
-	}
+	for (i = 0; i < m; i++)
+		if (!kvd_prefix_referenced(pc, es[i]->block))
+			ref_add(pc, es[i]);
 	for (i = 0; i < m; i++)
 		out[i] = es[i]->block;
 	t->hits += m;
@@ -760,6 +867,7 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 	rep->tokens = m * tpb;
 	rep->daemon_ns = kvd_now_ns() - t0;
 out_unlock:
+	lend_reset(es, m);
 	pthread_mutex_unlock(&p->lock);
 out_free:
 	free(tokens);
@@ -783,7 +891,7 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 	uint32_t n = q->nblocks;
 	struct pfx_tenant *t;
 	uint64_t parent_id = 0, lease_id = kvd_client_lease_id(c);
-	bool missed = false;
+	bool missed = false, *own = NULL;
 	uint8_t *scratch;
 	int r;
 
@@ -808,11 +916,15 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 	warm = malloc(n * sizeof(*warm));
 	move = malloc(n * sizeof(*move));
 	dedup = malloc(n * sizeof(*dedup));
-	if (!es || !fresh || !warm || !move || !dedup) {
+	own = calloc(n, sizeof(*own));
+	if (!es || !fresh || !warm || !move || !dedup || !own) {
 		r = -ENOMEM;
 		goto out_free;
 	}
 	kvd_client_tenant(c, tname);
+	r = conn_tenant(pc, tname);
+	if (r)
+		goto out_free;
 
 	pthread_mutex_lock(&p->lock);
 	t = tenant_get(p, tname);
@@ -833,12 +945,25 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 				       &pc->model[q->layout_id], parent_id,
 				       tok, tpb);
 		if (e) {
-			if (e->block != blocks[i]) {
-				/* Cached already: the caller's copy goes. */
-				if (mine) {
-					r = -EINVAL;	/* cached elsewhere */
+			if (e->block != blocks[i] && mine) {
+				r = -EINVAL;	/* cached elsewhere */
+				goto out_unlock;
+			} else if (e->block != blocks[i] &&
+				   !lend_ok(p, pc, t, e)) {
+				/* Its owner lends no more: the caller's copy
+				 * is cached as its own, found by nobody. */
+				fresh[i] = pfx_entry_new(&p->ix, &key, t->ns,
+						t, &pc->model[q->layout_id],
+						parent_id, blocks[i], tok, tpb);
+				if (!fresh[i]) {
+					r = -ENOMEM;
 					goto out_unlock;
 				}
+				fresh[i]->depth = i;
+				own[i] = true;
+				move[nmove++] = blocks[i];
+			} else if (e->block != blocks[i]) {
+				/* Cached already: the caller's copy goes. */
 				dedup[ndedup++] = blocks[i];
 				if (!e->refs && !kvd_prefix_referenced(pc,
 								e->block))
@@ -898,16 +1023,14 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 
 		if (fresh[i]) {
 			pfx_insert(&p->ix, e);
+			if (own[i])
+				pfx_unindex(&p->ix, e);
 			e->refs = 1;
 			t->nhot++;
 			set_add(pc, e->block);
 			fresh[i] = NULL;
 		} else if (!kvd_prefix_referenced(pc, e->block)) {
-			set_add(pc, e->block);
-			if (!e->refs++) {
-				pfx_lru_del(e);
-				((struct pfx_tenant *)e->owner)->nhot++;
-			}
+			ref_add(pc, e);
 		}
 		res[i] = e->block;
 	}
@@ -916,6 +1039,7 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 	rep->shared = n - nmove;
 	r = (int)nmove;
 out_unlock:
+	lend_reset(es, n);
 	pthread_mutex_unlock(&p->lock);
 out_free:
 	if (fresh)
@@ -928,6 +1052,7 @@ out_free:
 	free(warm);
 	free(move);
 	free(dedup);
+	free(own);
 	return r;
 }
 

@@ -46,7 +46,7 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-tenant-set test-list-visibility test-socket-path \
 	     test-attn-bounds test-owner-progress test-config-reload \
 	     test-tiers-config test-metrics-http test-prefix-many \
-	     test-prefix-delete
+	     test-prefix-delete test-prefix-lend
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
 
 # The same end-to-end run inside the VM, ledger in /dev/kvpool.
