@@ -529,11 +529,17 @@ struct kvp_client_rec {
  * LRU, given back first under pressure).  A connection references a
  * cached block from MATCH (or PUBLISH) until UNREF or until it closes; it
  * may read referenced blocks (READ_KV, ATTN, COPY's source) but never
- * write them (-EROFS).  Errors besides the general ones:
+ * write them (-EROFS).  Blocks of another tenant (a shared namespace) stay
+ * charged to it: a tenant lends at most kvpoold's --prefix-lend-percent
+ * of its max to the others; past that MATCH stops and PUBLISH keeps the
+ * caller's own copy (result[i] is the caller's block).  Errors besides the
+ * general ones:
  *   -ENOKEY	the layout was declared without a model identity
  *		(KVP_OP_LAYOUT instead of KVP_OP_LAYOUT_MODEL);
  *   -EPERM	PUBLISH names a block the caller neither holds nor references;
  *   -EXDEV	PUBLISH: the lease was moved to another tenant since HELLO;
+ *		MATCH or PUBLISH while the connection holds references
+ *		taken for another tenant (UNREF them first);
  *   -EOPNOTSUPP the ledger cannot move blocks (a module without
  *		KVPOOL_FEAT_LEASE_MOVE).
  * On any error nothing changed.
