@@ -1447,7 +1447,7 @@ int kvd_prefix_tenant_del(struct kvd *d, const char *tenant,
 			  int (*del)(void *arg), void *arg)
 {
 	struct kvd_prefix *p = d->prefix;
-	struct pfx_tenant **pp, *t = NULL;
+	struct pfx_tenant **pp;
 	int r;
 
 	if (!p)
@@ -1455,14 +1455,14 @@ int kvd_prefix_tenant_del(struct kvd *d, const char *tenant,
 	pthread_mutex_lock(&p->lock);
 	pp = tenant_slot(p, tenant);
 	if (pp) {
-		t = *pp;
-		flush_locked(p, t);
-		tenant_maybe_close(p, t);
-		poll_sync(p);
+		flush_locked(p, *pp);
+		tenant_maybe_close(p, *pp);
+		poll_sync(p);	/* drops the lock a while: look again below */
 	}
 	r = del(arg);
-	if (!r && t)
-		tenant_forget(p, pp, t);
+	pp = r ? NULL : tenant_slot(p, tenant);
+	if (pp)
+		tenant_forget(p, pp, *pp);
 	pthread_mutex_unlock(&p->lock);
 	return r;
 }
