@@ -148,6 +148,15 @@ static int parse_id(const char *v, bool group, uint32_t *out)
 	return 0;
 }
 
+int kvd_metrics_scope_parse(const char *s)
+{
+	if (!strcmp(s, "public"))
+		return KVD_METRICS_PUBLIC;
+	if (!strcmp(s, "operator"))
+		return KVD_METRICS_OPERATOR;
+	return -EINVAL;
+}
+
 int kvd_listen_addr_check(const char *s)
 {
 	const char *colon = strrchr(s, ':');
@@ -228,6 +237,8 @@ static const struct key keys[] = {
 	{ "backing_limit", SEC_POOL, KVD_K_BACKING_LIMIT },
 	{ "tier", SEC_POOL, KVD_K_TIER },		/* repeatable */
 	{ "nvme_io", SEC_POOL, KVD_K_NVME_IO },
+	{ "metrics_scope", SEC_DAEMON, KVD_K_METRICS_SCOPE },
+	{ "prefix_lend_percent", SEC_POOL, KVD_K_PREFIX_LEND_PERCENT },
 };
 
 static const char *const backends[] = { "auto", "cpu", "cuda", NULL };
@@ -291,6 +302,17 @@ static const char *set_key(struct kvd_conf *c, enum kvd_conf_key k,
 			return "must be ADDR:PORT (IPv6: [ADDR]:PORT)";
 		return copy_str(c->metrics_listen, sizeof(c->metrics_listen),
 				v) ? "address too long" : NULL;
+	case KVD_K_METRICS_SCOPE:
+		i = kvd_metrics_scope_parse(v);
+		if (i < 0)
+			return "must be public or operator";
+		c->metrics_scope = i;
+		return NULL;
+	case KVD_K_PREFIX_LEND_PERCENT:
+		if (parse_num(v, 100, false, false, &x))
+			return "must be 0 to 100 (percent)";
+		c->prefix_lend_percent = (uint32_t)x;
+		return NULL;
 	case KVD_K_POOL_NAME:
 		if (kvpool_name_valid(v))
 			return "must be 1 to 31 letters, digits, '_', '-' or "
@@ -776,6 +798,10 @@ void kvd_conf_to_opts(const struct kvd_conf *c, struct kvd_opts *o)
 	}
 	if (SET(KVD_K_NVME_IO))
 		o->nvme_io = c->nvme_io;
+	if (SET(KVD_K_METRICS_SCOPE))
+		o->metrics_scope = c->metrics_scope;
+	if (SET(KVD_K_PREFIX_LEND_PERCENT))
+		o->prefix_lend_percent = c->prefix_lend_percent;
 #undef SET
 }
 

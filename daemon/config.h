@@ -37,6 +37,7 @@ enum kvd_conf_key {
 	KVD_K_POOL_NAME, KVD_K_BLOCK_BYTES, KVD_K_CAPACITY, KVD_K_CHUNK_BLOCKS,
 	KVD_K_DEFAULT_MAX, KVD_K_SHRINK_DELAY_MS, KVD_K_BACKING_LIMIT,
 	KVD_K_TIER, KVD_K_NVME_IO,
+	KVD_K_METRICS_SCOPE, KVD_K_PREFIX_LEND_PERCENT,
 	KVD_K_NKEYS,
 };
 
@@ -71,6 +72,8 @@ struct kvd_conf {
 	int ntiers;			/* tier = lines, in order */
 	struct kvd_tier_spec tiers[KVD_MAX_TIERS - 1];
 	char nvme_io[8];
+	int metrics_scope;		/* KVP_METRICS_PUBLIC / _OPERATOR */
+	uint32_t prefix_lend_percent;
 	int cuda_device;
 	int log_level;			/* KVD_ERR .. KVD_DEBUG */
 	int ntenants;
@@ -107,6 +110,10 @@ int kvd_tenant_spec_parse(const char *spec, struct kvd_tenant_conf *t);
  */
 int kvd_conf_add_specs(struct kvd_conf *c, const char *const *specs, int n,
 		       char *err, size_t errlen);
+
+/* metrics_scope / --metrics-scope: "public" or "operator" into
+ * KVD_METRICS_*, else -EINVAL. */
+int kvd_metrics_scope_parse(const char *s);
 
 /* ADDR:PORT ("[v6]:PORT" for IPv6): 0 if well formed, else -EINVAL. */
 int kvd_listen_addr_check(const char *s);

@@ -109,7 +109,13 @@ static void usage(FILE *f)
 "      --max-clients-per-uid N  connections of one non-admin uid (default 64)\n"
 "      --metrics-listen ADDR:PORT\n"
 "                            serve Prometheus metrics at /metrics (off)\n"
+"      --metrics-scope SCOPE public (default: what any local user may see)\n"
+"                            or operator (also every client's lease and pid,\n"
+"                            the prefix caches' and the swaps' activity)\n"
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
+"      --prefix-lend-percent N  most of a tenant's max (percent, default\n"
+"                            50) that other tenants of its shared namespace\n"
+"                            may hold referenced in its prefix cache\n"
 "      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
 "                            every key collides; default 128)\n"
 "  -u, --user NAME           drop to this user after start (as root)\n"
@@ -140,7 +146,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
 	O_SYSLOG, O_BLIMIT, O_METRICS, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
-	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID,
+	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID, O_MSCOPE, O_PFXLEND,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -173,6 +179,8 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "prefix-hash-bits", required_argument, NULL, O_PFXBITS },
 		{ "max-clients", required_argument, NULL, O_MAXCL },
 		{ "max-clients-per-uid", required_argument, NULL, O_MAXCLUID },
+		{ "metrics-scope", required_argument, NULL, O_MSCOPE },
+		{ "prefix-lend-percent", required_argument, NULL, O_PFXLEND },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -262,6 +270,16 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (kvd_listen_addr_check(optarg))
 				goto bad;
 			o->metrics_listen = optarg;
+			break;
+		case O_MSCOPE:
+			o->metrics_scope = kvd_metrics_scope_parse(optarg);
+			if (o->metrics_scope < 0)
+				goto bad;
+			break;
+		case O_PFXLEND:
+			if (parse_u64(optarg, 100, &v))
+				goto bad;
+			o->prefix_lend_percent = (uint32_t)v;
 			break;
 		case O_TIER:
 			if (kvd_tier_parse(o, optarg))
@@ -542,6 +560,7 @@ static void opts_defaults(struct kvd_opts *o)
 	o->reserve_bytes = 1ULL << 30;
 	o->spare_chunks = 1;
 	o->prefix_hash_bits = 128;
+	o->prefix_lend_percent = 50;
 	o->max_clients = 256;
 	o->max_clients_per_uid = 64;
 	o->log_level = KVD_NOTICE;

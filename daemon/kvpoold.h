@@ -269,6 +269,7 @@ struct kvd_opts {
 	const char *admin_group;	/* group allowed admin writes */
 	const char *pool;		/* pool name ("" = by backend) */
 	const char *metrics_listen;	/* ADDR:PORT of /metrics, NULL: off */
+	int metrics_scope;		/* KVD_METRICS_* */
 	uint64_t block_bytes;
 	uint32_t capacity;
 	uint32_t chunk_blocks;
@@ -291,7 +292,15 @@ struct kvd_opts {
 	const char *nvme_io;		/* "auto", "uring", "pread" */
 	uint32_t inject_io_error;	/* tests: every Nth file I/O fails */
 	unsigned int prefix_hash_bits;	/* --prefix-hash-bits (tests) */
+	/* Most of a tenant's max (percent) that other tenants of its shared
+	 * namespace may hold referenced in its prefix cache. */
+	uint32_t prefix_lend_percent;
 };
+
+/* kvd_opts.metrics_scope: the values of enum kvp_metrics_scope
+ * (kvpool_metrics.h). */
+#define KVD_METRICS_PUBLIC	0
+#define KVD_METRICS_OPERATOR	1
 
 struct kvd_client;
 struct kvd_swapper;
@@ -462,6 +471,16 @@ struct kvd_tenant_conf;
  * -errno. */
 int kvd_tenant_list(struct kvd_pool *p, struct kvp_tenant_rec *out,
 		    uint32_t cap);
+/* Does pool p have tenant @name?  1, 0 or -errno. */
+int kvd_tenant_exists(struct kvd_pool *p, const char *name);
+/*
+ * The tenants of the top pool that a peer of @uid and groups gids[0..n)
+ * may attach to by its uid or a group (their allow_uid or allow_gid; an
+ * automatic uid-N tenant allows its uid): names in a malloc'd array, the
+ * count or -errno.
+ */
+int kvd_tenants_visible(struct kvd *d, uint32_t uid, const uint32_t *gids,
+			int ngids, char (**names)[KVPOOL_NAME_LEN]);
 /* Unknown pools, limits a pool cannot hold: 0 or -EINVAL (logged with
  * the line). */
 int kvd_tenants_check(struct kvd *d, const struct kvd_tenant_conf *t, int n);

@@ -4,12 +4,14 @@
  * (libmicrohttpd, one internal thread) on the address of --metrics-listen
  * or metrics_listen in kvpoold.conf; off when neither is given.
  *
- * Each scrape takes a fresh snapshot of the top pool, its tenants, its
- * leases, the prefix caches and, with lower tiers, every tier (its pool,
- * swap counters and tenants) and the clients' sequences, through the same
- * calls as the admin socket, and
- * writes it with kvp_metrics_write(), the function `kvpoolctl metrics`
- * uses: one set of series, one format.  The socket is bound before the daemon drops root
+ * Each scrape takes a fresh snapshot of the top pool, its tenants and,
+ * with lower tiers, every tier (its pool and tenants) through the same
+ * calls as the admin socket, and writes it with kvp_metrics_write(), the
+ * function `kvpoolctl metrics` uses: one set of series, one format.  The
+ * endpoint has no authentication, so by default (metrics_scope public) it
+ * shows what any local user may see; with metrics_scope operator the
+ * snapshot also has the leases, the prefix caches, the tiers' swap
+ * counters and the clients' sequences, and the scrape their series.  The socket is bound before the daemon drops root
  * (kvd_metrics_bind), the server starts after (kvd_metrics_start), so its
  * thread runs with the daemon's reduced privileges.
  */
@@ -29,6 +31,10 @@
 #include "kvpool_metrics.h"
 #include "kvpoold.h"
 #include "prefix.h"
+
+_Static_assert(KVD_METRICS_PUBLIC == (int)KVP_METRICS_PUBLIC &&
+	       KVD_METRICS_OPERATOR == (int)KVP_METRICS_OPERATOR,
+	       "kvd_opts.metrics_scope holds enum kvp_metrics_scope");
 
 #define METRICS_MAX_CONNECTIONS	16
 #define METRICS_TIMEOUT_S	10
@@ -152,7 +158,7 @@ static void *list_all(struct kvd_pool *p, enum list_kind what, size_t rec,
 /* The tiers, when the daemon has lower ones; what was allocated goes to
  * lists (freed by the caller). */
 static void tiers_get(struct kvd *d, struct kvp_metrics_tiers *m,
-		      struct kvp_tier_rec *tr, void **lists)
+		      struct kvp_tier_rec *tr, void **lists, bool operator)
 {
 	uint32_t total, k;
 	int err;
@@ -174,6 +180,8 @@ static void tiers_get(struct kvd *d, struct kvp_metrics_tiers *m,
 		}
 		m->tenants[k] = lists[k];
 	}
+	if (!operator)
+		return;		/* no series of one client */
 	lists[0] = list_all(d->top, L_CLIENT_TIERS,
 			    sizeof(struct kvp_client_tier_rec), &m->nclients,
 			    &err);
@@ -233,18 +241,24 @@ static char *render(struct kvd *d, size_t *len)
 	void *lists[KVP_MAX_TIERS] = { NULL };
 	struct kvp_metrics_pool mp;
 	struct kvp_metrics_tiers mt;
+	enum kvp_metrics_scope scope = d->o.metrics_scope;
+	bool operator = scope == KVP_METRICS_OPERATOR;
 	struct kvp_tenant_rec *t;
-	struct kvp_client_rec *c;
-	struct kvp_prefix_rec *x;
+	struct kvp_client_rec *c = NULL;
+	struct kvp_prefix_rec *x = NULL;
 	char *text = NULL;
 	FILE *f;
-	int terr, cerr, xerr, r, i;
+	int terr, cerr = -EPERM, xerr = -EPERM, r, i;
 
 	memset(&mp, 0, sizeof(mp));
 	kvd_ledger_pool_rec(d->top, &mp.pool);
 	t = list_all(d->top, L_TENANTS, sizeof(*t), &mp.ntenants, &terr);
-	c = list_all(d->top, L_CLIENTS, sizeof(*c), &mp.nclients, &cerr);
-	x = prefix_all(d, &mp.nprefix, &xerr);
+	/* The clients and the caches' activity: the operator's scope only. */
+	if (operator) {
+		c = list_all(d->top, L_CLIENTS, sizeof(*c), &mp.nclients,
+			     &cerr);
+		x = prefix_all(d, &mp.nprefix, &xerr);
+	}
 	if (terr) {
 		kvd_log(KVD_WARN, "metrics: tenant list: %s", strerror(-terr));
 		mp.ntenants = 0;
@@ -254,10 +268,10 @@ static char *render(struct kvd *d, size_t *len)
 	mp.have_clients = !cerr && c;
 	mp.prefix = x;
 	mp.have_prefix = !xerr;
-	tiers_get(d, &mt, tr, lists);
+	tiers_get(d, &mt, tr, lists, operator);
 	f = open_memstream(&text, len);
 	if (f) {
-		r = kvp_metrics_write(f, &mp, 1, &mt);
+		r = kvp_metrics_write(f, &mp, 1, &mt, scope);
 		if (fclose(f) || r) {
 			free(text);
 			text = NULL;
@@ -361,6 +375,10 @@ int kvd_metrics_start(struct kvd *d)
 	}
 	d->metrics = mhd;
 	kvd_log(KVD_NOTICE, "metrics at http://%s/metrics", d->metrics_addr);
+	if (d->o.metrics_scope == KVP_METRICS_OPERATOR)
+		kvd_log(KVD_NOTICE, "metrics: operator scope: whoever can "
+			"connect to %s sees every client's lease, pid and "
+			"activity", d->metrics_addr);
 	return 0;
 }
 

@@ -67,6 +67,9 @@ struct pfx_tenant {
 	uint32_t nhot;			/* the hot lease's entries */
 	uint64_t hits, misses, hit_tokens, evictions, published;
 	uint64_t quiet_until;		/* module: a target it cannot meet */
+	/* Its entries that other tenants (of its shared namespace)
+	 * reference, and those one MATCH or PUBLISH is about to add. */
+	uint32_t nlent, lend_new;
 	struct pfx_tenant *next;
 };
 
@@ -81,6 +84,10 @@ struct kvd_prefix {
 	pthread_t th;
 	bool th_started;
 	volatile int stop;
+	pthread_cond_t polled;		/* the thread's poll returned */
+	uint64_t npolls;		/* how many times (p->lock) */
+	struct pollfd *pf;		/* the thread's poll set */
+	size_t pf_cap;
 	uint8_t *scratch;		/* key input, 48 + 4 * tokens */
 	size_t scratch_cap;
 };
@@ -90,6 +97,7 @@ struct kvd_prefix_conn {
 	uint32_t has_model;		/* bit per layout id */
 	uint32_t *set;			/* referenced blocks, open addressing */
 	uint32_t cap, n;		/* cap: power of two or 0 */
+	char tenant[KVPOOL_NAME_LEN];	/* whose references they are */
 };
 
 /* A NUL-padded name field from a string. */
@@ -182,6 +190,78 @@ static void set_del(struct kvd_prefix_conn *pc, uint32_t b)
 			i = j;
 		}
 	}
+}
+
+/* ---- references across tenants (shared namespaces) ----------------------- */
+
+/*
+ * A connection may reference the blocks of other tenants of its shared
+ * namespace.  They stay charged to their owner, who cannot give them back
+ * while they are referenced: so a tenant lends at most
+ * --prefix-lend-percent of its max (of the pool's capacity when it has
+ * none) to other tenants at once.  Beyond that, MATCH stops (the caller
+ * computes the rest itself) and PUBLISH caches the caller's own copy,
+ * found by no lookup and charged to the caller.
+ */
+static bool foreign(const struct kvd_prefix_conn *pc, const struct pfx_entry *e)
+{
+	const struct pfx_tenant *o = e->owner;
+
+	return strncmp(o->name, pc->tenant, KVPOOL_NAME_LEN) != 0;
+}
+
+/* pc references @e (it did not before). */
+static void ref_add(struct kvd_prefix_conn *pc, struct pfx_entry *e)
+{
+	struct pfx_tenant *o = e->owner;
+
+	set_add(pc, e->block);
+	if (foreign(pc, e) && !e->xrefs++)
+		o->nlent++;
+	if (!e->refs++) {
+		pfx_lru_del(e);
+		o->nhot++;
+	}
+}
+
+/* pc no longer references @e (e->refs is the caller's). */
+static void ref_del_foreign(struct kvd_prefix_conn *pc, struct pfx_entry *e)
+{
+	struct pfx_tenant *o = e->owner;
+
+	if (foreign(pc, e) && !--e->xrefs)
+		o->nlent--;
+}
+
+static uint32_t owner_max(struct kvd *d, struct pfx_tenant *o);
+
+/*
+ * May @pc (of tenant @t) reference @e?  Its own tenant's blocks always;
+ * another tenant's while that one lends less than its share (counting
+ * what this op already took, o->lend_new; lend_reset() clears it).
+ */
+static bool lend_ok(struct kvd_prefix *p, struct kvd_prefix_conn *pc,
+		    struct pfx_tenant *t, struct pfx_entry *e)
+{
+	struct pfx_tenant *o = e->owner;
+	uint64_t cap;
+
+	if (o == t || e->xrefs || kvd_prefix_referenced(pc, e->block))
+		return true;
+	cap = (uint64_t)owner_max(p->d, o) * p->d->o.prefix_lend_percent / 100;
+	if ((uint64_t)o->nlent + o->lend_new >= cap)
+		return false;
+	o->lend_new++;
+	return true;
+}
+
+static void lend_reset(struct pfx_entry **es, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		if (es[i])
+			((struct pfx_tenant *)es[i]->owner)->lend_new = 0;
 }
 
 /* ---- the cache leases (in-process core or /dev/kvpool) ------------------- */
@@ -320,6 +400,25 @@ static int lease_status(struct kvd *d, struct pfx_lease *pl, uint32_t *target,
 	return 0;
 }
 
+/* The max of the tenant whose cache @o is (the pool's capacity when it has
+ * none or cannot be asked). */
+static uint32_t owner_max(struct kvd *d, struct pfx_tenant *o)
+{
+	struct kvpool_status st;
+	uint32_t max = KVPOOL_UNLIMITED;
+
+	if (d->mode == KVP_MODE_INPROC && o->hot.lease) {
+		pthread_mutex_lock(&d->top->lock);
+		max = o->hot.lease->tenant->max;
+		pthread_mutex_unlock(&d->top->lock);
+	} else if (d->mode != KVP_MODE_INPROC && o->hot.id) {
+		memset(&st, 0, sizeof(st));
+		if (!ioctl(o->hot.fd, KVPOOL_IOC_STATUS, &st))
+			max = st.tenant_max;
+	}
+	return max < d->top->capacity ? max : d->top->capacity;
+}
+
 /* ---- tenants and namespaces ---------------------------------------------- */
 
 static void wake_thread(struct kvd_prefix *p)
@@ -402,6 +501,27 @@ static void tenant_maybe_close(struct kvd_prefix *p, struct pfx_tenant *t)
 	lease_close(p->d, &t->hot);
 	lease_close(p->d, &t->cold);
 	wake_thread(p);
+}
+
+/*
+ * Module: a closed cold lease lives on while the prefix thread's poll()
+ * holds its file.  Wake the thread and wait (p->lock held) until its poll
+ * has returned, so that the ledger has let the lease go (and a tenant
+ * delete is not refused for it).  Never called by the thread itself.
+ */
+static void poll_sync(struct kvd_prefix *p)
+{
+	uint64_t n = p->npolls;
+	struct timespec until;
+
+	if (p->d->mode == KVP_MODE_INPROC || !p->th_started || p->stop)
+		return;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	wake_thread(p);
+	while (p->npolls == n && !p->stop)
+		if (pthread_cond_timedwait(&p->polled, &p->lock, &until))
+			break;
 }
 
 /* ---- moving entries between hot and cold ---------------------------------- */
@@ -539,6 +659,8 @@ static void drop_refs(struct kvd_prefix *p, struct kvd_prefix_conn *pc,
 		struct pfx_entry *e = pfx_by_block(&p->ix, blocks[i]);
 
 		set_del(pc, blocks[i]);
+		if (e)
+			ref_del_foreign(pc, e);
 		if (!e || --e->refs)
 			continue;
 		if (e->indexed && cold) {
@@ -632,6 +754,20 @@ static int op_layout_model(struct kvd_client *c,
 	return 0;
 }
 
+/*
+ * The tenant the connection's references are taken for: @tname, the
+ * tenant of its lease now.  While it holds references taken for another
+ * tenant (its lease was attached elsewhere since), -EXDEV: it drops them
+ * first (UNREF with KVP_PREFIX_UNREF_ALL).
+ */
+static int conn_tenant(struct kvd_prefix_conn *pc, const char *tname)
+{
+	if (pc->n)
+		return strncmp(pc->tenant, tname, KVPOOL_NAME_LEN) ? -EXDEV : 0;
+	name_copy(pc->tenant, tname);
+	return 0;
+}
+
 /* The layout and model of a request: 0, -EINVAL, -ENOKEY. */
 static int req_layout(struct kvd_client *c, uint32_t id,
 		      const struct kvk_layout **l, struct kvd_prefix_conn **pc)
@@ -686,10 +822,14 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 		goto out_free;
 	}
 	kvd_client_tenant(c, tname);
+	r = conn_tenant(pc, tname);
+	if (r)
+		goto out_free;
 
 	pthread_mutex_lock(&p->lock);
 	t = tenant_get(p, tname);
 	scratch = scratch_for(p, tpb);
+	m = 0;
 	if (!t || !scratch) {
 		r = -ENOMEM;
 		goto out_unlock;
@@ -702,7 +842,7 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 				scratch);
 		e = pfx_lookup(&p->ix, &key, t->ns, &pc->model[q->layout_id],
 			       parent_id, tokens + m * tpb, tpb);
-		if (!e)
+		if (!e || !lend_ok(p, pc, t, e))
 			break;
 		es[m] = e;
 		if (!e->refs)
@@ -715,17 +855,9 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 		r = transit(p, warm, nwarm, true);
 	if (r)
 		goto out_unlock;
-	for (i = 0; i < m; i++) {
-		struct pfx_entry *e = es[i];
-
-		if (kvd_prefix_referenced(pc, e->block))
-			continue;
-		set_add(pc, e->block);
-		if (!e->refs++) {
-			pfx_lru_del(e);
-			((struct pfx_tenant *)e->owner)->nhot++;
-		}
-	}
+	for (i = 0; i < m; i++)
+		if (!kvd_prefix_referenced(pc, es[i]->block))
+			ref_add(pc, es[i]);
 	for (i = 0; i < m; i++)
 		out[i] = es[i]->block;
 	t->hits += m;
@@ -736,6 +868,7 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 	rep->tokens = m * tpb;
 	rep->daemon_ns = kvd_now_ns() - t0;
 out_unlock:
+	lend_reset(es, m);
 	pthread_mutex_unlock(&p->lock);
 out_free:
 	free(tokens);
@@ -759,7 +892,7 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 	uint32_t n = q->nblocks;
 	struct pfx_tenant *t;
 	uint64_t parent_id = 0, lease_id = kvd_client_lease_id(c);
-	bool missed = false;
+	bool missed = false, *own = NULL;
 	uint8_t *scratch;
 	int r;
 
@@ -784,7 +917,8 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 	warm = malloc(n * sizeof(*warm));
 	move = malloc(n * sizeof(*move));
 	dedup = malloc(n * sizeof(*dedup));
-	if (!es || !fresh || !warm || !move || !dedup) {
+	own = calloc(n, sizeof(*own));
+	if (!es || !fresh || !warm || !move || !dedup || !own) {
 		r = -ENOMEM;
 		goto out_free;
 	}
@@ -793,6 +927,9 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 	if (r)
 		goto out_free;
 	kvd_client_tenant(c, tname);
+	r = conn_tenant(pc, tname);
+	if (r)
+		goto out_free;
 
 	pthread_mutex_lock(&p->lock);
 	t = tenant_get(p, tname);
@@ -813,12 +950,25 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 				       &pc->model[q->layout_id], parent_id,
 				       tok, tpb);
 		if (e) {
-			if (e->block != blocks[i]) {
-				/* Cached already: the caller's copy goes. */
-				if (mine) {
-					r = -EINVAL;	/* cached elsewhere */
+			if (e->block != blocks[i] && mine) {
+				r = -EINVAL;	/* cached elsewhere */
+				goto out_unlock;
+			} else if (e->block != blocks[i] &&
+				   !lend_ok(p, pc, t, e)) {
+				/* Its owner lends no more: the caller's copy
+				 * is cached as its own, found by nobody. */
+				fresh[i] = pfx_entry_new(&p->ix, &key, t->ns,
+						t, &pc->model[q->layout_id],
+						parent_id, blocks[i], tok, tpb);
+				if (!fresh[i]) {
+					r = -ENOMEM;
 					goto out_unlock;
 				}
+				fresh[i]->depth = i;
+				own[i] = true;
+				move[nmove++] = blocks[i];
+			} else if (e->block != blocks[i]) {
+				/* Cached already: the caller's copy goes. */
 				dedup[ndedup++] = blocks[i];
 				if (!e->refs && !kvd_prefix_referenced(pc,
 								e->block))
@@ -886,16 +1036,14 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 
 		if (fresh[i]) {
 			pfx_insert(&p->ix, e);
+			if (own[i])
+				pfx_unindex(&p->ix, e);
 			e->refs = 1;
 			t->nhot++;
 			set_add(pc, e->block);
 			fresh[i] = NULL;
 		} else if (!kvd_prefix_referenced(pc, e->block)) {
-			set_add(pc, e->block);
-			if (!e->refs++) {
-				pfx_lru_del(e);
-				((struct pfx_tenant *)e->owner)->nhot++;
-			}
+			ref_add(pc, e);
 		}
 		res[i] = e->block;
 	}
@@ -904,6 +1052,7 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 	rep->shared = n - nmove;
 	r = (int)nmove;
 out_unlock:
+	lend_reset(es, n);
 	pthread_mutex_unlock(&p->lock);
 out_free:
 	if (fresh)
@@ -916,6 +1065,7 @@ out_free:
 	free(warm);
 	free(move);
 	free(dedup);
+	free(own);
 	return r;
 }
 
@@ -1022,6 +1172,8 @@ int kvd_prefix_op(struct kvd_client *c, uint16_t op, const void *body,
 
 /* ---- admin -------------------------------------------------------------------- */
 
+static int kvd_prefix_forget(struct kvd *d, const char *tenant);
+
 static void fill_rec(struct pfx_tenant *t, struct kvp_prefix_rec *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -1062,42 +1214,65 @@ static bool name_ok(const char *s, bool empty_ok)
 	return !kvpool_name_valid(s);
 }
 
+static bool name_in(const char (*names)[KVPOOL_NAME_LEN], int n,
+		    const char *name)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!strncmp(names[i], name, KVPOOL_NAME_LEN))
+			return true;
+	return false;
+}
+
+int kvd_prefix_list(struct kvd *d, const char (*only)[KVPOOL_NAME_LEN],
+		    int nonly, const void *body, size_t blen, void *rbody,
+		    size_t *rlen)
+{
+	struct kvd_prefix *p = d->prefix;
+	const struct kvp_list *q = BODY(struct kvp_list);
+	struct kvp_list_reply *lr = rbody;
+	struct kvp_prefix_rec *o = (void *)(lr + 1);
+	uint32_t cap = (uint32_t)((KVP_MSG_MAX - sizeof(struct kvp_reply) -
+				   sizeof(*lr)) / sizeof(*o));
+	uint32_t i = 0, n = 0;
+	struct pfx_tenant *t;
+
+	if (q->pad || !memchr(q->pool, 0, sizeof(q->pool)))
+		return -EINVAL;
+	if (q->pool[0] && strncmp(q->pool, d->top->name, KVPOOL_NAME_LEN))
+		return -ENOENT;
+	pthread_mutex_lock(&p->lock);
+	for (t = p->tenants; t; t = t->next) {
+		if (only && !name_in(only, nonly, t->name))
+			continue;
+		if (i >= q->start && n < cap)
+			fill_rec(t, &o[n++]);
+		i++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	lr->total = i;
+	lr->count = n;
+	*rlen = sizeof(*lr) + n * sizeof(*o);
+	return (int)n;
+}
+
 int kvd_prefix_admin(struct kvd *d, bool admin, uint16_t op, const void *body,
 		     size_t blen, void *rbody, size_t *rlen)
 {
 	struct kvd_prefix *p = d->prefix;
 
-	if (op == KVP_OP_PREFIX_LIST) {
-		const struct kvp_list *q = BODY(struct kvp_list);
-		struct kvp_list_reply *lr = rbody;
-		struct kvp_prefix_rec *o = (void *)(lr + 1);
-		uint32_t cap = (uint32_t)((KVP_MSG_MAX - sizeof(struct kvp_reply) -
-					   sizeof(*lr)) / sizeof(*o));
-		uint32_t i = 0, n = 0;
-		struct pfx_tenant *t;
-
-		if (q->pad || !memchr(q->pool, 0, sizeof(q->pool)))
-			return -EINVAL;
-		if (q->pool[0] && strncmp(q->pool, d->top->name,
-					  KVPOOL_NAME_LEN))
-			return -ENOENT;
-		pthread_mutex_lock(&p->lock);
-		for (t = p->tenants; t; t = t->next, i++)
-			if (i >= q->start && n < cap)
-				fill_rec(t, &o[n++]);
-		pthread_mutex_unlock(&p->lock);
-		lr->total = i;
-		lr->count = n;
-		*rlen = sizeof(*lr) + n * sizeof(*o);
-		return (int)n;
-	}
+	if (op == KVP_OP_PREFIX_LIST)
+		return kvd_prefix_list(d, NULL, 0, body, blen, rbody, rlen);
 	if (op == KVP_OP_PREFIX_FLUSH || op == KVP_OP_PREFIX_SHARE) {
 		const struct kvp_prefix_tenant *q =
 			BODY(struct kvp_prefix_tenant);
 		struct pfx_tenant *t;
 		int r = 0;
 
-		if (q->flags || q->pad || q->reserved[0] || q->reserved[1] ||
+		if ((q->flags & ~(uint32_t)KVP_PREFIX_FORGET) ||
+		    (q->flags && op != KVP_OP_PREFIX_FLUSH) ||
+		    q->pad || q->reserved[0] || q->reserved[1] ||
 		    !name_ok(q->pool, true) || !name_ok(q->tenant, false) ||
 		    !name_ok(q->ns, true) ||
 		    (op == KVP_OP_PREFIX_FLUSH && q->ns[0]))
@@ -1107,14 +1282,16 @@ int kvd_prefix_admin(struct kvd *d, bool admin, uint16_t op, const void *body,
 		if (q->pool[0] && strncmp(q->pool, d->top->name,
 					  KVPOOL_NAME_LEN))
 			return -ENOENT;
-		if (d->mode == KVP_MODE_INPROC) {
-			pthread_mutex_lock(&d->top->lock);
-			if (!kvpool_tenant_find(d->top->pool, q->tenant))
-				r = -ENOENT;
-			pthread_mutex_unlock(&d->top->lock);
-			if (r)
-				return r;
-		}
+		if (q->flags & KVP_PREFIX_FORGET)
+			return kvd_prefix_forget(d, q->tenant);
+		/* A tenant that is not in the ledger has no cache to flush
+		 * and cannot join a namespace. */
+		r = kvd_tenant_exists(d->top, q->tenant);
+		if (!r)
+			return -ENOENT;
+		if (r < 0 && r != -EOPNOTSUPP)	/* no netlink: unchecked */
+			return r;
+		r = 0;
 		if (op == KVP_OP_PREFIX_FLUSH)
 			return (int)kvd_prefix_flush(d, q->tenant);
 		pthread_mutex_lock(&p->lock);
@@ -1243,10 +1420,84 @@ uint32_t kvd_prefix_flush(struct kvd *d, const char *tenant)
 	for (t = p->tenants; t; t = t->next)
 		if (!strncmp(t->name, tenant, KVPOOL_NAME_LEN)) {
 			k = flush_locked(p, t);
+			poll_sync(p);
 			break;
 		}
 	pthread_mutex_unlock(&p->lock);
 	return k;
+}
+
+/* Free @t, at *pp in p->tenants, if nothing of the cache is charged to it
+ * any more (p->lock held). */
+static void tenant_forget(struct kvd_prefix *p, struct pfx_tenant **pp,
+			  struct pfx_tenant *t)
+{
+	if (t->nhot || t->lru.n || t->hot.id) {
+		kvd_log(KVD_ERR, "prefix cache of %s: deleted while it holds "
+			"%u blocks: kept in its own namespace", t->name,
+			t->nhot + t->lru.n);
+		t->ns = &t->own;
+		return;
+	}
+	*pp = t->next;
+	kvd_log(KVD_INFO, "prefix cache of %s: forgotten%s%s", t->name,
+		t->ns != &t->own ? ", left namespace " : "",
+		t->ns != &t->own ? t->ns->name : "");
+	free(t);
+}
+
+static struct pfx_tenant **tenant_slot(struct kvd_prefix *p, const char *name)
+{
+	struct pfx_tenant **pp;
+
+	for (pp = &p->tenants; *pp; pp = &(*pp)->next)
+		if (!strncmp((*pp)->name, name, KVPOOL_NAME_LEN))
+			return pp;
+	return NULL;
+}
+
+int kvd_prefix_tenant_del(struct kvd *d, const char *tenant,
+			  int (*del)(void *arg), void *arg)
+{
+	struct kvd_prefix *p = d->prefix;
+	struct pfx_tenant **pp;
+	int r;
+
+	if (!p)
+		return del(arg);
+	pthread_mutex_lock(&p->lock);
+	pp = tenant_slot(p, tenant);
+	if (pp) {
+		flush_locked(p, *pp);
+		tenant_maybe_close(p, *pp);
+		poll_sync(p);	/* drops the lock a while: look again below */
+	}
+	r = del(arg);
+	pp = r ? NULL : tenant_slot(p, tenant);
+	if (pp)
+		tenant_forget(p, pp, *pp);
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+static int kvd_prefix_forget(struct kvd *d, const char *tenant)
+{
+	struct kvd_prefix *p = d->prefix;
+	struct pfx_tenant **pp;
+	int r;
+
+	r = kvd_tenant_exists(d->top, tenant);
+	if (r)
+		return r < 0 ? r : -EBUSY;	/* still in the ledger */
+	pthread_mutex_lock(&p->lock);
+	pp = tenant_slot(p, tenant);
+	if (pp) {
+		flush_locked(p, *pp);
+		tenant_maybe_close(p, *pp);
+		tenant_forget(p, pp, *pp);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return 0;
 }
 
 void kvd_prefix_reclaim_wake(struct kvd *d)
@@ -1311,31 +1562,69 @@ static void answer_reclaim(struct kvd_prefix *p, const struct pollfd *pf,
 	}
 }
 
+/*
+ * The poll set (p->lock held): the wake eventfd and, with the module, the
+ * cold lease of every cached tenant, however many (the set grows with
+ * them).  Returns its size; a tenant that does not fit when memory runs
+ * out is polled once memory allows (logged).
+ */
+static nfds_t poll_set(struct kvd_prefix *p)
+{
+	struct pfx_tenant *t;
+	uint64_t now = kvd_now_ns();
+	size_t want = 1;
+	nfds_t n = 1;
+
+	if (p->d->mode != KVP_MODE_INPROC)
+		for (t = p->tenants; t; t = t->next)
+			want += t->cold.id != 0;
+	if (want > p->pf_cap) {
+		struct pollfd *nf = realloc(p->pf, want * sizeof(*nf));
+
+		if (nf) {
+			p->pf = nf;
+			p->pf_cap = want;
+		} else {
+			kvd_log(KVD_ERR, "prefix cache: no memory to watch "
+				"%zu cold leases", want - 1);
+		}
+	}
+	p->pf[0].fd = p->wake_fd;
+	p->pf[0].events = POLLIN;
+	p->pf[0].revents = 0;
+	if (p->d->mode == KVP_MODE_INPROC)
+		return 1;
+	for (t = p->tenants; t && n < p->pf_cap; t = t->next) {
+		if (!t->cold.id || t->quiet_until > now)
+			continue;
+		p->pf[n].fd = t->cold.fd;
+		p->pf[n].events = POLLPRI;
+		p->pf[n].revents = 0;
+		n++;
+	}
+	return n;
+}
+
 static void *prefix_main(void *arg)
 {
 	struct kvd_prefix *p = arg;
 
 	while (!p->stop) {
-		struct pollfd pf[1 + 256];
-		nfds_t npf = 1;
-		struct pfx_tenant *t;
-		uint64_t cnt, now = kvd_now_ns();
+		struct pollfd *pf;
+		uint64_t cnt;
+		nfds_t npf;
+		int r;
 
-		pf[0].fd = p->wake_fd;
-		pf[0].events = POLLIN;
-		pf[0].revents = 0;
 		pthread_mutex_lock(&p->lock);
-		if (p->d->mode != KVP_MODE_INPROC)
-			for (t = p->tenants; t && npf < 257; t = t->next) {
-				if (!t->cold.id || t->quiet_until > now)
-					continue;
-				pf[npf].fd = t->cold.fd;
-				pf[npf].events = POLLPRI;
-				pf[npf].revents = 0;
-				npf++;
-			}
+		npf = poll_set(p);
+		pf = p->pf;	/* only this thread changes it */
 		pthread_mutex_unlock(&p->lock);
-		if (poll(pf, npf, 1000) < 0 && errno != EINTR)
+		r = poll(pf, npf, 1000);
+		pthread_mutex_lock(&p->lock);
+		p->npolls++;
+		pthread_cond_broadcast(&p->polled);
+		pthread_mutex_unlock(&p->lock);
+		if (r < 0 && errno != EINTR)
 			break;
 		if (p->stop)
 			break;
@@ -1362,8 +1651,12 @@ int kvd_prefix_init(struct kvd *d)
 	p->d = d;
 	p->wake_fd = -1;
 	pthread_mutex_init(&p->lock, NULL);
-	r = pfx_index_init(&p->ix, d->o.prefix_hash_bits);
+	pthread_cond_init(&p->polled, NULL);
+	p->pf = malloc(sizeof(*p->pf));
+	p->pf_cap = p->pf ? 1 : 0;
+	r = p->pf ? pfx_index_init(&p->ix, d->o.prefix_hash_bits) : -ENOMEM;
 	if (r) {
+		free(p->pf);
 		free(p);
 		return r;
 	}
@@ -1385,6 +1678,7 @@ int kvd_prefix_init(struct kvd *d)
 	if (p->wake_fd < 0) {
 		r = -errno;
 		pfx_index_fini(&p->ix);
+		free(p->pf);
 		free(p);
 		return r;
 	}
@@ -1436,6 +1730,8 @@ void kvd_prefix_fini(struct kvd *d)
 	pfx_index_fini(&p->ix);
 	close(p->wake_fd);
 	free(p->scratch);
+	free(p->pf);
+	pthread_cond_destroy(&p->polled);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }

@@ -35,6 +35,11 @@ int kvd_prefix_op(struct kvd_client *c, uint16_t op, const void *body,
  * may write. */
 int kvd_prefix_admin(struct kvd *d, bool admin, uint16_t op,
 		     const void *body, size_t blen, void *rbody, size_t *rlen);
+/* KVP_OP_PREFIX_LIST: every tenant's record, or (@only not NULL) those of
+ * the tenants named in only[0..nonly). */
+int kvd_prefix_list(struct kvd *d, const char (*only)[KVPOOL_NAME_LEN],
+		    int nonly, const void *body, size_t blen, void *rbody,
+		    size_t *rlen);
 /* Does the connection reference cached block @b (may read it)? */
 bool kvd_prefix_referenced(const struct kvd_prefix_conn *pc, uint32_t b);
 /* The connection is gone: its references go (NULL is fine). */
@@ -56,6 +61,17 @@ uint32_t kvd_prefix_evict_tenant(struct kvd *d, const char *tenant,
 uint32_t kvd_prefix_evict_pool(struct kvd *d, const char *asker, uint32_t n);
 /* Flush @tenant's cache (see KVP_OP_PREFIX_FLUSH): blocks given back. */
 uint32_t kvd_prefix_flush(struct kvd *d, const char *tenant);
+/*
+ * Delete @tenant of the top pool: its cache is flushed and its leases
+ * closed first (so that they do not keep it alive), then del(arg) deletes
+ * it in the ledger; once that succeeded, its record goes too (namespace
+ * membership, counters), so that a tenant created later under that name
+ * starts with an empty cache of its own.  Returns del's result.  Every
+ * path that deletes a tenant of the top pool goes through here (the
+ * socket's TENANT_DEL, a reload's deletion).
+ */
+int kvd_prefix_tenant_del(struct kvd *d, const char *tenant,
+			  int (*del)(void *arg), void *arg);
 /* In-process ledger, d->top->lock held: a lease without a client (maybe one
  * of the cache's) got a reclaim target. */
 void kvd_prefix_reclaim_wake(struct kvd *d);

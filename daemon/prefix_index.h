@@ -39,6 +39,7 @@ struct pfx_entry {
 	uint32_t block;			/* pool block index */
 	uint32_t ntok;			/* token ids stored */
 	uint32_t refs;			/* references (connections) */
+	uint32_t xrefs;			/* of which by other tenants' */
 	uint32_t depth;			/* position in its sequence, blocks */
 	bool indexed;			/* found by lookups (false: flushed) */
 	struct pfx_entry *hnext;	/* key bucket chain */

@@ -4,9 +4,10 @@
  * a running daemon.  The caller has read the file again and laid the
  * command-line flags over it; this applies what can change while leases
  * are held (tenants and their limits, the admin group, the shrink delay,
- * the backing limit, default_max of the in-process ledger, the log level)
- * and says which other changes wait for a restart.  A file with an error
- * never gets here: the running configuration stays in force.
+ * the backing limit, default_max of the in-process ledger, the log level,
+ * the metrics' scope, the prefix caches' lend percent) and says which
+ * other changes wait for a restart.  A file with an error never gets
+ * here: the running configuration stays in force.
  */
 #include <errno.h>
 #include <grp.h>
@@ -82,6 +83,8 @@ int kvd_reconfigure(struct kvd *d, const struct kvd_opts *n,
 	d->admin_gid = gid;
 	d->o.shrink_delay_ms = n->shrink_delay_ms;
 	d->o.backing_limit = n->backing_limit;
+	d->o.metrics_scope = n->metrics_scope;
+	d->o.prefix_lend_percent = n->prefix_lend_percent;
 	d->top->backing_limit = n->backing_limit;	/* the top pool's */
 	if (o->default_max != n->default_max) {
 		if (d->mode == KVP_MODE_INPROC) {

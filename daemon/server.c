@@ -1026,6 +1026,77 @@ void kvd_client_cred(struct kvd_client *c, struct kvpool_cred *cred)
 
 
 
+struct tenant_del_arg {
+	struct kvd *d;
+	const struct kvp_tenant *t;
+};
+
+static int tenant_del_cb(void *arg)
+{
+	struct tenant_del_arg *a = arg;
+
+	return kvd_ip_tenant_op(a->d, KVP_OP_TENANT_DEL, a->t);
+}
+
+/* ---- what a peer that is not an admin may see ----------------------------- */
+
+/*
+ * The groups the ledger honours when the peer attaches to a tenant: its
+ * gid and, with the module, its supplementary groups (SO_PEERGROUPS; the
+ * in-process ledger compares the gid only); malloc'd, the count in *n.
+ */
+static uint32_t *peer_groups(struct kvd_client *c, int *n)
+{
+	socklen_t len = 0;
+	uint32_t *g;
+
+	if (c->d->mode == KVP_MODE_INPROC ||
+	    (getsockopt(c->sock, SOL_SOCKET, SO_PEERGROUPS, NULL, &len) &&
+	     errno != ERANGE))
+		len = 0;
+	g = malloc(sizeof(*g) + len);
+	if (!g)
+		return NULL;
+	g[0] = c->cred.gid;
+	if (len && getsockopt(c->sock, SOL_SOCKET, SO_PEERGROUPS, g + 1, &len))
+		len = 0;
+	*n = 1 + (int)(len / sizeof(gid_t));
+	return g;
+}
+
+/* PREFIX_LIST for a peer that is not an admin: the caches of the tenants
+ * it may attach to (kvd_tenants_visible), no other. */
+static int prefix_list_own(struct kvd_client *c, const void *body,
+			   size_t blen, void *rbody, size_t *rlen)
+{
+	char (*names)[KVPOOL_NAME_LEN] = NULL;
+	uint32_t *g;
+	int ng = 0, n, r;
+
+	g = peer_groups(c, &ng);
+	if (!g)
+		return -ENOMEM;
+	n = kvd_tenants_visible(c->d, c->cred.uid, g, ng, &names);
+	free(g);
+	if (n < 0)
+		return n;
+	r = kvd_prefix_list(c->d, (const char (*)[KVPOOL_NAME_LEN])names, n,
+			    body, blen, rbody, rlen);
+	free(names);
+	return r;
+}
+
+/* A tier's record for a peer that is not an admin: its pool and kind, not
+ * the swap traffic of every tenant. */
+static void tier_rec_hide_traffic(struct kvp_tier_rec *r)
+{
+	r->swaps = r->blocks_in = r->blocks_out = 0;
+	r->bytes_in = r->bytes_out = 0;
+	r->copy_in_ns = r->copy_out_ns = 0;
+	r->errors = 0;
+	memset(r->lat_us, 0, sizeof(r->lat_us));
+}
+
 /* ---- dispatch ----------------------------------------------------------- */
 
 #define BODY(type) ({							\
@@ -1058,16 +1129,21 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 			return -EACCES;
 		if (!name_ok(t->pool) || !name_ok(t->name))
 			return -EINVAL;
-		/* A tenant's own cache leases must not keep it alive. */
-		if (h->op == KVP_OP_TENANT_DEL && inproc) {
-			char name[KVPOOL_NAME_LEN];
+		/* A tenant's own cache leases must not keep it alive, and its
+		 * cache's record goes with it. */
+		if (h->op == KVP_OP_TENANT_DEL && inproc &&
+		    kvd_pool_by_name(d, t->pool) == d->top) {
+			struct tenant_del_arg a = { d, t };
 
-			memcpy(name, t->name, sizeof(name));
-			kvd_prefix_flush(d, name);
+			return kvd_prefix_tenant_del(d, t->name, tenant_del_cb,
+						     &a);
 		}
 		return kvd_ip_tenant_op(d, h->op, t);
 	}
 	case KVP_OP_PREFIX_LIST:
+		if (!c->admin)
+			return prefix_list_own(c, body, blen, rbody, rlen);
+		/* fallthrough */
 	case KVP_OP_PREFIX_FLUSH:
 	case KVP_OP_PREFIX_SHARE:
 		return kvd_prefix_admin(d, c->admin, h->op, body, blen, rbody,
@@ -1082,7 +1158,7 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 			      sizeof(*lr), rsz;
 		char pname[KVP_NAME_LEN];
 		struct kvd_pool *p;
-		int n;
+		int n, i;
 
 		if (q->pad || !name_ok(q->pool))
 			return -EINVAL;
@@ -1113,6 +1189,10 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 			n = kvd_fill_tier_list(d, (void *)(lr + 1), q->start,
 					       (uint32_t)(room / rsz),
 					       &lr->total);
+			/* others' swap traffic is the operator's */
+			for (i = 0; !c->admin && i < n; i++)
+				tier_rec_hide_traffic((struct kvp_tier_rec *)
+						      (lr + 1) + i);
 			break;
 		default:
 			rsz = sizeof(struct kvp_client_tier_rec);

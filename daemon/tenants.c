@@ -34,6 +34,7 @@
 #include "config.h"
 #include "inproc.h"
 #include "kvpoold.h"
+#include "prefix.h"
 
 /* ---- the module: generic netlink ---------------------------------------- */
 
@@ -245,6 +246,73 @@ int kvd_tenant_list(struct kvd_pool *p, struct kvp_tenant_rec *out,
 	return r;
 }
 
+/* Every tenant of pool p, in a malloc'd array: the count, or -errno. */
+static int tenant_list_all(struct kvd_pool *p, struct kvp_tenant_rec **out)
+{
+	struct kvp_tenant_rec *buf = NULL, *nb;
+	uint32_t cap = 64;
+	int r = -EAGAIN, tries;
+
+	for (tries = 0; tries < 8; tries++) {
+		nb = realloc(buf, (size_t)cap * sizeof(*buf));
+		if (!nb) {
+			r = -ENOMEM;
+			break;
+		}
+		buf = nb;
+		r = kvd_tenant_list(p, buf, cap);
+		if (r < 0)
+			break;
+		if ((uint32_t)r <= cap) {
+			*out = buf;
+			return r;
+		}
+		cap = (uint32_t)r + 64;		/* more arrived: again */
+		r = -EAGAIN;
+	}
+	free(buf);
+	return r;
+}
+
+int kvd_tenant_exists(struct kvd_pool *p, const char *name)
+{
+	struct kvp_tenant_rec *all;
+	int n = tenant_list_all(p, &all), i, r = 0;
+
+	if (n < 0)
+		return n;
+	for (i = 0; i < n && !r; i++)
+		r = !strncmp(all[i].name, name, KVPOOL_NAME_LEN);
+	free(all);
+	return r;
+}
+
+int kvd_tenants_visible(struct kvd *d, uint32_t uid, const uint32_t *gids,
+			int ngids, char (**names)[KVPOOL_NAME_LEN])
+{
+	struct kvp_tenant_rec *all;
+	int n = tenant_list_all(d->top, &all), i, j, k = 0;
+
+	if (n < 0)
+		return n;
+	*names = calloc((size_t)n + 1, KVPOOL_NAME_LEN);
+	if (!*names) {
+		free(all);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		bool may = all[i].uid != KVPOOL_ID_NONE && all[i].uid == uid;
+
+		for (j = 0; j < ngids && !may; j++)
+			may = all[i].gid != KVPOOL_ID_NONE &&
+			      all[i].gid == gids[j];
+		if (may)
+			memcpy((*names)[k++], all[i].name, KVPOOL_NAME_LEN);
+	}
+	free(all);
+	return k;
+}
+
 static void to_wire(const struct kvd_tenant_conf *t, const char *pool,
 		    struct kvp_tenant *w)
 {
@@ -280,19 +348,37 @@ static int tenant_put(struct kvd_pool *p, struct kvnl *n,
 	return r;
 }
 
-static int tenant_del(struct kvd *d, struct kvnl *n,
-		      const struct kvd_tenant_ref *ref)
+struct del_arg {
+	struct kvd *d;
+	struct kvnl *n;
+	const struct kvd_tenant_ref *ref;
+};
+
+static int tenant_del_now(void *arg)
 {
+	struct del_arg *a = arg;
 	struct kvd_tenant_conf t;
 	struct kvp_tenant w;
 
 	memset(&t, 0, sizeof(t));
-	memcpy(t.name, ref->name, sizeof(t.name));
-	if (d->mode == KVP_MODE_INPROC) {
-		to_wire(&t, ref->pool, &w);
-		return kvd_ip_tenant_op(d, KVP_OP_TENANT_DEL, &w);
+	memcpy(t.name, a->ref->name, sizeof(t.name));
+	if (a->d->mode == KVP_MODE_INPROC) {
+		to_wire(&t, a->ref->pool, &w);
+		return kvd_ip_tenant_op(a->d, KVP_OP_TENANT_DEL, &w);
 	}
-	return kvnl_tenant(n, ref->pool, KVPOOL_CMD_TENANT_DEL, &t);
+	return kvnl_tenant(a->n, a->ref->pool, KVPOOL_CMD_TENANT_DEL, &t);
+}
+
+/* In the top pool, the tenant's prefix cache goes first and its record
+ * with it (kvd_prefix_tenant_del), as with the socket's TENANT_DEL. */
+static int tenant_del(struct kvd *d, struct kvnl *n,
+		      const struct kvd_tenant_ref *ref)
+{
+	struct del_arg a = { d, n, ref };
+
+	if (kvd_pool_by_name(d, ref->pool) == d->top)
+		return kvd_prefix_tenant_del(d, ref->name, tenant_del_now, &a);
+	return tenant_del_now(&a);
 }
 
 /* "FILE: line N: " for a tenant of the file, "--tenant: " for a flag's. */

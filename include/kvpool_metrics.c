@@ -232,25 +232,29 @@ static uint64_t tier_val(const struct kvp_tier_rec *x, enum tier_val v)
 	return 0;
 }
 
+/* .traffic: the swaps' activity, written in the operator's scope only */
 static const struct {
 	const char *name, *type, *help;
 	enum tier_val v;
+	bool traffic;
 } tier_series[] = {
 	{ "kvpool_tier_capacity_blocks", "gauge", "Tier capacity in blocks.",
-	  RV_CAPACITY },
+	  RV_CAPACITY, false },
 	{ "kvpool_tier_backed_blocks", "gauge",
-	  "Tier blocks with memory or file space behind them.", RV_BACKED },
-	{ "kvpool_tier_used_blocks", "gauge", "Tier blocks leased.", RV_USED },
+	  "Tier blocks with memory or file space behind them.", RV_BACKED,
+	  false },
+	{ "kvpool_tier_used_blocks", "gauge", "Tier blocks leased.", RV_USED,
+	  false },
 	{ "kvpool_tier_swap_in_bytes_total", "counter",
-	  "Bytes copied into this tier by swaps.", RV_BYTES_IN },
+	  "Bytes copied into this tier by swaps.", RV_BYTES_IN, true },
 	{ "kvpool_tier_swap_out_bytes_total", "counter",
-	  "Bytes copied out of this tier by swaps.", RV_BYTES_OUT },
+	  "Bytes copied out of this tier by swaps.", RV_BYTES_OUT, true },
 	{ "kvpool_tier_swap_in_blocks_total", "counter",
-	  "Blocks copied into this tier by swaps.", RV_BLOCKS_IN },
+	  "Blocks copied into this tier by swaps.", RV_BLOCKS_IN, true },
 	{ "kvpool_tier_swap_out_blocks_total", "counter",
-	  "Blocks copied out of this tier by swaps.", RV_BLOCKS_OUT },
+	  "Blocks copied out of this tier by swaps.", RV_BLOCKS_OUT, true },
 	{ "kvpool_tier_swap_errors_total", "counter",
-	  "Swaps with this tier at one end that failed.", RV_ERRORS },
+	  "Swaps with this tier at one end that failed.", RV_ERRORS, true },
 };
 
 static void tier_labels(FILE *f, const char *name,
@@ -263,7 +267,8 @@ static void tier_labels(FILE *f, const char *name,
 
 #define LAT "kvpool_tier_swap_latency_seconds"
 
-static void write_tiers(FILE *f, const struct kvp_metrics_tiers *m)
+static void write_tiers(FILE *f, const struct kvp_metrics_tiers *m,
+			bool operator)
 {
 	static const char *const states[] = { "resident", "swapped",
 					      "dropped" };
@@ -277,6 +282,8 @@ static void write_tiers(FILE *f, const struct kvp_metrics_tiers *m)
 		fprintf(f, ",kind=\"%s\"} 1\n", tier_kind(x->kind));
 	}
 	for (k = 0; k < sizeof(tier_series) / sizeof(tier_series[0]); k++) {
+		if (tier_series[k].traffic && !operator)
+			continue;
 		head(f, tier_series[k].name, tier_series[k].type,
 		     tier_series[k].help);
 		for (x = m->tiers; x < m->tiers + m->ntiers; x++) {
@@ -285,9 +292,10 @@ static void write_tiers(FILE *f, const struct kvp_metrics_tiers *m)
 				tier_val(x, tier_series[k].v));
 		}
 	}
-	head(f, "kvpool_tier_swap_copy_seconds_total", "counter",
-	     "Time spent copying, by direction.");
-	for (x = m->tiers; x < m->tiers + m->ntiers; x++) {
+	for (x = m->tiers; operator && x < m->tiers + m->ntiers; x++) {
+		if (x == m->tiers)
+			head(f, "kvpool_tier_swap_copy_seconds_total",
+			     "counter", "Time spent copying, by direction.");
 		tier_labels(f, "kvpool_tier_swap_copy_seconds_total", x);
 		fprintf(f, ",dir=\"in\"} %.6f\n", (double)x->copy_in_ns / 1e9);
 		tier_labels(f, "kvpool_tier_swap_copy_seconds_total", x);
@@ -296,10 +304,12 @@ static void write_tiers(FILE *f, const struct kvp_metrics_tiers *m)
 	}
 	/* bucket b counts jobs of [2^b, 2^(b+1)) us: le is 2^(b+1) us; the
 	 * daemon keeps no sum of latencies, so there is no _sum sample */
-	head(f, LAT, "histogram",
-	     "Swap latency, submit to done.");
-	for (x = m->tiers; x < m->tiers + m->ntiers; x++) {
+	for (x = m->tiers; operator && x < m->tiers + m->ntiers; x++) {
 		uint64_t cum = 0;
+
+		if (x == m->tiers)
+			head(f, LAT, "histogram",
+			     "Swap latency, submit to done.");
 
 		for (b = 0; b < KVP_LAT_BUCKETS; b++) {
 			cum += x->lat_us[b];
@@ -327,6 +337,8 @@ static void write_tiers(FILE *f, const struct kvp_metrics_tiers *m)
 			fprintf(f, "} %u\n", t->current);
 		}
 	}
+	if (!operator)
+		return;
 	head(f, "kvpool_client_sequences", "gauge",
 	     "A client's sequences by state, as it reports them.");
 	for (i = 0; i < m->nclients; i++) {
@@ -348,12 +360,14 @@ static void write_tiers(FILE *f, const struct kvp_metrics_tiers *m)
 
 int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
 		      unsigned int npools,
-		      const struct kvp_metrics_tiers *tiers)
+		      const struct kvp_metrics_tiers *tiers,
+		      enum kvp_metrics_scope scope)
 {
 	const struct kvp_metrics_pool *p;
 	unsigned int i, k;
 	uint32_t j;
 	bool clients = false, prefix = false;
+	bool operator = scope == KVP_METRICS_OPERATOR;
 
 	head(f, "kvpool_pool_info", "gauge", "Pool description (value 1).");
 	for (p = pools; p < pools + npools; p++) {
@@ -398,7 +412,7 @@ int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
 		}
 	}
 
-	for (i = 0; i < npools; i++)
+	for (i = 0; operator && i < npools; i++)
 		clients |= pools[i].have_clients;
 	if (clients) {
 		head(f, "kvpool_client_blocks", "gauge",
@@ -419,7 +433,7 @@ int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
 			}
 		}
 	}
-	for (i = 0; i < npools; i++)
+	for (i = 0; operator && i < npools; i++)
 		prefix |= pools[i].have_prefix;
 	for (k = 0; prefix &&
 	     k < sizeof(prefix_series) / sizeof(prefix_series[0]); k++) {
@@ -440,7 +454,7 @@ int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
 		}
 	}
 	if (tiers && tiers->ntiers > 1)
-		write_tiers(f, tiers);
+		write_tiers(f, tiers, operator);
 	if (fflush(f) || ferror(f))
 		return errno ? -errno : -EIO;
 	return 0;

@@ -46,12 +46,30 @@ struct kvp_metrics_tiers {
 };
 
 /*
- * Write every series for npools pools (each family once, with a sample per
- * pool, tenant or lease), and the tier series when tiers is not NULL and
- * has lower tiers (ntiers > 1).  0, or -errno if writing failed.
+ * Which series are written (Documentation/admin-guide.rst, "What a local
+ * user sees"):
+ *  KVP_METRICS_PUBLIC	what any local user may see: the pools, every
+ *			tenant's limits, blocks and ledger events (as the
+ *			module's sysfs shows them), the tiers' capacity and
+ *			used blocks and the tenants' blocks in each tier;
+ *  KVP_METRICS_OPERATOR	also the series of one client (lease and pid
+ *			labels: kvpool_client_*), the prefix caches' and
+ *			the swaps' activity (kvpool_prefix_*,
+ *			kvpool_tier_swap_*).
+ */
+enum kvp_metrics_scope {
+	KVP_METRICS_PUBLIC = 0,
+	KVP_METRICS_OPERATOR = 1,
+};
+
+/*
+ * Write the series of @scope for npools pools (each family once, with a
+ * sample per pool, tenant or lease), and the tier series when tiers is not
+ * NULL and has lower tiers (ntiers > 1).  0, or -errno if writing failed.
  */
 int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
 		      unsigned int npools,
-		      const struct kvp_metrics_tiers *tiers);
+		      const struct kvp_metrics_tiers *tiers,
+		      enum kvp_metrics_scope scope);
 
 #endif /* KVPOOL_METRICS_H */

@@ -543,11 +543,17 @@ struct kvp_client_rec {
  * LRU, given back first under pressure).  A connection references a
  * cached block from MATCH (or PUBLISH) until UNREF or until it closes; it
  * may read referenced blocks (READ_KV, ATTN, COPY's source) but never
- * write them (-EROFS).  Errors besides the general ones:
+ * write them (-EROFS).  Blocks of another tenant (a shared namespace) stay
+ * charged to it: a tenant lends at most kvpoold's --prefix-lend-percent
+ * of its max to the others; past that MATCH stops and PUBLISH keeps the
+ * caller's own copy (result[i] is the caller's block).  Errors besides the
+ * general ones:
  *   -ENOKEY	the layout was declared without a model identity
  *		(KVP_OP_LAYOUT instead of KVP_OP_LAYOUT_MODEL);
  *   -EPERM	PUBLISH names a block the caller neither holds nor references;
  *   -EXDEV	PUBLISH: the lease was moved to another tenant since HELLO;
+ *		MATCH or PUBLISH while the connection holds references
+ *		taken for another tenant (UNREF them first);
  *   -EAGAIN	PUBLISH: a block was released and granted again while it
  *		was being published (with another tenant's bytes between):
  *		nothing is cached, try again;
@@ -634,13 +640,19 @@ struct kvp_prefix_evict {
 
 /* PREFIX_FLUSH: give back every unreferenced cached block of tenant and
  * stop finding its referenced ones (they go when their last reference
- * does); status = blocks given back.  PREFIX_SHARE: tenant joins the
- * shared namespace ns ("" : back to its own), after a flush. */
+ * does); status = blocks given back.  With KVP_PREFIX_FORGET, for a
+ * tenant deleted from the ledger by other means than the daemon (netlink
+ * with the module): the daemon forgets its record too (namespace
+ * membership, counters), -EBUSY while the ledger still has the tenant;
+ * status 0.  PREFIX_SHARE: tenant joins the shared namespace ns ("" :
+ * back to its own), after a flush.  Both -ENOENT for a tenant the ledger
+ * does not have. */
+#define KVP_PREFIX_FORGET	(1U << 0)
 struct kvp_prefix_tenant {
 	char pool[KVP_NAME_LEN];	/* empty: the daemon's pool */
 	char tenant[KVP_NAME_LEN];
 	char ns[KVP_NAME_LEN];		/* PREFIX_SHARE only, else empty */
-	uint32_t flags;			/* must be 0 */
+	uint32_t flags;			/* KVP_PREFIX_FORGET (FLUSH), or 0 */
 	uint32_t pad;
 	uint64_t reserved[2];
 };

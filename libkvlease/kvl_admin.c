@@ -853,7 +853,7 @@ int kvl_admin_tenant_add(struct kvl_admin *adm, const char *pool,
 }
 
 static int daemon_prefix(struct kvl_admin *a, uint16_t op, const char *pool,
-			 const char *tenant, const char *ns);
+			 const char *tenant, const char *ns, uint32_t flags);
 
 int kvl_admin_tenant_del(struct kvl_admin *adm, const char *pool,
 			 const char *name)
@@ -862,14 +862,19 @@ int kvl_admin_tenant_del(struct kvl_admin *adm, const char *pool,
 
 	if (ret)
 		return ret;
-	/* The daemon's cache leases of the tenant must not keep it alive
-	 * (the in-process ledger does this itself). */
-	if (adm->mode == KVL_MODE_MODULE && adm->sock >= 0)
-		daemon_prefix(adm, KVP_OP_PREFIX_FLUSH, pool, name, NULL);
-	if (adm->mode == KVL_MODE_MODULE)
-		return nl_tenant(adm, KVPOOL_CMD_TENANT_DEL, pool, name, 0, 0,
-				 0, 0);
-	return daemon_tenant(adm, KVP_OP_TENANT_DEL, pool, name, 0, 0, 0, 0);
+	if (adm->mode != KVL_MODE_MODULE)	/* the daemon does it all */
+		return daemon_tenant(adm, KVP_OP_TENANT_DEL, pool, name, 0, 0,
+				     0, 0);
+	/* The daemon's cache leases of the tenant must not keep it alive;
+	 * once it is gone, the daemon forgets its cache's record
+	 * (namespace membership included). */
+	if (adm->sock >= 0)
+		daemon_prefix(adm, KVP_OP_PREFIX_FLUSH, pool, name, NULL, 0);
+	ret = nl_tenant(adm, KVPOOL_CMD_TENANT_DEL, pool, name, 0, 0, 0, 0);
+	if (!ret && adm->sock >= 0)
+		daemon_prefix(adm, KVP_OP_PREFIX_FLUSH, pool, name, NULL,
+			      KVP_PREFIX_FORGET);
+	return ret;
 }
 
 int kvl_admin_tenant_set(struct kvl_admin *adm, const char *pool,
@@ -1069,11 +1074,12 @@ int kvl_admin_client_tiers(struct kvl_admin *adm,
 /* ---------------------------------------------------------------- */
 
 static int daemon_prefix(struct kvl_admin *a, uint16_t op, const char *pool,
-			 const char *tenant, const char *ns)
+			 const char *tenant, const char *ns, uint32_t flags)
 {
 	struct kvp_prefix_tenant q;
 
 	memset(&q, 0, sizeof(q));
+	q.flags = flags;
 	copy_name(q.pool, pool, sizeof(q.pool));
 	copy_name(q.tenant, tenant, sizeof(q.tenant));
 	copy_name(q.ns, ns, sizeof(q.ns));
@@ -1132,7 +1138,7 @@ int kvl_admin_prefix_flush(struct kvl_admin *adm, const char *pool,
 		return ret;
 	if (adm->sock < 0)
 		return -EOPNOTSUPP;
-	return daemon_prefix(adm, KVP_OP_PREFIX_FLUSH, pool, tenant, NULL);
+	return daemon_prefix(adm, KVP_OP_PREFIX_FLUSH, pool, tenant, NULL, 0);
 }
 
 int kvl_admin_prefix_share(struct kvl_admin *adm, const char *pool,
@@ -1151,6 +1157,6 @@ int kvl_admin_prefix_share(struct kvl_admin *adm, const char *pool,
 		return ret;
 	if (adm->sock < 0)
 		return -EOPNOTSUPP;
-	ret = daemon_prefix(adm, KVP_OP_PREFIX_SHARE, pool, tenant, ns);
+	ret = daemon_prefix(adm, KVP_OP_PREFIX_SHARE, pool, tenant, ns, 0);
 	return ret < 0 ? ret : 0;
 }

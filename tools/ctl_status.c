@@ -743,7 +743,8 @@ static int tiers_to_wire(const struct ctl_snap *s, struct kvp_metrics_tiers *m,
 	return 0;
 }
 
-static int write_metrics(FILE *f, const struct ctl_snap *s)
+static int write_metrics(FILE *f, const struct ctl_snap *s,
+			 enum kvp_metrics_scope scope)
 {
 	struct kvp_tier_rec tr[KVP_MAX_TIERS];
 	struct kvp_tenant_rec *ttn[KVP_MAX_TIERS] = { NULL };
@@ -803,7 +804,7 @@ static int write_metrics(FILE *f, const struct ctl_snap *s)
 	mp.have_prefix = !s->prefix_err;
 	ret = tiers_to_wire(s, &mt, tr, ttn, ct);
 	if (!ret)
-		ret = kvp_metrics_write(f, &mp, 1, &mt);
+		ret = kvp_metrics_write(f, &mp, 1, &mt, scope);
 	for (i = 0; i < KVP_MAX_TIERS; i++)
 		free(ttn[i]);
 	free(t);
@@ -818,8 +819,10 @@ int cmd_metrics(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "scope", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
+	enum kvp_metrics_scope scope = KVP_METRICS_OPERATOR;
 	const char *output = NULL;
 	struct kvl_admin *adm;
 	struct ctl_snap s;
@@ -827,10 +830,21 @@ int cmd_metrics(int argc, char **argv)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:j", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:js:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			output = optarg;
+			break;
+		case 's':
+			if (!strcmp(optarg, "public")) {
+				scope = KVP_METRICS_PUBLIC;
+			} else if (!strcmp(optarg, "operator")) {
+				scope = KVP_METRICS_OPERATOR;
+			} else {
+				ctl_err("metrics: --scope must be public or "
+					"operator");
+				return CTL_EXIT_USAGE;
+			}
 			break;
 		case 'j':
 			ctl_g.json = true;	/* the status object instead */
@@ -865,7 +879,7 @@ int cmd_metrics(int argc, char **argv)
 			snap_free(&s);
 			return ctl_fail(output, ret);
 		}
-		ret = write_metrics(f, &s);
+		ret = write_metrics(f, &s, scope);
 		if (fclose(f) && !ret)
 			ret = -errno;
 		if (!ret && rename(tmp, output))
@@ -876,7 +890,7 @@ int cmd_metrics(int argc, char **argv)
 			return ctl_fail(output, ret);
 		}
 	} else {
-		ret = write_metrics(stdout, &s);
+		ret = write_metrics(stdout, &s, scope);
 		if (ret) {
 			snap_free(&s);
 			return ctl_fail("metrics", ret);

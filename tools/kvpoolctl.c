@@ -81,11 +81,14 @@ static const struct ctl_cmd cmds[] = {
 	  "--once prints one frame without clearing the screen; --json prints\n"
 	  "the status object once per frame.\n" },
 	{ "metrics", cmd_metrics, "Prometheus text exposition of every counter",
-	  "[--output FILE] [--json]",
+	  "[--output FILE] [--scope public|operator] [--json]",
 	  "Prints every gauge and counter of every pool and tenant in the\n"
 	  "Prometheus text format (kvpool_pool_*, kvpool_tenant_*,\n"
 	  "kvpool_prefix_* when kvpoold runs).  --output\n"
 	  "writes FILE atomically (for node_exporter's textfile collector).\n"
+	  "--scope public leaves out the series of one client and the prefix\n"
+	  "caches' and swaps' activity, as kvpoold's /metrics does by default;\n"
+	  "operator (the default) writes everything the caller may see.\n"
 	  "--json prints the same figures as 'kvpoolctl status --json'.\n" },
 	{ "plan", cmd_plan, "KV-cache capacity arithmetic for a model",
 	  "[--model NAME | --layers N --kv-heads N --head-dim N] [--ctx N]\n"

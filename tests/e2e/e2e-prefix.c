@@ -25,6 +25,20 @@
  *   e2e-prefix bad SOCK TENANT       bad input: clear errors, nothing
  *        changed, the connection still works
  *   e2e-prefix stats SOCK TENANT     print the tenant's cache counters
+ *   e2e-prefix put SOCK TENANT SEED NTOK   publish NTOK tokens and exit
+ *        (the blocks stay cached, unreferenced)
+ *   e2e-prefix hit SOCK TENANT SEED NTOK   match NTOK tokens, print the
+ *        tokens matched, the K/V of the matched ones checked against a
+ *        private copy
+ *   e2e-prefix lend SOCK OWNER OTHER MAX   (kvpoold --prefix-lend-percent
+ *        50; OWNER's max is MAX, OWNER and OTHER in one shared namespace)
+ *        OTHER references at most MAX / 2 of OWNER's cached blocks: MATCH
+ *        stops there, PUBLISH caches OTHER's own copy of the rest (charged
+ *        to OTHER, found by nobody); OWNER can still use MAX - MAX / 2
+ *   e2e-prefix many SOCK PREFIX N    N tenants PREFIX-0..N-1 (created
+ *        here) with one cached block each; PREFIX-0's max to 0: its
+ *        cache gives its block back within 5 s (the reclaim target is
+ *        answered), the others keep theirs
  *
  * Layout: bf16, 2 layers, 2 kv heads, head_dim 64 (1 KiB per token: 64
  * tokens per 64 KiB block), 4 query heads.  K/V of position p are a
@@ -886,6 +900,199 @@ static int cmd_stats(const char *tenant)
 	return 0;
 }
 
+/* ---- a cache that outlives its processes: put, hit --------------------------- */
+
+static int cmd_put(const char *tenant, uint32_t seed, uint32_t n)
+{
+	struct kvl_ctx *ctx = open_ctx(tenant, 8);
+	int layout = declare(ctx, MODEL, KVL_DTYPE_BF16), r;
+	uint32_t *tok = malloc(n * sizeof(*tok));
+	struct kvl_seq *s;
+
+	tokens_of(seed, n, tok);
+	s = private_seq(ctx, layout, tok, n);
+	r = kvl_seq_publish(s);
+	CHECK(r >= 0, "publish: %s", strerror(-r));
+	printf("published %d blocks\n", r);
+	kvl_seq_free(s);
+	kvl_close(ctx);
+	free(tok);
+	return 0;
+}
+
+static int cmd_hit(const char *tenant, uint32_t seed, uint32_t n)
+{
+	struct kvl_ctx *ctx = open_ctx(tenant, 8);
+	int layout = declare(ctx, MODEL, KVL_DTYPE_BF16);
+	uint32_t *tok = malloc(n * sizeof(*tok)), m;
+	struct kvl_seq *s, *mine;
+
+	tokens_of(seed, n, tok);
+	s = matched_seq(ctx, layout, tok, n, &m);
+	mine = private_seq(ctx, layout, tok, n);
+	same_kv(s, mine, n, "matched vs private");
+	printf("matched %u tokens\n", m);
+	kvl_seq_free(s);
+	kvl_seq_free(mine);
+	kvl_close(ctx);
+	free(tok);
+	return 0;
+}
+
+/* ---- what one tenant lends to the others of its namespace ----------------------- */
+
+static int cmd_lend(const char *owner, const char *other, uint32_t max)
+{
+	struct kvl_ctx *a = open_ctx(owner, 1), *b = open_ctx(other, 1);
+	int la = declare(a, MODEL, KVL_DTYPE_BF16),
+	    lb = declare(b, MODEL, KVL_DTYPE_BF16);
+	uint32_t lent = max / 2, nb = lent + 2, n = nb * tpb, m, cur_b;
+	uint32_t *tok = malloc(n * 4), *own = malloc(max * tpb * 4);
+	struct kvl_seq *pa, *sb, *mine, *sa;
+	struct kvl_prefix_info st;
+	struct kvl_admin *adm;
+	int r;
+
+	CHECK(nb <= max, "MAX %u too small", max);
+	CHECK(kvl_admin_open(sock_path, &adm) == 0, "admin open");
+	CHECK(kvl_admin_prefix_share(adm, pool_name, owner, "lend") == 0,
+	      "share %s", owner);
+	CHECK(kvl_admin_prefix_share(adm, pool_name, other, "lend") == 0,
+	      "share %s", other);
+	kvl_admin_close(adm);
+	tokens_of(71, n, tok);
+	tokens_of(72, max * tpb, own);
+	/* The owner caches nb blocks and lets them go. */
+	pa = private_seq(a, la, tok, n);
+	CHECK(kvl_seq_publish(pa) == (int)nb, "%s publishes %u", owner, nb);
+	kvl_seq_free(pa);
+	kvl_trim(a);
+	CHECK(tenant_current(a) == nb, "%s holds its %u cached blocks (%u)",
+	      owner, nb, tenant_current(a));
+	/* The other tenant references at most max / 2 of them. */
+	cur_b = tenant_current(b);
+	sb = matched_seq(b, lb, tok, n, &m);
+	CHECK(m == lent * tpb, "%s matched %u tokens, want %u (the lent "
+	      "share)", other, m, lent * tpb);
+	mine = private_seq(b, lb, tok, n);
+	same_kv(sb, mine, n, "a match cut at the lent share");
+	kvl_seq_free(mine);
+	kvl_trim(b);
+	st = stats(owner);
+	CHECK(st.referenced == lent, "%u of %s's blocks referenced, want %u",
+	      st.referenced, owner, lent);
+	/* Publishing the whole prompt: the rest stays the other's own. */
+	r = kvl_seq_publish(sb);
+	CHECK(r == 2, "%s's publish cached %d of its own blocks, want 2", other,
+	      r);
+	st = stats(other);
+	CHECK(st.cached == 2 && st.referenced == 2, "%s: %u cached %u "
+	      "referenced, want 2 2", other, st.cached, st.referenced);
+	CHECK(stats(owner).referenced == lent, "%s still lends %u (%u)", owner,
+	      lent, stats(owner).referenced);
+	kvl_trim(b);
+	CHECK(tenant_current(b) == cur_b + 2, "%s pays for its own 2 (%u, "
+	      "was %u)", other, tenant_current(b), cur_b);
+	/* The owner can still use max - lent: its unreferenced cached
+	 * blocks make room, the lent ones stay. */
+	sa = private_seq(a, la, own, (max - lent) * tpb);
+	CHECK(tenant_current(a) == max, "%s at its max %u (%u)", owner, max,
+	      tenant_current(a));
+	r = kvl_seq_append(sa, tpb);
+	CHECK(r == -EDQUOT, "beyond its max: %d, want -EDQUOT", r);
+	kvl_seq_free(sa);
+	/* The other lets go: nothing of it stays cached or lent. */
+	kvl_seq_free(sb);
+	kvl_trim(b);
+	st = stats(other);
+	CHECK(st.cached == 0, "%s's own copies left the cache (%u)", other,
+	      st.cached);
+	CHECK(stats(owner).referenced == 0, "%s lends nothing now (%u)", owner,
+	      stats(owner).referenced);
+	CHECK(tenant_current(b) == cur_b, "%s back to %u (%u)", other, cur_b,
+	      tenant_current(b));
+	sb = matched_seq(b, lb, tok, lent * tpb, &m);
+	CHECK(m == lent * tpb, "%s matches the lent share again (%u)", other,
+	      m);
+	kvl_seq_free(sb);
+	kvl_close(a);
+	kvl_close(b);
+	free(tok);
+	free(own);
+	printf("lend: another tenant holds at most %u of %s's %u blocks\n",
+	       lent, owner, max);
+	return 0;
+}
+
+/* ---- many cached tenants: every reclaim target is answered --------------------- */
+
+static uint32_t cached_of(struct kvl_admin *adm, const char *tenant,
+			  struct kvl_prefix_info *all, size_t cap)
+{
+	int n = kvl_admin_prefix_list(adm, pool_name, all, cap), i;
+
+	CHECK(n >= 0, "prefix list: %s", strerror(-n));
+	CHECK((size_t)n <= cap, "%d caches, room for %zu", n, cap);
+	for (i = 0; i < n; i++)
+		if (!strcmp(all[i].tenant, tenant))
+			return all[i].cached;
+	return 0;
+}
+
+static int cmd_many(const char *prefix, uint32_t n)
+{
+	size_t cap = (size_t)n + 64;
+	struct kvl_prefix_info *all = calloc(cap, sizeof(*all));
+	char name[KVL_NAME_LEN], last[KVL_NAME_LEN];
+	uint32_t *tok = NULL, i, c, ms;
+	struct kvl_admin *adm;
+	int r;
+
+	CHECK(all && kvl_admin_open(sock_path, &adm) == 0, "admin open");
+	for (i = 0; i < n; i++) {
+		struct kvl_ctx *ctx;
+		struct kvl_seq *s;
+		int layout;
+
+		snprintf(name, sizeof(name), "%s-%u", prefix, i);
+		r = kvl_admin_tenant_add(adm, pool_name, name, 0xffffffffU, 0,
+					 0xffffffffU, 0xffffffffU);
+		CHECK(!r, "tenant add %s: %s", name, strerror(-r));
+		ctx = open_ctx(name, 1);
+		layout = declare(ctx, MODEL, KVL_DTYPE_BF16);
+		if (!tok)
+			tok = malloc(tpb * sizeof(*tok));
+		tokens_of(1000 + i, tpb, tok);
+		s = private_seq(ctx, layout, tok, tpb);
+		CHECK(kvl_seq_publish(s) == 1, "%s publishes its block", name);
+		kvl_seq_free(s);
+		kvl_close(ctx);
+	}
+	snprintf(name, sizeof(name), "%s-0", prefix);
+	snprintf(last, sizeof(last), "%s-%u", prefix, n - 1);
+	CHECK(cached_of(adm, name, all, cap) == 1 &&
+	      cached_of(adm, last, all, cap) == 1,
+	      "every tenant has its cached block");
+	/* The first tenant's max below its current: the ledger posts a
+	 * reclaim target to its cache's cold lease. */
+	r = kvl_admin_tenant_set(adm, pool_name, name, 0, KVL_ADMIN_KEEP,
+				 KVL_ADMIN_KEEP, KVL_ADMIN_KEEP);
+	CHECK(!r, "max of %s to 0: %s", name, strerror(-r));
+	for (ms = 0; (c = cached_of(adm, name, all, cap)) && ms < 5000;
+	     ms += 10)
+		usleep(10000);
+	CHECK(!c, "%s of %u cached tenants still caches %u block(s) 5 s after "
+	      "its max went to 0: its reclaim target was not answered", name,
+	      n, c);
+	CHECK(cached_of(adm, last, all, cap) == 1, "%s lost its block", last);
+	kvl_admin_close(adm);
+	free(all);
+	free(tok);
+	printf("many: %u cached tenants, the reclaim target of the first "
+	       "answered in %u ms\n", n, ms);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -915,6 +1122,16 @@ int main(int argc, char **argv)
 		return cmd_bad(argv[3]);
 	if (!strcmp(argv[1], "stats") && argc == 4)
 		return cmd_stats(argv[3]);
+	if (!strcmp(argv[1], "put") && argc == 6)
+		return cmd_put(argv[3], (uint32_t)atoi(argv[4]),
+			       (uint32_t)atoi(argv[5]));
+	if (!strcmp(argv[1], "hit") && argc == 6)
+		return cmd_hit(argv[3], (uint32_t)atoi(argv[4]),
+			       (uint32_t)atoi(argv[5]));
+	if (!strcmp(argv[1], "lend") && argc == 6)
+		return cmd_lend(argv[3], argv[4], (uint32_t)atoi(argv[5]));
+	if (!strcmp(argv[1], "many") && argc == 5 && atoi(argv[4]) > 0)
+		return cmd_many(argv[3], (uint32_t)atoi(argv[4]));
 usage:
 	fprintf(stderr, "usage: e2e-prefix CMD SOCK ... (see the source)\n");
 	return 2;

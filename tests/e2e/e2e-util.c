@@ -44,6 +44,11 @@
  *   e2e-util list SOCK                   lease 1 block, print what
  *        CLIENT_LIST and CLIENT_TIERS show ("leases N mine M total T
  *        clients N mine M total T")
+ *   e2e-util visible SOCK                print what PREFIX_LIST and
+ *        TIER_LIST show the caller, without HELLO ("prefix NAME... tiers
+ *        N swaps S blocks B bytes Y ns T errors E jobs J": the tenants
+ *        whose caches it sees, sorted, and the tiers' swap counters
+ *        summed)
  * Exit 0 pass, 1 fail, 2 usage.
  */
 #include <errno.h>
@@ -1469,6 +1474,63 @@ static int cmd_list(void)
 	return 0;
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp((const char *)a, (const char *)b);
+}
+
+/* PREFIX_LIST and TIER_LIST as the caller sees them, over a connection
+ * that never said HELLO. */
+static int cmd_visible(void)
+{
+	char names[512][KVP_NAME_LEN];
+	struct kvp_list_reply *lr = (void *)(rbuf + sizeof(struct kvp_reply));
+	struct kvp_list q;
+	uint64_t swaps = 0, blocks = 0, bytes = 0, ns = 0, errs = 0, jobs = 0;
+	uint32_t i, n = 0, k;
+	int fd = raw_connect(), r;
+
+	if (fd < 0)
+		FAIL("connect");
+	memset(&q, 0, sizeof(q));
+	do {
+		struct kvp_prefix_rec *x = (void *)(lr + 1);
+
+		q.start = n;
+		r = raw_op(fd, KVP_OP_PREFIX_LIST, &q, sizeof(q), -1);
+		if (r < 0)
+			FAIL("PREFIX_LIST: %d", r);
+		for (i = 0; i < lr->count && n < 512; i++, n++)
+			memcpy(names[n], x[i].tenant, KVP_NAME_LEN);
+	} while (lr->count && n < lr->total && n < 512);
+	qsort(names, n, KVP_NAME_LEN, cmp_name);
+	printf("prefix");
+	for (i = 0; i < n; i++)
+		printf(" %.*s", KVP_NAME_LEN, names[i]);
+	memset(&q, 0, sizeof(q));
+	r = raw_op(fd, KVP_OP_TIER_LIST, &q, sizeof(q), -1);
+	if (r < 0)
+		FAIL("TIER_LIST: %d", r);
+	for (i = 0; i < lr->count; i++) {
+		struct kvp_tier_rec *t = (struct kvp_tier_rec *)(lr + 1) + i;
+
+		swaps += t->swaps;
+		blocks += t->blocks_in + t->blocks_out;
+		bytes += t->bytes_in + t->bytes_out;
+		ns += t->copy_in_ns + t->copy_out_ns;
+		errs += t->errors;
+		for (k = 0; k < KVP_LAT_BUCKETS; k++)
+			jobs += t->lat_us[k];
+	}
+	printf(" tiers %u swaps %llu blocks %llu bytes %llu ns %llu errors "
+	       "%llu jobs %llu\n", lr->count, (unsigned long long)swaps,
+	       (unsigned long long)blocks, (unsigned long long)bytes,
+	       (unsigned long long)ns, (unsigned long long)errs,
+	       (unsigned long long)jobs);
+	close(fd);
+	return 0;
+}
+
 /*
  * The owner's progress does not depend on data-plane ops: while THREADS
  * clients run long, overlapping decode requests back to back for SECONDS,
@@ -1794,6 +1856,8 @@ int main(int argc, char **argv)
 		return cmd_tenant_set();
 	if (!strcmp(argv[1], "list"))
 		return cmd_list();
+	if (!strcmp(argv[1], "visible"))
+		return cmd_visible();
 	fprintf(stderr, "usage: see the comment at the top of e2e-util.c\n");
 	return 2;
 }

@@ -50,7 +50,8 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-tenant-set test-list-visibility test-socket-path \
 	     test-attn-bounds test-owner-progress test-config-reload \
 	     test-tiers-config test-metrics-http test-scrub test-scrub-cuda-fake \
-	     test-owner-gate test-owner-gate-devbuf
+	     test-owner-gate test-owner-gate-devbuf test-prefix-many \
+	     test-prefix-delete test-prefix-lend
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
 
 # The same end-to-end run inside the VM, ledger in /dev/kvpool.

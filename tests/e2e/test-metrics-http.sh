@@ -1,12 +1,17 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # kvpoold's Prometheus endpoint (--metrics-listen, in-process ledger):
-# GET /metrics while tenants hold leases, and again with a prefix cache;
-# promtool check metrics accepts the text (exposition format and naming
-# conventions); it is the same text as `kvpoolctl metrics`; the figures are
-# the ledger's and the prefix caches'; HEAD, 404, 405;
-# the endpoint is off by default; a bad address and a port in use are
-# refused at start; every series the Grafana dashboard queries exists.
+# with --metrics-scope operator, GET /metrics while tenants hold leases,
+# and again with a prefix cache; promtool check metrics accepts the text
+# (exposition format and naming conventions); it is the same text as
+# `kvpoolctl metrics`; the figures are the ledger's and the prefix caches';
+# HEAD, 404, 405; every series the Grafana dashboard queries exists.  In
+# the default scope (public) a scrape by a user who is not an admin has
+# no series of one client (no lease or pid label) and none of the prefix
+# caches' activity, only the pools and the tenants' figures, and it is the
+# text of `kvpoolctl metrics --scope public`.  The endpoint is off by
+# default; a bad address, a bad scope and a port in use are refused at
+# start.
 . "$(dirname "$0")/lib.sh"
 
 CTL=${KVPOOLCTL:-build/bin/kvpoolctl}
@@ -17,7 +22,8 @@ done
 [ -e "${KVPOOL_DEVICE:-/dev/kvpool}" ] &&
 	{ echo "/dev/kvpool present: kvpoolctl would read the module"; exit 77; }
 
-start_daemon --metrics-listen 127.0.0.1:0 --tenant chat:100:10 --tenant batch
+start_daemon --metrics-listen 127.0.0.1:0 --metrics-scope operator \
+	--tenant chat:100:10 --tenant batch
 ADDR=$(sed -n 's|.*metrics at http://\(.*\)/metrics$|\1|p' "$DLOG")
 [ -n "$ADDR" ] || fail "no metrics address in the log"
 URL=http://$ADDR/metrics
@@ -34,20 +40,24 @@ grep -qi '^content-type: text/plain; version=0.0.4' "$TMP/headers" ||
 promtool check metrics <"$TMP/http.prom" >"$TMP/promtool.out" 2>&1 ||
 	{ cat "$TMP/promtool.out"; fail "promtool check metrics"; }
 [ -s "$TMP/promtool.out" ] && { cat "$TMP/promtool.out"; fail "promtool lint"; }
-# same_text NAME: a scrape, kvpoolctl metrics, a scrape; the two scrapes
-# equal (nothing moved meanwhile: the backing shrinks after a delay) and
-# kvpoolctl's text equal to them; tried up to 20 times.
+# same_text NAME [OPTION...]: a scrape, kvpoolctl metrics [OPTION...], a
+# scrape; the two scrapes equal (nothing moved meanwhile: the backing
+# shrinks after a delay) and kvpoolctl's text equal to them; tried up to
+# 20 times.
 same_text() {
+	name=$1
+	shift
 	n=0
 	while :; do
-		curl -sS -f -o "$TMP/$1.a" "$URL" || fail "GET $URL"
-		KVPOOL_SOCKET=$SOCK "$CTL" metrics >"$TMP/$1.ctl" || fail "kvpoolctl metrics"
-		curl -sS -f -o "$TMP/$1.b" "$URL" || fail "GET $URL"
-		if cmp -s "$TMP/$1.a" "$TMP/$1.b"; then
-			diff -u "$TMP/$1.ctl" "$TMP/$1.a" && return 0
+		curl -sS -f -o "$TMP/$name.a" "$URL" || fail "GET $URL"
+		KVPOOL_SOCKET=$SOCK "$CTL" metrics "$@" >"$TMP/$name.ctl" ||
+			fail "kvpoolctl metrics $*"
+		curl -sS -f -o "$TMP/$name.b" "$URL" || fail "GET $URL"
+		if cmp -s "$TMP/$name.a" "$TMP/$name.b"; then
+			diff -u "$TMP/$name.ctl" "$TMP/$name.a" && return 0
 		fi
 		n=$((n + 1))
-		[ $n -lt 20 ] || fail "/metrics and kvpoolctl metrics differ ($1)"
+		[ $n -lt 20 ] || fail "/metrics and kvpoolctl metrics differ ($name)"
 		sleep 0.2
 	done
 }
@@ -64,8 +74,8 @@ for want in \
 	'# TYPE kvpool_tenant_stall_events_total counter'; do
 	grep -qxF "$want" "$TMP/http.prom" || fail "/metrics lacks: $want"
 done
-[ "$(grep -c '^kvpool_client_blocks{' "$TMP/http.prom")" = 2 ] ||
-	fail "want 2 kvpool_client_blocks samples"
+[ "$(grep -c '^kvpool_client_blocks{.*,pid="[0-9]*"} ' "$TMP/http.prom")" = 2 ] ||
+	fail "want 2 kvpool_client_blocks samples with their pids"
 # Every series the Grafana dashboard queries exists (those of lower tiers:
 # test-tiers-config.sh).
 DASH=Documentation/grafana-kvpool.json
@@ -96,10 +106,52 @@ code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 [ "$(code -X POST -d x "$URL")" = 405 ] || fail "POST is not 405"
 daemon_alive
 
-# Refused at start: a malformed address, a port in use.
+# The default scope: what any local user may see.  Scraped by nobody.
+kill "$DPID"
+wait "$DPID" 2>/dev/null
+for p in $PIDS; do kill "$p" 2>/dev/null; done
+start_daemon --metrics-listen 127.0.0.1:0 --tenant chat:100:10 --tenant batch
+ADDR=$(sed -n 's|.*metrics at http://\(.*\)/metrics$|\1|p' "$DLOG" | tail -n 1)
+URL=http://$ADDR/metrics
+[ "$(grep -c "metrics: operator scope" "$DLOG")" = 1 ] ||
+	fail "the default scope is the operator's"
+"$UTIL" hold "$SOCK" chat 20 "$TMP/h3" &
+PIDS="$PIDS $!"
+"$UTIL" wait-used "$SOCK" 20 5000 || fail "lease not granted"
+"$PFX" cow "$SOCK" batch >"$TMP/cow2.out" 2>&1 || { cat "$TMP/cow2.out"; fail "e2e-prefix cow"; }
+if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null &&
+   [ "$(id -u)" = 0 ]; then
+	setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+		curl -sS -f "$URL" >"$TMP/pub.prom" || fail "GET $URL as nobody"
+else
+	curl -sS -f -o "$TMP/pub.prom" "$URL" || fail "GET $URL"
+fi
+promtool check metrics <"$TMP/pub.prom" >"$TMP/promtool3.out" 2>&1 ||
+	{ cat "$TMP/promtool3.out"; fail "promtool check metrics (public)"; }
+[ -s "$TMP/promtool3.out" ] && { cat "$TMP/promtool3.out"; fail "promtool lint (public)"; }
+for bad in 'pid="' 'lease="' '^kvpool_client_' '^# TYPE kvpool_client_' \
+	   '^kvpool_prefix_' '^# TYPE kvpool_prefix_'; do
+	grep -q "$bad" "$TMP/pub.prom" && fail "the public scrape has $bad: $(grep "$bad" "$TMP/pub.prom" | head -n 1)"
+done
+for want in \
+	'kvpool_pool_used_blocks{pool="host"} 23' \
+	'kvpool_tenant_current_blocks{pool="host",tenant="chat"} 20' \
+	'kvpool_tenant_current_blocks{pool="host",tenant="batch"} 3' \
+	'kvpool_tenant_max_blocks{pool="host",tenant="chat"} 100'; do
+	grep -qxF "$want" "$TMP/pub.prom" || fail "the public scrape lacks: $want"
+done
+same_text public --scope public
+KVPOOL_SOCKET=$SOCK "$CTL" metrics --scope nosuch >/dev/null 2>&1 &&
+	fail "kvpoolctl metrics --scope nosuch accepted"
+daemon_alive
+
+# Refused at start: a malformed address, a bad scope, a port in use.
 "$KVPOOLD" --foreground --socket "$TMP/b.sock" --ledger inproc --backend cpu \
 	--metrics-listen 9477 >"$TMP/bad1.log" 2>&1
 [ $? = 2 ] || fail "--metrics-listen 9477 accepted"
+"$KVPOOLD" --foreground --socket "$TMP/b.sock" --ledger inproc --backend cpu \
+	--metrics-listen 127.0.0.1:0 --metrics-scope all >"$TMP/bad3.log" 2>&1
+[ $? = 2 ] || fail "--metrics-scope all accepted"
 "$KVPOOLD" --foreground --socket "$TMP/b.sock" --ledger inproc --backend cpu \
 	--metrics-listen "$ADDR" >"$TMP/bad2.log" 2>&1
 [ $? = 1 ] || fail "a second daemon on $ADDR started"

@@ -9,9 +9,10 @@
 #  - SIGHUP changes a lower pool's tenant limits, deletes an idle one the
 #    file no longer names, and says that changed tiers wait for a restart;
 #    a bad file changes nothing;
-#  - after swaps, /metrics carries the tier series with the swap counts,
-#    promtool accepts it, it is the text of `kvpoolctl metrics`, and it has
-#    every tier series the Grafana dashboard queries.
+#  - after swaps, /metrics (metrics_scope = operator) carries the tier
+#    series with the swap counts, promtool accepts it, it is the text of
+#    `kvpoolctl metrics`, and it has every tier series the Grafana
+#    dashboard queries.
 . "$(dirname "$0")/lib.sh"
 
 CTL=${KVPOOLCTL:-build/bin/kvpoolctl}
@@ -55,6 +56,9 @@ refused() {
 }
 
 cat >"$CONF" <<END
+[daemon]
+metrics_scope = operator
+
 [pool]
 tier = dram:512
 tier = nvme:$SWAPFILE:32M

@@ -61,6 +61,11 @@ static void check_conf(const struct kvd_conf *c)
 		CHECK(c->log_level >= KVD_ERR && c->log_level <= KVD_DEBUG);
 	if (SET(KVD_K_CUDA_DEVICE))
 		CHECK(c->cuda_device >= 0 && c->cuda_device <= 64);
+	if (SET(KVD_K_METRICS_SCOPE))
+		CHECK(c->metrics_scope == KVD_METRICS_PUBLIC ||
+		      c->metrics_scope == KVD_METRICS_OPERATOR);
+	if (SET(KVD_K_PREFIX_LEND_PERCENT))
+		CHECK(c->prefix_lend_percent <= 100);
 #undef SET
 	CHECK(c->ntenants >= 0 && c->ntenants <= KVD_CONF_MAX_TENANTS);
 	for (i = 0; i < c->ntenants; i++) {

@@ -57,6 +57,7 @@ static void test_full_file(void **state)
 		"cuda_device = 1\n"
 		"log_level = debug\n"
 		"metrics_listen = 127.0.0.1:9477\n"
+		"metrics_scope = operator\n"
 		"[pool]\n"
 		"name = gpu0\n"
 		"block_bytes = 256K\n"
@@ -68,6 +69,7 @@ static void test_full_file(void **state)
 		"tier = dram:8G\n"
 		"tier = nvme:/var/lib/kvpool/kv.pool:1T:ssd\n"
 		"nvme_io = pread\n"
+		"prefix_lend_percent = 25\n"
 		"[tenant chat]\n"
 		"max = 4096\n"
 		"min = 512\n"
@@ -107,6 +109,8 @@ static void test_full_file(void **state)
 	assert_int_equal(conf.tiers[1].bytes, 1ULL << 40);
 	assert_string_equal(conf.tiers[1].name, "ssd");
 	assert_string_equal(conf.nvme_io, "pread");
+	assert_int_equal(conf.metrics_scope, KVD_METRICS_OPERATOR);
+	assert_int_equal(conf.prefix_lend_percent, 25);
 	assert_int_equal(conf.ntenants, 4);
 	assert_string_equal(conf.tenants[0].pool, "");
 	assert_string_equal(conf.tenants[0].name, "chat");
@@ -114,7 +118,7 @@ static void test_full_file(void **state)
 	assert_int_equal(conf.tenants[0].min, 512);
 	assert_int_equal(conf.tenants[0].uid, 1000);
 	assert_int_equal(conf.tenants[0].gid, 0);
-	assert_int_equal(conf.tenants[0].line, 25);
+	assert_int_equal(conf.tenants[0].line, 27);
 	assert_string_equal(conf.tenants[1].name, "batch");
 	assert_int_equal(conf.tenants[1].max, KVPOOL_UNLIMITED);
 	assert_int_equal(conf.tenants[1].min, 0);
@@ -123,12 +127,12 @@ static void test_full_file(void **state)
 	/* an empty section is still a tenant, with the defaults */
 	assert_string_equal(conf.tenants[2].name, "idle");
 	assert_int_equal(conf.tenants[2].max, KVPOOL_UNLIMITED);
-	assert_int_equal(conf.tenants[2].line, 32);
+	assert_int_equal(conf.tenants[2].line, 34);
 	/* the same name in a lower pool is another tenant */
 	assert_string_equal(conf.tenants[3].pool, "ssd");
 	assert_string_equal(conf.tenants[3].name, "chat");
 	assert_int_equal(conf.tenants[3].max, 100000);
-	assert_int_equal(conf.tenants[3].line, 33);
+	assert_int_equal(conf.tenants[3].line, 35);
 }
 
 static void test_empty_and_comments(void **state)
@@ -197,6 +201,12 @@ static void test_value_errors(void **state)
 	bad("[daemon]\nmetrics_listen = ::1:9477\n", "line 2: metrics_listen");
 	bad("[daemon]\nmetrics_listen = host:65536\n",
 	    "line 2: metrics_listen");
+	bad("[daemon]\nmetrics_scope = all\n",
+	    "line 2: metrics_scope = all: must be public or operator");
+	bad("[pool]\nprefix_lend_percent = 101\n",
+	    "line 2: prefix_lend_percent = 101: must be 0 to 100");
+	bad("[daemon]\nprefix_lend_percent = 5\n",
+	    "line 2: unknown key 'prefix_lend_percent' in [daemon]");
 	bad("[pool]\nname = -bad\n", "line 2: name = -bad");
 	bad("[pool]\nname = aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", "line 2: name");
 	bad("[pool]\ncapacity = 0\n", "line 2: capacity = 0");

@@ -9,7 +9,8 @@
 #     accepted, the lease keeps its blocks), a new tenant appears, an idle
 #     one the file no longer names is deleted;
 #  3. a file with an error changes nothing and names its line;
-#  4. /metrics (metrics_listen) serves the module's pool and tenants;
+#  4. /metrics (metrics_listen, metrics_scope operator) serves the
+#     module's pool and tenants and the lease;
 #  5. tier = lines make lower pools in the module; [tenant NAME] is
 #     unlimited there, [tenant POOL/NAME] sets that pool's limits (sysfs of
 #     the lower pool), a reload changes them; /metrics has the tiers.
@@ -71,6 +72,7 @@ ledger = module
 backend = cpu
 socket = $S
 metrics_listen = 127.0.0.1:0
+metrics_scope = operator
 log_level = info
 
 [pool]
@@ -119,6 +121,7 @@ ledger = module
 backend = cpu
 socket = $S
 metrics_listen = 127.0.0.1:0
+metrics_scope = operator
 log_level = info
 
 [pool]

@@ -12,7 +12,13 @@
 #     the tenant's blocks.current), nothing else stays leased;
 #  2. copy-on-write of cached blocks;
 #  3. a reclaim target is met from unreferenced cached blocks first, and
-#     a short pool too (the owner's SHORT event).
+#     a short pool too (the owner's SHORT event);
+#  4. 300 cached tenants (more than any fixed poll set; the daemon polls
+#     one cold-lease file each): the first one's max goes to 0 and its
+#     cache answers the reclaim target;
+#  5. kvpoolctl tenant del (netlink) of a tenant in a shared namespace,
+#     then tenant add: the new tenant has an empty cache of its own and
+#     matches nothing of the namespace.
 # Exit 0 pass, 1 fail, 77 skip.  Busybox sh only.
 
 [ -c /dev/kvpool ] || { echo "no /dev/kvpool"; exit 77; }
@@ -45,9 +51,9 @@ fail() {
 	exit 1
 }
 
-start_daemon() {	# capacity pool
+start_daemon() {	# capacity pool [block bytes]
 	kvpoold --foreground --socket $S --ledger module --backend cpu \
-		--pool $2 --block-bytes 65536 --capacity $1 \
+		--pool $2 --block-bytes ${3:-65536} --capacity $1 \
 		--chunk-blocks 32 --shrink-delay-ms 300 -vv >>$T/daemon.log 2>&1 &
 	DPID=$!
 	i=0
@@ -122,5 +128,38 @@ kvpoolctl --pool small tenant add prot --min 24 >/dev/null || fail "tenant add p
 E2E_POOL=small e2e-prefix reclaim $S greedy prot >$T/rc.out 2>&1 || fail "reclaim"
 cat $T/rc.out
 E2E_POOL=small e2e-prefix stats $S greedy
+stop_daemon
+
+# 4: many cached tenants, 4 KiB blocks.
+start_daemon 1024 many 4096
+E2E_POOL=many e2e-prefix many $S m 300 >$T/many.out 2>&1 || fail "many cached tenants"
+cat $T/many.out
+stop_daemon
+[ "$(cat /sys/kernel/kvpool/many/used 2>/dev/null || echo 0)" = 0 ] ||
+	fail "the cache leases of 300 tenants outlived the daemon"
+
+# 5: deleted and created again through netlink.
+start_daemon 2048 gpu0
+for t in pub del1; do
+	kvpoolctl --pool gpu0 tenant add $t >/dev/null || fail "tenant add $t"
+	kvpoolctl --pool gpu0 prefix share $t common >/dev/null ||
+		fail "share $t"
+done
+export E2E_POOL=gpu0
+e2e-prefix put $S pub 9 256 >/dev/null || fail "pub publishes"
+e2e-prefix put $S del1 10 128 >/dev/null || fail "del1 publishes"
+[ "$(e2e-prefix hit $S del1 9 256)" = "matched 256 tokens" ] ||
+	fail "del1 does not share"
+kvpoolctl --pool gpu0 tenant del del1 || fail "tenant del del1"
+kvpoolctl --pool gpu0 tenant add del1 >/dev/null || fail "tenant add del1 again"
+out=$(e2e-prefix stats $S del1)
+echo "$out"
+case $out in
+*" ns= cached=0 "*) ;;
+*) fail "re-created del1 has the old cache's record: $out" ;;
+esac
+out=$(e2e-prefix hit $S del1 9 256)
+[ "$out" = "matched 0 tokens" ] || fail "re-created del1 rejoined: $out"
+[ "$(used)" = 4 ] || fail "used $(used), want pub's 4 cached blocks"
 stop_daemon
 echo "PASS: the prefix cache with the module"
