@@ -534,6 +534,9 @@ struct kvp_client_rec {
  *		(KVP_OP_LAYOUT instead of KVP_OP_LAYOUT_MODEL);
  *   -EPERM	PUBLISH names a block the caller neither holds nor references;
  *   -EXDEV	PUBLISH: the lease was moved to another tenant since HELLO;
+ *   -EBUSY	PUBLISH while the caller's lease is pinned (a swap job of the
+ *		caller, or with the module another connection's call on the
+ *		same lease): a block in use never changes hands; retry after;
  *   -EOPNOTSUPP the ledger cannot move blocks (a module without
  *		KVPOOL_FEAT_LEASE_MOVE).
  * On any error nothing changed.

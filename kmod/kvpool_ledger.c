@@ -577,6 +577,14 @@ int kvpool_lease_move(struct kvpool_pool *pool, u64 from_id, u64 to_id,
 		return -ENOENT;
 	if (from->tenant != to->tenant)
 		return -EXDEV;
+	/*
+	 * An operation of the owner uses the source's blocks (a data-plane
+	 * call, a swap job): they must not change hands under it, or a
+	 * release by the destination could hand them to another tenant
+	 * while the operation still reads or writes them.
+	 */
+	if (from->pins)
+		return -EBUSY;
 	/* Validate everything first; mark to catch repeated indices. */
 	me = from->slot + 1;
 	for (i = 0; i < count; i++) {

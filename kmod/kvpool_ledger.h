@@ -211,10 +211,10 @@ int kvpool_lease_check(struct kvpool_pool *pool, u64 lease_id,
  * Pinning, for the owner's data plane: kvpool_lease_pin() checks like
  * kvpool_lease_check() and, on success, pins the lease until the matching
  * kvpool_lease_unpin().  While a lease is pinned its blocks cannot change
- * hands: releases fail with -EBUSY (the host waits for waiters_wake and
- * retries), and a close keeps the blocks until the last unpin (or until the
- * owner goes away), so a block the owner is writing is never granted to
- * someone else meanwhile.
+ * hands: releases and moves out of it fail with -EBUSY (the host waits for
+ * waiters_wake and retries), and a close keeps the blocks until the last
+ * unpin (or until the owner goes away), so a block the owner is writing is
+ * never granted to someone else meanwhile.
  */
 int kvpool_lease_pin(struct kvpool_pool *pool, u64 lease_id,
 		     const u32 *blocks, u32 count, u32 *bad_index);
@@ -225,9 +225,11 @@ int kvpool_lease_unpin(struct kvpool_pool *pool, u64 lease_id);
  * between.  All or nothing: -EPERM (*bad_index set) if @from_id does not
  * hold a block, -EINVAL for a repeated index (*bad_index set), count 0 or
  * too large, or @from_id == @to_id; -ENOENT if a lease does not exist or
- * is closing; -EXDEV if the tenants differ.  A pinned source is allowed
- * (the blocks stay leased).  The source's reclaim target is capped at
- * what it still holds.  Returns @count.
+ * is closing; -EXDEV if the tenants differ; -EBUSY while @from_id is
+ * pinned (like a release: a block an operation uses never changes hands;
+ * the host retries after waiters_wake, or gives up).  A pinned destination
+ * is allowed (it only gains blocks).  The source's reclaim target is
+ * capped at what it still holds.  Returns @count.
  */
 int kvpool_lease_move(struct kvpool_pool *pool, u64 from_id, u64 to_id,
 		      const u32 *blocks, u32 count, u32 *bad_index);

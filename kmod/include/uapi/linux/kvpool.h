@@ -310,12 +310,13 @@ struct kvpool_lease_unpin {
  * Moves blocks from one lease to another in one step: no block is free in
  * between, the tenant's current and peak, the pool's used and every
  * counter stay as they are (the blocks stay charged to the same tenant).
- * All or nothing: every index is checked first.  The source may be pinned
- * (its blocks stay leased); its reclaim target is capped at what it still
- * holds.  Lets the daemon give a tenant's blocks to a lease of its own
- * (the tenant's prefix cache) so that they outlive the client's file.
- * -ENOENT if a lease does not exist (or its file was closed), -EXDEV if the
- * two leases are charged to different tenants.
+ * All or nothing: every index is checked first.  The source's reclaim
+ * target is capped at what it still holds.  Lets the daemon give a
+ * tenant's blocks to a lease of its own (the tenant's prefix cache) so that
+ * they outlive the client's file.  -ENOENT if a lease does not exist (or
+ * its file was closed), -EXDEV if the two leases are charged to different
+ * tenants, -EBUSY while the source is pinned (LEASE_CHECK with
+ * KVPOOL_LEASE_CHECK_PIN): a block an operation uses never changes hands.
  */
 struct kvpool_lease_move {
 	__u64 blocks_ptr;
