@@ -1287,6 +1287,7 @@ static int lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
 		blocks);
 	pool->used += count;
 	lease->held += count;
+	w->target_before = lease->reclaim_target;
 	w->peak_before = t->peak;
 	tenant_charge(t, count);
 	w->peak_after = t->peak;
@@ -1343,12 +1344,23 @@ int kvpool_lease_grant_cancel(struct kvpool_lease *lease, const u32 *blocks,
 			      u32 n, const struct kvpool_wait *w)
 {
 	struct kvpool_tenant *t = lease->tenant;
+	u32 target;
 
 	if (!blocks_pending(lease, blocks, n,
 			    (lease->slot + 1) | OWNER_PENDING))
 		return -EINVAL;
 	/* No pin matters: the owner could never check or use these blocks. */
+	target = lease->reclaim_target;
 	blocks_free(lease, blocks, n, false);
+	/*
+	 * The reclaim target as before the call.  A target posted while the
+	 * blocks were pending (a max lowered meanwhile) counted them: their
+	 * return counts against what it added, as a release would.  Never
+	 * above what the lease still holds.
+	 */
+	if (target > w->target_before)
+		target -= min(n, target - w->target_before);
+	set_reclaim(lease, min(target, lease->held));
 	/* The peak this grant set, unless a later grant went higher. */
 	if (t->peak == w->peak_after)
 		t->peak = max(w->peak_before, t->cur);
@@ -1443,6 +1455,8 @@ int kvpool_pool_check(struct kvpool_pool *pool, const char **why)
 		for (b = 0; b < pool->backed; b++)
 			held += OWNER_SLOT(pool->owner_of[b]) == l->slot + 1;
 		CHECK(held == l->held, "lease held count wrong");
+		CHECK(l->reclaim_target <= l->held,
+		      "reclaim target above what the lease holds");
 		sum_held += l->held;
 	}
 	CHECK(nleases == pool->nleases, "lease count wrong");

@@ -135,6 +135,7 @@ struct kvpool_wait {
 	u64 grow_fail_seq;	/* pool->grow_fail_seq when the wait began */
 	u32 peak_before;	/* the tenant's peak before the grant ... */
 	u32 peak_after;		/* ... and after it (for a cancel) */
+	u32 target_before;	/* the lease's reclaim target at the grant */
 };
 
 struct kvpool_pool_params {
@@ -294,9 +295,12 @@ void kvpool_lease_wait_end(struct kvpool_lease *lease, struct kvpool_wait *w,
  * kvpool_lease_grant_commit() makes them ordinary blocks of the lease;
  * kvpool_lease_grant_cancel() returns them and leaves held, current, used,
  * the reclaim target and (unless a later grant raised it) the peak as they
- * were, whatever pins the lease has.  Both take the blocks[] and wait
- * context of the grant (-EINVAL if a block is not a pending grant of
- * @lease).  A close frees pending blocks too; the host must not commit or
+ * were, whatever pins the lease has.  (A reclaim target posted while the
+ * blocks were pending, by a max lowered meanwhile, counted them: the
+ * cancel counts them as given back against what that post added; the
+ * target never ends above what the lease holds.)  Both take the blocks[]
+ * and wait context of the grant (-EINVAL if a block is not a pending grant
+ * of @lease).  A close frees pending blocks too; the host must not commit or
  * cancel after it (the module cannot: an ioctl holds the file).
  */
 int kvpool_lease_grant_pending(struct kvpool_lease *lease, u32 count,

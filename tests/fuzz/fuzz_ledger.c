@@ -22,8 +22,9 @@
  * the ledger's back must be reported, then it is put back.
  * After every operation it checks:
  *  - kvpool_pool_check(): rule 1 sums (tenants' current == used == sum of
- *    leases), every leased block below backed, peak >= current, the
- *    bitmap, slots and unmet-min bookkeeping;
+ *    leases), every leased block below backed, peak >= current, every
+ *    reclaim target at most what its lease holds, the bitmap, slots and
+ *    unmet-min bookkeeping;
  *  - one lease per block, from SNAPSHOT: no block listed twice, each
  *    listed lease exists, blocks in increasing order;
  *  - at each grant: the tenant stays within max, the grant fits in
