@@ -533,6 +533,11 @@ int kvpool_lease_check(struct kvpool_pool *pool, u64 lease_id,
 	return 0;
 }
 
+struct kvpool_lease *kvpool_lease_find(struct kvpool_pool *pool, u64 lease_id)
+{
+	return lease_by_id(pool, lease_id, false);
+}
+
 int kvpool_lease_pin(struct kvpool_pool *pool, u64 lease_id,
 		     const u32 *blocks, u32 count, u32 *bad_index)
 {
@@ -700,6 +705,8 @@ static int tenant_new(struct kvpool_pool *pool, const char *name, u32 max,
 	t->allow_uid = allow_uid;
 	t->allow_gid = allow_gid;
 	t->automatic = automatic;
+	/* Taken even if tenant_added refuses: a serial is never reused. */
+	t->serial = ++pool->tenant_serial;
 	INIT_LIST_HEAD(&t->leases);
 	list_add_tail(&t->node, &pool->tenants);
 	pool->ntenants++;
@@ -1388,6 +1395,7 @@ void kvpool_status_fill(struct kvpool_pool *pool, struct kvpool_lease *lease,
 		struct kvpool_tenant *t = lease->tenant;
 
 		strscpy(st->tenant, t->name, sizeof(st->tenant));
+		st->tenant_serial = t->serial;
 		st->lease_id = lease->id;
 		st->held = lease->held;
 		st->reclaim_target = lease->reclaim_target;

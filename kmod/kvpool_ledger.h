@@ -81,6 +81,12 @@ struct kvpool_ledger_ops {
 struct kvpool_tenant {
 	struct kvpool_pool *pool;
 	char name[KVPOOL_NAME_LEN];
+	/*
+	 * 1, 2, 3... in the order tenants are created, never reused in the
+	 * pool's life: a tenant deleted and created again under its name is
+	 * another tenant (a lease's tenant is known by it, not by name).
+	 */
+	u64 serial;
 	u32 max;		/* KVPOOL_UNLIMITED for none */
 	u32 min;
 	u32 cur;		/* blocks.current ("current" is a kernel macro) */
@@ -162,6 +168,7 @@ struct kvpool_pool {
 	u64 grow_fail_seq;	/* +1 at each KVPOOL_GROW_FAILED */
 	u32 grow_asked;		/* largest backed target asked of the owner */
 	u64 next_lease_id;
+	u64 tenant_serial;	/* the last kvpool_tenant.serial handed out */
 	u64 reclaim_gen;
 	void *owner;		/* host cookie of the owner, NULL if orphaned */
 
@@ -208,6 +215,8 @@ int kvpool_snapshot(struct kvpool_pool *pool,
 		    struct kvpool_snapshot *out);
 int kvpool_lease_check(struct kvpool_pool *pool, u64 lease_id,
 		       const u32 *blocks, u32 count, u32 *bad_index);
+/* The open (not closing) lease @lease_id, or NULL. */
+struct kvpool_lease *kvpool_lease_find(struct kvpool_pool *pool, u64 lease_id);
 /*
  * Pinning, for the owner's data plane: kvpool_lease_pin() checks like
  * kvpool_lease_check() and, on success, pins the lease until the matching
