@@ -405,6 +405,12 @@ int kvd_lease_unpin(struct kvd_pool *p, uint64_t lease_id);
 int kvd_lease_pin(struct kvd_pool *p, uint64_t lease_id,
 		  const uint32_t *blocks, uint32_t n);
 void kvd_lease_pin_drop(struct kvd_pool *p, uint64_t lease_id);
+/*
+ * Module mode: is fd a file of /dev/kvpool (a character device with the
+ * st_rdev of p's owner file)?  0 or -EBADF.  Only such a file's STATUS
+ * can be trusted to name the caller's lease.
+ */
+int kvd_ledger_fd_check(struct kvd_pool *p, int fd);
 uint64_t kvd_mapped_bytes(struct kvd_pool *p);
 void kvd_ledger_pool_rec(struct kvd_pool *p, struct kvp_pool_rec *r);
 /* The pool called name ("" or NULL: the top one), or NULL. */

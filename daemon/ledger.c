@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kvpoold.h"
@@ -595,6 +596,18 @@ int kvd_lease_check(struct kvd_pool *p, uint64_t lease_id,
 	lc.count = n;
 	lc.flags = pin ? KVPOOL_LEASE_CHECK_PIN : 0;
 	return ioctl(p->owner_fd, KVPOOL_IOC_LEASE_CHECK, &lc) ? -errno : 0;
+}
+
+int kvd_ledger_fd_check(struct kvd_pool *p, int fd)
+{
+	struct stat mine, theirs;
+
+	if (fstat(p->owner_fd, &mine) || fstat(fd, &theirs))
+		return -EBADF;
+	if (!S_ISCHR(mine.st_mode) || !S_ISCHR(theirs.st_mode) ||
+	    theirs.st_rdev != mine.st_rdev)
+		return -EBADF;
+	return 0;
 }
 
 int kvd_lease_unpin(struct kvd_pool *p, uint64_t lease_id)

@@ -285,6 +285,10 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 			r = -EINVAL;
 			goto out;
 		}
+		/* Only /dev/kvpool says truly whose lease a file is. */
+		r = kvd_ledger_fd_check(d->top, lfd);
+		if (r)
+			goto out;
 		memset(&st, 0, sizeof(st));
 		if (ioctl(lfd, KVPOOL_IOC_STATUS, &st)) {
 			r = -errno == -ENOTTY ? -EBADF : -errno;
