@@ -529,11 +529,13 @@ struct kvp_client_rec {
  * LRU, given back first under pressure).  A connection references a
  * cached block from MATCH (or PUBLISH) until UNREF or until it closes; it
  * may read referenced blocks (READ_KV, ATTN, COPY's source) but never
- * write them (-EROFS).  Errors besides the general ones:
+ * write them (-EROFS).  The cache is that of the tenant the lease is
+ * charged to at each op: after the client's file is attached to another
+ * tenant, MATCH, PUBLISH and EVICT act for the new one and the references
+ * taken for the old one are dropped.  Errors besides the general ones:
  *   -ENOKEY	the layout was declared without a model identity
  *		(KVP_OP_LAYOUT instead of KVP_OP_LAYOUT_MODEL);
  *   -EPERM	PUBLISH names a block the caller neither holds nor references;
- *   -EXDEV	PUBLISH: the lease was moved to another tenant since HELLO;
  *   -EBUSY	PUBLISH while the caller's lease is pinned (a swap job of the
  *		caller, or with the module another connection's call on the
  *		same lease): a block in use never changes hands; retry after;
