@@ -339,8 +339,6 @@ struct kvd {
 
 	/* Prefix cache (prefix.c). */
 	struct kvd_prefix *prefix;
-	/* Tenant names behind the pools' block tags (scrub.c). */
-	struct kvd_tagnames *tagnames;
 
 	int listen_fd;
 	int reserve_fd;			/* spare descriptor for EMFILE */
@@ -388,6 +386,20 @@ uint64_t kvd_client_stack_bytes(void);
 int kvd_client_serve(struct kvd_client *c);
 void kvd_client_free(struct kvd_client *c);
 void kvd_clients_stop(struct kvd *d);
+/*
+ * The tenant the client's lease is charged to now, with either ledger:
+ * its serial (unique in the pool's life: a tenant deleted and created
+ * again under its name has another) and its name; either may be NULL.
+ * A client may attach its /dev/kvpool file to another tenant while it
+ * holds no block: the daemon then acts for the new one (the connection's
+ * references to cached blocks, taken for the old one, are dropped).
+ * During an op whose blocks passed kvd_client_check_blocks() the answer
+ * is the tenant that check vouched for (a pinned lease that holds a block
+ * cannot change tenant).  The connection's thread only; 0, or -ENOENT
+ * when the lease is gone (then the last tenant seen is returned).
+ */
+int kvd_client_tenant_id(struct kvd_client *c, uint64_t *serial,
+			 char name[KVPOOL_NAME_LEN]);
 /* Leases of @uid only, unless @uid is (uid_t)-1 (an admin peer). */
 int kvd_fill_client_list(struct kvd_pool *p, struct kvp_client_rec *out,
 			 uint32_t start, uint32_t cap, uint32_t *total,
@@ -435,6 +447,23 @@ int kvd_lease_unpin(struct kvd_pool *p, uint64_t lease_id);
 int kvd_lease_pin(struct kvd_pool *p, uint64_t lease_id,
 		  const uint32_t *blocks, uint32_t n);
 void kvd_lease_pin_drop(struct kvd_pool *p, uint64_t lease_id);
+/*
+ * kvd_lease_check, and on success *serial = the serial of the tenant the
+ * lease is charged to, read with the check (a pinned lease that holds a
+ * block keeps its tenant until the unpin).
+ */
+int kvd_lease_check_serial(struct kvd_pool *p, uint64_t lease_id,
+			   const uint32_t *blocks, uint32_t n, bool pin,
+			   uint64_t *serial);
+/* The tenant lease_id of pool p is charged to now: 0 or -ENOENT. */
+int kvd_lease_tenant(struct kvd_pool *p, uint64_t lease_id, uint64_t *serial,
+		     char name[KVPOOL_NAME_LEN]);
+/*
+ * Module mode: is fd a file of /dev/kvpool (a character device with the
+ * st_rdev of p's owner file)?  0 or -EBADF.  Only such a file's STATUS
+ * can be trusted to name the caller's lease.
+ */
+int kvd_ledger_fd_check(struct kvd_pool *p, int fd);
 uint64_t kvd_mapped_bytes(struct kvd_pool *p);
 void kvd_ledger_pool_rec(struct kvd_pool *p, struct kvp_pool_rec *r);
 /* The pool called name ("" or NULL: the top one), or NULL. */

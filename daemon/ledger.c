@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kvpoold.h"
@@ -153,7 +154,7 @@ static int module_open(struct kvd_pool *p, uint64_t *epoch)
 		return -errno;
 	memset(&f, 0, sizeof(f));
 	f.requested = KVPOOL_FEAT_RECOVERY | KVPOOL_FEAT_LEASE_CHECK |
-		      KVPOOL_FEAT_PIN;
+		      KVPOOL_FEAT_PIN | KVPOOL_FEAT_TENANT_SERIAL;
 	if (ioctl(p->owner_fd, KVPOOL_IOC_FEATURES, &f))
 		return -errno;
 	if ((f.enabled & f.requested) != f.requested) {
@@ -638,8 +639,9 @@ uint64_t kvd_mapped_bytes(struct kvd_pool *p)
 	return (uint64_t)p->mapped * p->block_bytes;
 }
 
-int kvd_lease_check(struct kvd_pool *p, uint64_t lease_id,
-		    const uint32_t *blocks, uint32_t n, bool pin)
+int kvd_lease_check_serial(struct kvd_pool *p, uint64_t lease_id,
+			   const uint32_t *blocks, uint32_t n, bool pin,
+			   uint64_t *serial)
 {
 	struct kvpool_lease_check lc;
 	uint32_t bad = 0;
@@ -650,6 +652,9 @@ int kvd_lease_check(struct kvd_pool *p, uint64_t lease_id,
 	if (p->d->mode == KVP_MODE_INPROC) {
 		pthread_mutex_lock(&p->lock);
 		r = kvpool_lease_check(p->pool, lease_id, blocks, n, &bad);
+		if (!r && serial)
+			*serial = kvpool_lease_find(p->pool,
+						    lease_id)->tenant->serial;
 		pthread_mutex_unlock(&p->lock);
 		return r;
 	}
@@ -658,7 +663,56 @@ int kvd_lease_check(struct kvd_pool *p, uint64_t lease_id,
 	lc.lease_id = lease_id;
 	lc.count = n;
 	lc.flags = pin ? KVPOOL_LEASE_CHECK_PIN : 0;
-	return ioctl(p->owner_fd, KVPOOL_IOC_LEASE_CHECK, &lc) ? -errno : 0;
+	if (ioctl(p->owner_fd, KVPOOL_IOC_LEASE_CHECK, &lc))
+		return -errno;
+	if (serial)
+		*serial = lc.tenant_serial;
+	return 0;
+}
+
+int kvd_lease_check(struct kvd_pool *p, uint64_t lease_id,
+		    const uint32_t *blocks, uint32_t n, bool pin)
+{
+	return kvd_lease_check_serial(p, lease_id, blocks, n, pin, NULL);
+}
+
+int kvd_lease_tenant(struct kvd_pool *p, uint64_t lease_id, uint64_t *serial,
+		     char name[KVPOOL_NAME_LEN])
+{
+	struct kvpool_status st;
+	struct kvpool_lease *l;
+
+	if (p->d->mode == KVP_MODE_INPROC) {
+		pthread_mutex_lock(&p->lock);
+		l = kvpool_lease_find(p->pool, lease_id);
+		if (l) {
+			*serial = l->tenant->serial;
+			memcpy(name, l->tenant->name, KVPOOL_NAME_LEN);
+		}
+		pthread_mutex_unlock(&p->lock);
+		return l ? 0 : -ENOENT;
+	}
+	memset(&st, 0, sizeof(st));
+	st.lease_id = lease_id;
+	st.flags = KVPOOL_STATUS_LEASE;
+	if (ioctl(p->owner_fd, KVPOOL_IOC_STATUS, &st))
+		return -errno;
+	*serial = st.tenant_serial;
+	memcpy(name, st.tenant, KVPOOL_NAME_LEN);
+	name[KVPOOL_NAME_LEN - 1] = 0;
+	return 0;
+}
+
+int kvd_ledger_fd_check(struct kvd_pool *p, int fd)
+{
+	struct stat mine, theirs;
+
+	if (fstat(p->owner_fd, &mine) || fstat(fd, &theirs))
+		return -EBADF;
+	if (!S_ISCHR(mine.st_mode) || !S_ISCHR(theirs.st_mode) ||
+	    theirs.st_rdev != mine.st_rdev)
+		return -EBADF;
+	return 0;
 }
 
 int kvd_lease_unpin(struct kvd_pool *p, uint64_t lease_id)

@@ -821,8 +821,10 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 		r = -ENOMEM;
 		goto out_free;
 	}
-	kvd_client_tenant(c, tname);
-	r = conn_tenant(pc, tname);
+	/* The tenant the lease is charged to now, not at HELLO. */
+	r = kvd_client_tenant_id(c, NULL, tname);
+	if (!r)
+		r = conn_tenant(pc, tname);
 	if (r)
 		goto out_free;
 
@@ -926,8 +928,10 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 	r = kvd_client_claim_blocks(c, blocks, n);
 	if (r)
 		goto out_free;
-	kvd_client_tenant(c, tname);
-	r = conn_tenant(pc, tname);
+	/* The tenant the lease is charged to now, not at HELLO. */
+	r = kvd_client_tenant_id(c, NULL, tname);
+	if (!r)
+		r = conn_tenant(pc, tname);
 	if (r)
 		goto out_free;
 
@@ -1133,9 +1137,13 @@ static int op_evict(struct kvd_prefix *p, struct kvd_client *c,
 {
 	char tname[KVPOOL_NAME_LEN];
 
+	int r;
+
 	if (q->flags || q->reserved[0] || q->reserved[1] || !q->count)
 		return -EINVAL;
-	kvd_client_tenant(c, tname);
+	r = kvd_client_tenant_id(c, NULL, tname);
+	if (r)
+		return r;
 	return (int)kvd_prefix_evict_tenant(p->d, tname, q->count);
 }
 
@@ -1506,14 +1514,14 @@ void kvd_prefix_reclaim_wake(struct kvd *d)
 		wake_thread(d->prefix);
 }
 
-void kvd_prefix_conn_close(struct kvd *d, struct kvd_prefix_conn *pc)
+void kvd_prefix_conn_unref_all(struct kvd *d, struct kvd_prefix_conn *pc)
 {
 	struct kvd_prefix *p = d->prefix;
 	uint32_t *blocks, i, k = 0;
 
-	if (!pc)
+	if (!pc || !pc->n)
 		return;
-	blocks = malloc((pc->n ? pc->n : 1) * sizeof(*blocks));
+	blocks = malloc(pc->n * sizeof(*blocks));
 	if (blocks && p) {
 		for (i = 0; i < pc->cap; i++)
 			if (pc->set[i] != SET_EMPTY)
@@ -1521,11 +1529,18 @@ void kvd_prefix_conn_close(struct kvd *d, struct kvd_prefix_conn *pc)
 		pthread_mutex_lock(&p->lock);
 		drop_refs(p, pc, blocks, k);
 		pthread_mutex_unlock(&p->lock);
-	} else if (pc->n) {
+	} else {
 		kvd_log(KVD_ERR, "prefix cache: out of memory dropping %u "
 			"references", pc->n);
 	}
 	free(blocks);
+}
+
+void kvd_prefix_conn_close(struct kvd *d, struct kvd_prefix_conn *pc)
+{
+	if (!pc)
+		return;
+	kvd_prefix_conn_unref_all(d, pc);
 	free(pc->set);
 	free(pc);
 }

@@ -44,6 +44,8 @@ int kvd_prefix_list(struct kvd *d, const char (*only)[KVPOOL_NAME_LEN],
 bool kvd_prefix_referenced(const struct kvd_prefix_conn *pc, uint32_t b);
 /* The connection is gone: its references go (NULL is fine). */
 void kvd_prefix_conn_close(struct kvd *d, struct kvd_prefix_conn *pc);
+/* Its lease changed tenant: the references it took go, the rest stays. */
+void kvd_prefix_conn_unref_all(struct kvd *d, struct kvd_prefix_conn *pc);
 
 /*
  * The entry point for pressure policies: give back up to @n unreferenced
@@ -88,7 +90,8 @@ int kvd_client_layout_add(struct kvd_client *c, const struct kvp_layout *l,
 			  struct kvp_layout_reply *rep);
 uint64_t kvd_client_lease_id(const struct kvd_client *c);
 struct kvd *kvd_client_daemon(struct kvd_client *c);
-/* The tenant the connection's lease is charged to. */
+/* The tenant the connection's lease is charged to (as
+ * kvd_client_tenant_id() in kvpoold.h, the last one seen on an error). */
 void kvd_client_tenant(struct kvd_client *c, char name[KVPOOL_NAME_LEN]);
 struct kvd_prefix_conn **kvd_client_prefix(struct kvd_client *c);
 /* Zero what another tenant left in the caller's own blocks among b[0..n)

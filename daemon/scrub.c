@@ -37,18 +37,6 @@ struct kvd_tags {
 	_Atomic uint64_t ns;		/* and the time it took */
 };
 
-struct tag_name {
-	char name[KVPOOL_NAME_LEN];
-	uint64_t tag;			/* 0: free slot */
-};
-
-struct kvd_tagnames {
-	pthread_mutex_t lock;
-	struct tag_name *slot;		/* open addressing, cap a power of 2 */
-	uint32_t cap, n;
-	uint64_t next;			/* the next tag handed out */
-};
-
 /* ---- tags of one pool ------------------------------------------------- */
 
 void kvd_scrub_pool_fini(struct kvd_pool *p)
@@ -259,100 +247,4 @@ void kvd_scrub_stats(struct kvd_pool *p, uint64_t *blocks, uint64_t *ns)
 {
 	*blocks = p->tags ? atomic_load(&p->tags->zeroed) : 0;
 	*ns = p->tags ? atomic_load(&p->tags->ns) : 0;
-}
-
-/* ---- tenant names --------------------------------------------------------- */
-
-int kvd_scrub_init(struct kvd *d)
-{
-	struct kvd_tagnames *tn = calloc(1, sizeof(*tn));
-
-	if (!tn)
-		return -ENOMEM;
-	tn->cap = 64;
-	tn->slot = calloc(tn->cap, sizeof(*tn->slot));
-	if (!tn->slot) {
-		free(tn);
-		return -ENOMEM;
-	}
-	tn->next = 1;
-	pthread_mutex_init(&tn->lock, NULL);
-	d->tagnames = tn;
-	return 0;
-}
-
-void kvd_scrub_fini(struct kvd *d)
-{
-	struct kvd_tagnames *tn = d->tagnames;
-
-	if (!tn)
-		return;
-	pthread_mutex_destroy(&tn->lock);
-	free(tn->slot);
-	free(tn);
-	d->tagnames = NULL;
-}
-
-/* FNV-1a of a name, at most KVPOOL_NAME_LEN bytes. */
-static uint32_t name_hash(const char *s)
-{
-	uint32_t h = 2166136261U;
-	size_t i;
-
-	for (i = 0; i < KVPOOL_NAME_LEN && s[i]; i++) {
-		h ^= (uint8_t)s[i];
-		h *= 16777619U;
-	}
-	return h;
-}
-
-static struct tag_name *name_slot(struct tag_name *slot, uint32_t cap,
-				  const char *name)
-{
-	uint32_t i = name_hash(name) & (cap - 1);
-
-	while (slot[i].tag && strncmp(slot[i].name, name, KVPOOL_NAME_LEN))
-		i = (i + 1) & (cap - 1);
-	return &slot[i];
-}
-
-/* Double the table (lock held): 0 or -ENOMEM. */
-static int names_grow(struct kvd_tagnames *tn)
-{
-	uint32_t cap = tn->cap * 2, i;
-	struct tag_name *slot = calloc(cap, sizeof(*slot));
-
-	if (!slot)
-		return -ENOMEM;
-	for (i = 0; i < tn->cap; i++)
-		if (tn->slot[i].tag)
-			*name_slot(slot, cap, tn->slot[i].name) = tn->slot[i];
-	free(tn->slot);
-	tn->slot = slot;
-	tn->cap = cap;
-	return 0;
-}
-
-uint64_t kvd_scrub_tenant_tag(struct kvd *d, const char *name)
-{
-	struct kvd_tagnames *tn = d->tagnames;
-	struct tag_name *s;
-	uint64_t tag;
-
-	pthread_mutex_lock(&tn->lock);
-	s = name_slot(tn->slot, tn->cap, name);
-	if (s->tag) {
-		tag = s->tag;
-	} else if (tn->n < KVD_SCRUB_NAMES &&
-		   ((tn->n + 1) * 2 <= tn->cap || !names_grow(tn))) {
-		s = name_slot(tn->slot, tn->cap, name);
-		memcpy(s->name, name, strnlen(name, KVPOOL_NAME_LEN));
-		s->tag = tag = tn->next++;
-		tn->n++;
-	} else {
-		/* no room for the name: a tag nobody else has */
-		tag = tn->next++;
-	}
-	pthread_mutex_unlock(&tn->lock);
-	return tag;
 }

@@ -46,17 +46,6 @@ struct kvd_io;
 int kvd_scrub_pool_init(struct kvd_pool *p);
 void kvd_scrub_pool_fini(struct kvd_pool *p);
 
-/* The daemon's table of tenant names (kvd_scrub_tenant_tag). */
-int kvd_scrub_init(struct kvd *d);
-void kvd_scrub_fini(struct kvd *d);
-/*
- * The tag of tenant @name: the same for every call with that name in
- * this daemon.  Past KVD_SCRUB_NAMES names, every call gets a tag of its
- * own (its blocks are zeroed for everyone else, even its own tenant).
- */
-uint64_t kvd_scrub_tenant_tag(struct kvd *d, const char *name);
-#define KVD_SCRUB_NAMES		65536
-
 /* Blocks that a caller may read without taking them (shared prefix
  * blocks): true to leave @block as it is. */
 typedef bool (*kvd_scrub_keep_fn)(void *arg, uint32_t block);

@@ -84,8 +84,11 @@ struct kvd_client {
 	uint32_t pins;			/* module ledger pins held by this op */
 	struct kvd_devbufs devbufs;	/* GPU tenant's buffers (devbuf.c) */
 	struct kvd_ctier *ct;		/* tiers and swaps (swap.c) */
-	char tenant[KVPOOL_NAME_LEN];	/* module: the lease's, at HELLO */
-	uint64_t scrub_tag;		/* its tenant's block tag (scrub.h) */
+	/* the tenant of the lease as last seen (kvd_client_tenant_id) */
+	char tenant[KVPOOL_NAME_LEN];
+	uint64_t tenant_serial;
+	uint32_t tenant_gen;		/* +1 at each change of tenant */
+	bool tenant_checked;		/* module: by a pin of this op */
 	struct kvd_prefix_conn *pfx;	/* cached blocks it references */
 	int fds[MAX_FDS];
 	int nfds;
@@ -148,9 +151,14 @@ static int region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
 	return 0;
 }
 
+static void tenant_seen(struct kvd_client *c, uint64_t serial,
+			const char *name);
+
 static int check_blocks(struct kvd_client *c, const uint32_t *b, uint32_t n)
 {
 	struct kvd *d = c->d;
+	char name[KVPOOL_NAME_LEN];
+	uint64_t serial = 0;
 	uint32_t i;
 
 	for (i = 0; i < n; i++)
@@ -159,12 +167,20 @@ static int check_blocks(struct kvd_client *c, const uint32_t *b, uint32_t n)
 	/*
 	 * With the module the check also pins the lease until the op is
 	 * done (unpin_blocks), so the client cannot release a block and have
-	 * it granted to someone else while we still use it.
+	 * it granted to someone else while we still use it, nor attach its
+	 * file to another tenant (it holds a block).  The check says which
+	 * tenant the lease is charged to: the op acts for that one.
 	 */
-	if (kvd_lease_check(d->top, c->lease_id, b, n, true))
+	if (kvd_lease_check_serial(d->top, c->lease_id, b, n, true, &serial))
 		return -EPERM;
 	if (d->mode != KVP_MODE_INPROC)
 		c->pins++;
+	if (serial != c->tenant_serial) {
+		if (kvd_lease_tenant(d->top, c->lease_id, &serial, name))
+			return -EPERM;
+		tenant_seen(c, serial, name);
+	}
+	c->tenant_checked = d->mode != KVP_MODE_INPROC;
 	return 0;
 }
 
@@ -172,6 +188,7 @@ static void unpin_blocks(struct kvd_client *c)
 {
 	for (; c->pins; c->pins--)
 		kvd_lease_unpin(c->d->top, c->lease_id);
+	c->tenant_checked = false;
 }
 
 /*
@@ -182,7 +199,7 @@ static void unpin_blocks(struct kvd_client *c)
 static int check_blocks_ro(struct kvd_client *c, const uint32_t *b,
 			   uint32_t n)
 {
-	uint32_t *own, k = 0, i;
+	uint32_t *own, k = 0, i, gen;
 	int r;
 
 	if (!c->pfx)
@@ -193,8 +210,14 @@ static int check_blocks_ro(struct kvd_client *c, const uint32_t *b,
 	for (i = 0; i < n; i++)
 		if (!kvd_prefix_referenced(c->pfx, b[i]))
 			own[k++] = b[i];
-	r = k ? check_blocks(c, own, k) : 0;
+	/* Which tenant the lease belongs to now (the references are its). */
+	gen = c->tenant_gen;
+	r = k ? check_blocks(c, own, k) : kvd_client_tenant_id(c, NULL, NULL);
 	free(own);
+	/* A new tenant: the old one's references went, and with them the
+	 * right to read those blocks. */
+	if (!r && k < n && gen != c->tenant_gen)
+		r = -EPERM;
 	return r;
 }
 
@@ -230,7 +253,7 @@ static int check_mapped(struct kvd_client *c, const uint32_t *b, uint32_t n)
 	for (i = 0; i < n; i++)
 		if (b[i] >= c->d->top->mapped)
 			return -EPERM;
-	return kvd_scrub_claim(c->d->top, NULL, c->scrub_tag, b, n,
+	return kvd_scrub_claim(c->d->top, NULL, c->tenant_serial, b, n,
 			       c->pfx ? keep_referenced : NULL, c->pfx);
 }
 
@@ -290,21 +313,17 @@ static bool name_ok(const char *name)
 
 /*
  * The tag that the pools' blocks carry for this connection's tenant
- * (scrub.h): the one place that maps a tenant to its tag.  Set when the
- * tenant is (HELLO, ATTACH); a block a connection uses is zeroed first
- * unless its tag is this one.
+ * (scrub.h): the tenant's serial in the top pool's ledger, never reused,
+ * so that a tenant deleted and created again under the same name does
+ * not read what the old one left.  A block a connection uses is zeroed
+ * first unless its tag is this one.
  */
-static void set_scrub_tag(struct kvd_client *c)
-{
-	char name[KVPOOL_NAME_LEN];
-
-	kvd_client_tenant(c, name);
-	c->scrub_tag = kvd_scrub_tenant_tag(c->d, name);
-}
-
 uint64_t kvd_client_scrub_tag(struct kvd_client *c)
 {
-	return c->scrub_tag;
+	uint64_t serial = c->tenant_serial;
+
+	kvd_client_tenant_id(c, &serial, NULL);
+	return serial;
 }
 
 /* ---- ops ------------------------------------------------------------- */
@@ -338,6 +357,10 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 			r = -EINVAL;
 			goto out;
 		}
+		/* Only /dev/kvpool says truly whose lease a file is. */
+		r = kvd_ledger_fd_check(d->top, lfd);
+		if (r)
+			goto out;
 		memset(&st, 0, sizeof(st));
 		if (ioctl(lfd, KVPOOL_IOC_STATUS, &st)) {
 			r = -errno == -ENOTTY ? -EBADF : -errno;
@@ -355,6 +378,7 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 		c->lease_id = st.lease_id;
 		memcpy(c->tenant, st.tenant, sizeof(c->tenant));
 		c->tenant[sizeof(c->tenant) - 1] = 0;
+		c->tenant_serial = st.tenant_serial;
 		memcpy(tenant, c->tenant, sizeof(tenant));
 	} else {
 		struct kvpool_cred cred = {
@@ -377,14 +401,17 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 		if (r)
 			goto out;
 		c->lease_id = c->lease->id;
-		memcpy(tenant, c->lease->tenant->name, sizeof(tenant));
+		r = kvd_lease_tenant(d->top, c->lease_id, &c->tenant_serial,
+				     c->tenant);
+		if (r)
+			goto out_lease;
+		memcpy(tenant, c->tenant, sizeof(tenant));
 	}
 	c->ct = kvd_ctier_new(d, c->lease_id, c->lease, tenant);
 	if (!c->ct) {
 		r = -ENOMEM;
 		goto out_lease;
 	}
-	set_scrub_tag(c);
 
 	if (rfd >= 0) {
 		struct stat sb;
@@ -1259,10 +1286,8 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		memcpy(pool, a->pool, sizeof(pool));
 		memcpy(tenant, a->tenant, sizeof(tenant));
 		r = kvd_ip_attach(d->top, c->lease, pool, tenant, &cred);
-		if (!r && c->ct)
-			kvd_ctier_set_tenant(c->ct, c->lease->tenant->name);
 		if (!r)
-			set_scrub_tag(c);
+			r = kvd_client_tenant_id(c, NULL, NULL);
 		ar->lease_id = c->lease_id;
 		*rlen = sizeof(*ar);
 		return r;
@@ -1611,17 +1636,62 @@ struct kvd *kvd_client_daemon(struct kvd_client *c)
 	return c->d;
 }
 
+/*
+ * The lease is charged to tenant @serial (@name) now: if that is not the
+ * one the connection last acted for, the references it took to cached
+ * blocks go (they were the other tenant's to give), and from here on the
+ * connection acts for the new one.  The connection's thread only.
+ */
+static void tenant_seen(struct kvd_client *c, uint64_t serial,
+			const char *name)
+{
+	if (serial == c->tenant_serial)
+		return;
+	kvd_log(KVD_INFO, "lease %llu: charged to tenant %.*s now (was %s)",
+		(unsigned long long)c->lease_id, KVPOOL_NAME_LEN - 1, name,
+		c->tenant);
+	if (c->pfx)
+		kvd_prefix_conn_unref_all(c->d, c->pfx);
+	memcpy(c->tenant, name, KVPOOL_NAME_LEN);
+	c->tenant[KVPOOL_NAME_LEN - 1] = 0;
+	c->tenant_serial = serial;
+	c->tenant_gen++;
+	if (c->ct)
+		kvd_ctier_set_tenant(c->ct, c->tenant);
+}
+
+int kvd_client_tenant_id(struct kvd_client *c, uint64_t *serial,
+			 char name[KVPOOL_NAME_LEN])
+{
+	char now[KVPOOL_NAME_LEN];
+	uint64_t s;
+	int r = 0;
+
+	if (!c->lease_id)
+		return -ENOTCONN;
+	/* A pin of this op vouched for it, and holds it until the unpin. */
+	if (c->lease) {
+		/* in process: the lease is at hand */
+		pthread_mutex_lock(&c->d->top->lock);
+		s = c->lease->tenant->serial;
+		memcpy(now, c->lease->tenant->name, KVPOOL_NAME_LEN);
+		pthread_mutex_unlock(&c->d->top->lock);
+		tenant_seen(c, s, now);
+	} else if (!c->tenant_checked) {
+		r = kvd_lease_tenant(c->d->top, c->lease_id, &s, now);
+		if (!r)
+			tenant_seen(c, s, now);
+	}
+	if (serial)
+		*serial = c->tenant_serial;
+	if (name)
+		memcpy(name, c->tenant, KVPOOL_NAME_LEN);
+	return r;
+}
+
 void kvd_client_tenant(struct kvd_client *c, char name[KVPOOL_NAME_LEN])
 {
-	struct kvd *d = c->d;
-
-	if (d->mode != KVP_MODE_INPROC || !c->lease) {
-		memcpy(name, c->tenant, KVPOOL_NAME_LEN);
-		return;
-	}
-	pthread_mutex_lock(&d->top->lock);
-	memcpy(name, c->lease->tenant->name, KVPOOL_NAME_LEN);
-	pthread_mutex_unlock(&d->top->lock);
+	kvd_client_tenant_id(c, NULL, name);
 }
 
 struct kvd_prefix_conn **kvd_client_prefix(struct kvd_client *c)

@@ -563,6 +563,10 @@ static int op_tier_attach(struct kvd_client *c, struct kvd_ctier *ct,
 			r = -EBADF;
 			goto out;
 		}
+		/* like HELLO: only /dev/kvpool's word is taken */
+		r = kvd_ledger_fd_check(p, fd);
+		if (r)
+			goto out;
 		memset(&st, 0, sizeof(st));
 		if (ioctl(fd, KVPOOL_IOC_STATUS, &st)) {
 			r = errno == ENOTTY ? -EBADF : -errno;

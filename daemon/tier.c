@@ -271,9 +271,6 @@ int kvd_pools_init(struct kvd *d)
 	unsigned int k;
 	int i, r;
 
-	r = d->tagnames ? 0 : kvd_scrub_init(d);
-	if (r)
-		return r;
 	pool_struct_init(d, top, 0);
 	r = kvd_backing_init(top);
 	if (r)
@@ -324,5 +321,4 @@ void kvd_pools_fini(struct kvd *d)
 		kvd_scrub_pool_fini(p);
 		kvd_backing_fini(p);
 	}
-	kvd_scrub_fini(d);
 }

@@ -543,17 +543,22 @@ struct kvp_client_rec {
  * LRU, given back first under pressure).  A connection references a
  * cached block from MATCH (or PUBLISH) until UNREF or until it closes; it
  * may read referenced blocks (READ_KV, ATTN, COPY's source) but never
- * write them (-EROFS).  Blocks of another tenant (a shared namespace) stay
- * charged to it: a tenant lends at most kvpoold's --prefix-lend-percent
- * of its max to the others; past that MATCH stops and PUBLISH keeps the
- * caller's own copy (result[i] is the caller's block).  Errors besides the
- * general ones:
+ * write them (-EROFS).  The cache is that of the tenant the lease is
+ * charged to at each op: after the client's file is attached to another
+ * tenant, MATCH, PUBLISH and EVICT act for the new one and the references
+ * taken for the old one are dropped.  Blocks of another tenant (a shared
+ * namespace) stay charged to it: a tenant lends at most kvpoold's
+ * --prefix-lend-percent of its max to the others; past that MATCH stops
+ * and PUBLISH keeps the caller's own copy (result[i] is the caller's
+ * block).  Errors besides the general ones:
  *   -ENOKEY	the layout was declared without a model identity
  *		(KVP_OP_LAYOUT instead of KVP_OP_LAYOUT_MODEL);
  *   -EPERM	PUBLISH names a block the caller neither holds nor references;
- *   -EXDEV	PUBLISH: the lease was moved to another tenant since HELLO;
- *		MATCH or PUBLISH while the connection holds references
+ *   -EXDEV	MATCH or PUBLISH while the connection holds references
  *		taken for another tenant (UNREF them first);
+ *   -EBUSY	PUBLISH while the caller's lease is pinned (a swap job of the
+ *		caller, or with the module another connection's call on the
+ *		same lease): a block in use never changes hands; retry after;
  *   -EAGAIN	PUBLISH: a block was released and granted again while it
  *		was being published (with another tenant's bytes between):
  *		nothing is cached, try again;

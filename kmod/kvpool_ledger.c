@@ -533,6 +533,11 @@ int kvpool_lease_check(struct kvpool_pool *pool, u64 lease_id,
 	return 0;
 }
 
+struct kvpool_lease *kvpool_lease_find(struct kvpool_pool *pool, u64 lease_id)
+{
+	return lease_by_id(pool, lease_id, false);
+}
+
 int kvpool_lease_pin(struct kvpool_pool *pool, u64 lease_id,
 		     const u32 *blocks, u32 count, u32 *bad_index)
 {
@@ -577,6 +582,14 @@ int kvpool_lease_move(struct kvpool_pool *pool, u64 from_id, u64 to_id,
 		return -ENOENT;
 	if (from->tenant != to->tenant)
 		return -EXDEV;
+	/*
+	 * An operation of the owner uses the source's blocks (a data-plane
+	 * call, a swap job): they must not change hands under it, or a
+	 * release by the destination could hand them to another tenant
+	 * while the operation still reads or writes them.
+	 */
+	if (from->pins)
+		return -EBUSY;
 	/* Validate everything first; mark to catch repeated indices. */
 	me = from->slot + 1;
 	for (i = 0; i < count; i++) {
@@ -692,6 +705,8 @@ static int tenant_new(struct kvpool_pool *pool, const char *name, u32 max,
 	t->allow_uid = allow_uid;
 	t->allow_gid = allow_gid;
 	t->automatic = automatic;
+	/* Taken even if tenant_added refuses: a serial is never reused. */
+	t->serial = ++pool->tenant_serial;
 	INIT_LIST_HEAD(&t->leases);
 	list_add_tail(&t->node, &pool->tenants);
 	pool->ntenants++;
@@ -1279,6 +1294,7 @@ static int lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
 		blocks);
 	pool->used += count;
 	lease->held += count;
+	w->target_before = lease->reclaim_target;
 	w->peak_before = t->peak;
 	tenant_charge(t, count);
 	w->peak_after = t->peak;
@@ -1335,12 +1351,23 @@ int kvpool_lease_grant_cancel(struct kvpool_lease *lease, const u32 *blocks,
 			      u32 n, const struct kvpool_wait *w)
 {
 	struct kvpool_tenant *t = lease->tenant;
+	u32 target;
 
 	if (!blocks_pending(lease, blocks, n,
 			    (lease->slot + 1) | OWNER_PENDING))
 		return -EINVAL;
 	/* No pin matters: the owner could never check or use these blocks. */
+	target = lease->reclaim_target;
 	blocks_free(lease, blocks, n, false);
+	/*
+	 * The reclaim target as before the call.  A target posted while the
+	 * blocks were pending (a max lowered meanwhile) counted them: their
+	 * return counts against what it added, as a release would.  Never
+	 * above what the lease still holds.
+	 */
+	if (target > w->target_before)
+		target -= min(n, target - w->target_before);
+	set_reclaim(lease, min(target, lease->held));
 	/* The peak this grant set, unless a later grant went higher. */
 	if (t->peak == w->peak_after)
 		t->peak = max(w->peak_before, t->cur);
@@ -1368,6 +1395,7 @@ void kvpool_status_fill(struct kvpool_pool *pool, struct kvpool_lease *lease,
 		struct kvpool_tenant *t = lease->tenant;
 
 		strscpy(st->tenant, t->name, sizeof(st->tenant));
+		st->tenant_serial = t->serial;
 		st->lease_id = lease->id;
 		st->held = lease->held;
 		st->reclaim_target = lease->reclaim_target;
@@ -1435,6 +1463,8 @@ int kvpool_pool_check(struct kvpool_pool *pool, const char **why)
 		for (b = 0; b < pool->backed; b++)
 			held += OWNER_SLOT(pool->owner_of[b]) == l->slot + 1;
 		CHECK(held == l->held, "lease held count wrong");
+		CHECK(l->reclaim_target <= l->held,
+		      "reclaim target above what the lease holds");
 		sum_held += l->held;
 	}
 	CHECK(nleases == pool->nleases, "lease count wrong");

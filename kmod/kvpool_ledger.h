@@ -81,6 +81,12 @@ struct kvpool_ledger_ops {
 struct kvpool_tenant {
 	struct kvpool_pool *pool;
 	char name[KVPOOL_NAME_LEN];
+	/*
+	 * 1, 2, 3... in the order tenants are created, never reused in the
+	 * pool's life: a tenant deleted and created again under its name is
+	 * another tenant (a lease's tenant is known by it, not by name).
+	 */
+	u64 serial;
 	u32 max;		/* KVPOOL_UNLIMITED for none */
 	u32 min;
 	u32 cur;		/* blocks.current ("current" is a kernel macro) */
@@ -135,6 +141,7 @@ struct kvpool_wait {
 	u64 grow_fail_seq;	/* pool->grow_fail_seq when the wait began */
 	u32 peak_before;	/* the tenant's peak before the grant ... */
 	u32 peak_after;		/* ... and after it (for a cancel) */
+	u32 target_before;	/* the lease's reclaim target at the grant */
 };
 
 struct kvpool_pool_params {
@@ -161,6 +168,7 @@ struct kvpool_pool {
 	u64 grow_fail_seq;	/* +1 at each KVPOOL_GROW_FAILED */
 	u32 grow_asked;		/* largest backed target asked of the owner */
 	u64 next_lease_id;
+	u64 tenant_serial;	/* the last kvpool_tenant.serial handed out */
 	u64 reclaim_gen;
 	void *owner;		/* host cookie of the owner, NULL if orphaned */
 
@@ -207,14 +215,16 @@ int kvpool_snapshot(struct kvpool_pool *pool,
 		    struct kvpool_snapshot *out);
 int kvpool_lease_check(struct kvpool_pool *pool, u64 lease_id,
 		       const u32 *blocks, u32 count, u32 *bad_index);
+/* The open (not closing) lease @lease_id, or NULL. */
+struct kvpool_lease *kvpool_lease_find(struct kvpool_pool *pool, u64 lease_id);
 /*
  * Pinning, for the owner's data plane: kvpool_lease_pin() checks like
  * kvpool_lease_check() and, on success, pins the lease until the matching
  * kvpool_lease_unpin().  While a lease is pinned its blocks cannot change
- * hands: releases fail with -EBUSY (the host waits for waiters_wake and
- * retries), and a close keeps the blocks until the last unpin (or until the
- * owner goes away), so a block the owner is writing is never granted to
- * someone else meanwhile.
+ * hands: releases and moves out of it fail with -EBUSY (the host waits for
+ * waiters_wake and retries), and a close keeps the blocks until the last
+ * unpin (or until the owner goes away), so a block the owner is writing is
+ * never granted to someone else meanwhile.
  */
 int kvpool_lease_pin(struct kvpool_pool *pool, u64 lease_id,
 		     const u32 *blocks, u32 count, u32 *bad_index);
@@ -225,9 +235,11 @@ int kvpool_lease_unpin(struct kvpool_pool *pool, u64 lease_id);
  * between.  All or nothing: -EPERM (*bad_index set) if @from_id does not
  * hold a block, -EINVAL for a repeated index (*bad_index set), count 0 or
  * too large, or @from_id == @to_id; -ENOENT if a lease does not exist or
- * is closing; -EXDEV if the tenants differ.  A pinned source is allowed
- * (the blocks stay leased).  The source's reclaim target is capped at
- * what it still holds.  Returns @count.
+ * is closing; -EXDEV if the tenants differ; -EBUSY while @from_id is
+ * pinned (like a release: a block an operation uses never changes hands;
+ * the host retries after waiters_wake, or gives up).  A pinned destination
+ * is allowed (it only gains blocks).  The source's reclaim target is
+ * capped at what it still holds.  Returns @count.
  */
 int kvpool_lease_move(struct kvpool_pool *pool, u64 from_id, u64 to_id,
 		      const u32 *blocks, u32 count, u32 *bad_index);
@@ -292,9 +304,12 @@ void kvpool_lease_wait_end(struct kvpool_lease *lease, struct kvpool_wait *w,
  * kvpool_lease_grant_commit() makes them ordinary blocks of the lease;
  * kvpool_lease_grant_cancel() returns them and leaves held, current, used,
  * the reclaim target and (unless a later grant raised it) the peak as they
- * were, whatever pins the lease has.  Both take the blocks[] and wait
- * context of the grant (-EINVAL if a block is not a pending grant of
- * @lease).  A close frees pending blocks too; the host must not commit or
+ * were, whatever pins the lease has.  (A reclaim target posted while the
+ * blocks were pending, by a max lowered meanwhile, counted them: the
+ * cancel counts them as given back against what that post added; the
+ * target never ends above what the lease holds.)  Both take the blocks[]
+ * and wait context of the grant (-EINVAL if a block is not a pending grant
+ * of @lease).  A close frees pending blocks too; the host must not commit or
  * cancel after it (the module cannot: an ioctl holds the file).
  */
 int kvpool_lease_grant_pending(struct kvpool_lease *lease, u32 count,

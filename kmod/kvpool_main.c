@@ -494,6 +494,9 @@ static long kvpool_ioc_lease_check(struct kvpool_ioc_ctx *c, void *data)
 	else
 		ret = kvpool_lease_check(dp->core, a->lease_id, blocks,
 					 a->count, &bad);
+	/* The tenant the check vouched for, under the same lock. */
+	a->tenant_serial = ret ? 0 :
+		kvpool_lease_find(dp->core, a->lease_id)->tenant->serial;
 	kvpool_pool_unlock(dp);
 	kvfree(blocks);
 	a->bad_index = ret == -EPERM ? bad : 0;
@@ -771,13 +774,19 @@ static long kvpool_ioc_status(struct kvpool_ioc_ctx *c, void *data)
 {
 	struct kvpool_status *a = data;
 	struct kvpool_file *f = c->f;
+	struct kvpool_lease *lease = NULL;
 	struct kvpool_dpool *dp;
+	u64 lease_id = a->lease_id;
+	bool by_id = a->flags & KVPOOL_STATUS_LEASE;
 	int role;
 
-	if (a->flags || a->pad || !kvpool_zero(a->reserved, sizeof(a->reserved)))
+	if ((a->flags & ~KVPOOL_STATUS_FLAGS) || a->pad ||
+	    !kvpool_zero(a->reserved, sizeof(a->reserved)))
 		return -EINVAL;
 
 	role = kvpool_role(f);
+	if (by_id && role != KVPOOL_ROLE_OWNER)
+		return -EPERM;
 	if (role == KVPOOL_ROLE_NONE) {
 		mutex_lock(&kvpool_global_lock);
 		dp = kvpool_find_pool("");
@@ -789,12 +798,17 @@ static long kvpool_ioc_status(struct kvpool_ioc_ctx *c, void *data)
 	}
 	memset(a, 0, sizeof(*a));
 	kvpool_pool_lock(dp);
-	kvpool_status_fill(dp->core, role == KVPOOL_ROLE_CLIENT ? f->lease : NULL,
-			   a);
+	if (role == KVPOOL_ROLE_CLIENT) {
+		lease = f->lease;
+	} else if (by_id) {
+		lease = kvpool_lease_find(dp->core, lease_id);
+		if (!lease) {
+			kvpool_pool_unlock(dp);
+			return -ENOENT;
+		}
+	}
+	kvpool_status_fill(dp->core, lease, a);
 	kvpool_pool_unlock(dp);
-	a->flags = 0;
-	a->pad = 0;
-	memset(a->reserved, 0, sizeof(a->reserved));
 	return 0;
 }
 

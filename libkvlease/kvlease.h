@@ -465,7 +465,8 @@ int kvl_seq_tokens(const struct kvl_seq *seq, const uint32_t **tokens,
  * to compute.  -ENOKEY: the layout has no model identity. */
 int kvl_seq_match(struct kvl_seq *seq, const uint32_t *tokens, uint32_t ntok);
 /* Offer the sequence's full blocks (with known token ids) to the cache;
- * returns the blocks it added (0: all were cached already). */
+ * returns the blocks it added (0: all were cached already).  -EBUSY: a
+ * swap of this context is still copying (kvl_swap_wait, then again). */
 int kvl_seq_publish(struct kvl_seq *seq);
 /* Give back up to count unreferenced cached blocks of this tenant, least
  * recently used first (room under the tenant's max); returns how many. */

@@ -13,12 +13,16 @@
 #   $(B)/tests/e2e/e2e-scrub    freed blocks read as zeros for another
 #                               tenant, in every tier
 #   $(B)/tests/e2e/e2e-gate     every op kind looped against a due unmap
+#   $(B)/tests/e2e/e2e-iso      one tenant's attacks on another (swap jobs
+#                               and publish, a lease moved to another
+#                               tenant, descriptors that are not
+#                               /dev/kvpool)
 
 E2E_OUT := $(B)/tests/e2e
 E2E_CFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease -Ikernels
 E2E_PROGS := $(E2E_OUT)/e2e-tenant $(E2E_OUT)/e2e-util $(E2E_OUT)/e2e-tiers \
 	     $(E2E_OUT)/e2e-prefix $(E2E_OUT)/e2e-edits $(E2E_OUT)/e2e-devbuf \
-	     $(E2E_OUT)/e2e-scrub $(E2E_OUT)/e2e-gate
+	     $(E2E_OUT)/e2e-scrub $(E2E_OUT)/e2e-gate $(E2E_OUT)/e2e-iso
 
 # Linked with the static libkvlease so that the VM can run them from /bin
 # (the example program and kvpool-bench use the shared one).
@@ -33,6 +37,7 @@ $(E2E_OUT)/%: tests/e2e/%.c libkvlease/kvlease.h include/kvpool_proto.h \
 # API.
 $(E2E_OUT)/e2e-prefix: E2E_XLIBS := $(KVL_EXTRA_LIBS)
 $(E2E_OUT)/e2e-tiers: E2E_XLIBS := $(KVL_EXTRA_LIBS)
+$(E2E_OUT)/e2e-iso: E2E_XLIBS := $(KVL_EXTRA_LIBS)
 
 ALL += $(E2E_PROGS)
 
@@ -51,11 +56,16 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-attn-bounds test-owner-progress test-config-reload \
 	     test-tiers-config test-metrics-http test-scrub test-scrub-cuda-fake \
 	     test-owner-gate test-owner-gate-devbuf test-prefix-many \
-	     test-prefix-delete test-prefix-lend
+	     test-prefix-delete test-prefix-lend test-iso-swap-publish \
+	     test-iso-retenant
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
 
 # The same end-to-end run inside the VM, ledger in /dev/kvpool.
 VM_EXTRA_PROGS += $(B)/bin/kvpoold $(E2E_PROGS)
+# CUSE for e2e-iso fakefd in the VM (tests/vm/guest.d/iso-module.sh): a
+# character device that answers the ledger's ioctl but is not it.
+VM_EXTRA_PROGS += $(wildcard $(addprefix \
+	/lib/modules/$(KVPOOL_KVER)/kernel/fs/fuse/,fuse.ko cuse.ko))
 
 .PHONY: e2e-check
 e2e-check: $(B)/bin/kvpoold $(E2E_PROGS) $(B)/bin/kvlease-example

@@ -22,14 +22,16 @@
  * the ledger's back must be reported, then it is put back.
  * After every operation it checks:
  *  - kvpool_pool_check(): rule 1 sums (tenants' current == used == sum of
- *    leases), every leased block below backed, peak >= current, the
- *    bitmap, slots and unmet-min bookkeeping;
+ *    leases), every leased block below backed, peak >= current, every
+ *    reclaim target at most what its lease holds, the bitmap, slots and
+ *    unmet-min bookkeeping;
  *  - one lease per block, from SNAPSHOT: no block listed twice, each
  *    listed lease exists, blocks in increasing order;
  *  - at each grant: the tenant stays within max, the grant fits in
  *    free - (other tenants' unmet min) as it was just before, and the
  *    blocks are the lowest free ones, all below backed;
- *  - a refused release or a cancelled grant changes nothing.
+ *  - a refused release or a cancelled grant changes nothing;
+ *  - no move takes blocks out of a pinned lease (-EBUSY, nothing moved).
  * Any violation aborts (a crash for libFuzzer).
  */
 #include <stdint.h>
@@ -386,7 +388,7 @@ static void op_move(struct fz *f, struct in *in)
 	static u32 b[8];
 	unsigned int shape = rd8(in);
 	struct kvpool_lease *from = f->l[rd8(in) % MAXL], *to;
-	u32 n = 1 + shape % 8, i, bad = 0, hf, ht, cur, tgt;
+	u32 n = 1 + shape % 8, i, bad = 0, hf, ht, cur, tgt, pins;
 	int r;
 
 	to = f->l[rd8(in) % MAXL];
@@ -404,13 +406,17 @@ static void op_move(struct fz *f, struct in *in)
 	ht = to->held;
 	cur = from->tenant->cur;
 	tgt = from->reclaim_target;
+	pins = from->pins;
 	r = kvpool_lease_move(f->pool, from->id, to->id, b, n, &bad);
 	if (r < 0) {
 		ASSERT(from->held == hf && to->held == ht &&
 		       from->reclaim_target == tgt, "refused move changed held");
 		ASSERT(r != -EXDEV || from->tenant != to->tenant, "move -EXDEV");
+		ASSERT(r != -EBUSY || pins, "move -EBUSY without a pin");
 		return;
 	}
+	/* A block an operation uses never changes hands. */
+	ASSERT(!pins, "moved blocks out of a pinned lease");
 	ASSERT((u32)r == n && from != to && from->tenant == to->tenant &&
 	       from->held == hf - n && to->held == ht + n &&
 	       from->tenant->cur == cur && from->reclaim_target <= from->held,

@@ -854,8 +854,12 @@ static void pending_grant(void **state)
 	assert_int_equal(a->held, 4);
 	assert_int_equal(grant(a, 1, 0, x), 1);
 
-	/* Cancel, while the owner pins the lease: exactly as before. */
-	a->reclaim_target = 3;	/* as if posted */
+	/*
+	 * Cancel, while the owner pins the lease: exactly as before.  (A
+	 * target posted while the blocks are pending counted them: their
+	 * return counts against it.)
+	 */
+	a->reclaim_target = 3;	/* as if posted now; 0 at the grant */
 	assert_int_equal(kvpool_lease_pin(f->pool, a->id, x, 1, &bad), 0);
 	dup[0] = dup[1] = p[0];
 	assert_int_equal(kvpool_lease_grant_cancel(a, dup, 2, &w), -EINVAL);
@@ -864,7 +868,7 @@ static void pending_grant(void **state)
 	assert_int_equal(a->held, 1);
 	assert_int_equal(t->cur, 1);
 	assert_int_equal(f->pool->used, 1);
-	assert_int_equal(a->reclaim_target, 3);
+	assert_int_equal(a->reclaim_target, 0);
 	assert_int_equal(t->peak, 1);	/* 5 counted blocks never handed over */
 	assert_int_equal(kvpool_lease_grant_cancel(a, p, 4, &w), -EINVAL);
 	assert_int_equal(kvpool_lease_grant_commit(a, p, 4), -EINVAL);
@@ -888,6 +892,78 @@ static void pending_grant(void **state)
 	assert_int_equal(f->pool->used, 0);
 	assert_int_equal(t->cur, 0);
 	check(f);
+}
+
+/*
+ * A cancelled pending grant leaves the reclaim target as it was before the
+ * call, and never above what the lease holds, whatever the owner moved in
+ * and out and the max did meanwhile.
+ */
+static void cancel_reclaim_target(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_lease *l = open_lease(f, &f->root);
+	struct kvpool_lease *c = open_lease(f, &f->root);
+	struct kvpool_wait w = { 0 }, w2 = { 0 };
+	struct kvpool_tenant *t;
+	u32 own[3], cb[6], p[64], bad = 0, wakes;
+
+	assert_int_equal(kvpool_tenant_create(f->pool, "app", KVPOOL_UNLIMITED,
+					      0, KVPOOL_ID_NONE, KVPOOL_ID_NONE,
+					      &t), 0);
+	assert_int_equal(kvpool_lease_attach(l, "app", &f->root), 0);
+	assert_int_equal(kvpool_lease_attach(c, "app", &f->root), 0);
+	assert_int_equal(grant(l, 3, 0, own), 3);
+	assert_int_equal(grant(c, 6, 0, cb), 6);
+	assert_int_equal(kvpool_lease_grant_pending(l, 8, 0, p, &w), 8);
+	/* The owner moves 4 blocks in, the max drops, they move out again. */
+	assert_int_equal(kvpool_lease_move(f->pool, c->id, l->id, cb, 4, &bad), 4);
+	assert_int_equal(kvpool_tenant_set_max(t, 2), 0);
+	assert_int_equal(l->held, 15);
+	assert_int_equal(l->reclaim_target, 15);	/* all of the excess */
+	assert_int_equal(kvpool_lease_move(f->pool, l->id, c->id, cb, 4, &bad), 4);
+	assert_int_equal(l->reclaim_target, 11);	/* capped at held */
+	check(f);
+	/* The copy-out faults: the 8 pending blocks go back. */
+	wakes = f->h.reclaim_wakes;
+	assert_int_equal(kvpool_lease_grant_cancel(l, p, 8, &w), 0);
+	assert_int_equal(l->held, 3);
+	assert_int_equal(t->cur, 9);
+	assert_int_equal(f->pool->used, 9);
+	assert_int_equal(t->peak, 9);
+	assert_int_equal(l->reclaim_target, 3);	/* 11 less the 8 returned */
+	assert_true(f->h.reclaim_wakes > wakes);
+	check(f);
+	/* Giving back what it holds clears the target (and POLLPRI). */
+	assert_int_equal(kvpool_lease_release(l, own, 3), 3);
+	assert_int_equal(l->reclaim_target, 0);
+	kvpool_lease_close(c);
+
+	/* A target posted before the grant (a waiter below its min) stays. */
+	assert_int_equal(kvpool_tenant_set_max(t, KVPOOL_UNLIMITED), 0);
+	assert_int_equal(kvpool_tenant_create(f->pool, "prot", KVPOOL_UNLIMITED,
+					      40, KVPOOL_ID_NONE, KVPOOL_ID_NONE,
+					      NULL), 0);
+	c = open_lease(f, &f->root);
+	assert_int_equal(kvpool_lease_attach(c, "prot", &f->root), 0);
+	assert_int_equal(grant(l, 3, 0, own), 3);
+	assert_int_equal(kvpool_lease_grant(c, 62, 0, p, &w2), -EAGAIN);
+	assert_int_equal(l->reclaim_target, 1);
+	memset(&w, 0, sizeof(w));
+	assert_int_equal(kvpool_lease_grant_pending(l, 4, 0, p, &w), 4);
+	assert_int_equal(kvpool_lease_grant_cancel(l, p, 4, &w), 0);
+	assert_int_equal(l->held, 3);
+	assert_int_equal(l->reclaim_target, 1);
+	/* ... and one withdrawn by a max written meanwhile stays withdrawn. */
+	memset(&w, 0, sizeof(w));
+	assert_int_equal(kvpool_lease_grant_pending(l, 4, 0, p, &w), 4);
+	assert_int_equal(kvpool_tenant_set_max(t, 30), 0);
+	assert_int_equal(l->reclaim_target, 0);
+	assert_int_equal(kvpool_lease_grant_cancel(l, p, 4, &w), 0);
+	assert_int_equal(l->reclaim_target, 0);
+	check(f);
+	kvpool_lease_close(l);
+	kvpool_lease_close(c);
 }
 
 /* min above a finite max is refused everywhere; set_limits is atomic. */
@@ -1078,6 +1154,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(snapshot_without_blocks, setup, teardown),
 		cmocka_unit_test_setup_teardown(pin_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(pending_grant, setup, teardown),
+		cmocka_unit_test_setup_teardown(cancel_reclaim_target, setup, teardown),
 		cmocka_unit_test_setup_teardown(limits_min_max, setup, teardown),
 		cmocka_unit_test_setup_teardown(reclaim_withdrawn_by_max, setup, teardown),
 		cmocka_unit_test_setup_teardown(closed_queue_bound, setup, teardown),

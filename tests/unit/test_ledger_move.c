@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * cmocka tests of the ledger core's primitives for a tenant's cached
- * blocks: kvpool_lease_move (rules and every error path), reclaim order
- * (FIRST leases asked first, NEVER leases never) and the SHORT owner
- * event.  Each call is otherwise valid; the invariant walk runs after
- * every test.
+ * blocks: kvpool_lease_move (rules and every error path, a pinned source
+ * refused), reclaim order (FIRST leases asked first, NEVER leases never)
+ * and the SHORT owner event.  Each call is otherwise valid; the invariant
+ * walk runs after every test.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -170,7 +170,67 @@ static void move_errors(void **state)
 	kvpool_lease_close(foreign);
 }
 
-static void move_pinned_and_closing(void **state)
+/*
+ * A pinned source gives nothing (a block an operation uses never changes
+ * hands): -EBUSY, nothing changed, the destination cannot release what it
+ * never got; after the last unpin the same move works.
+ */
+static void move_pinned_source_refused(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_lease *cl = lease_in(f, "app"), *cache = lease_in(f, "app");
+	u32 b[4], bad = 99, waits;
+
+	assert_int_equal(grant(cl, 4, 0, b), 4);
+	assert_int_equal(kvpool_tenant_set_max(f->app, 2), 0);	/* ask 2 */
+	assert_int_equal(cl->reclaim_target, 2);
+	assert_int_equal(kvpool_lease_pin(f->pool, cl->id, b, 1, &bad), 0);
+	assert_int_equal(kvpool_lease_pin(f->pool, cl->id, b + 1, 1, &bad), 0);
+	assert_int_equal(kvpool_lease_move(f->pool, cl->id, cache->id, b, 3,
+					   &bad), -EBUSY);
+	/* Even a block the pins did not name: the pin covers the lease. */
+	assert_int_equal(kvpool_lease_move(f->pool, cl->id, cache->id, b + 3,
+					   1, &bad), -EBUSY);
+	assert_int_equal(bad, 0);
+	assert_int_equal(cl->held, 4);
+	assert_int_equal(cache->held, 0);
+	assert_int_equal(cl->reclaim_target, 2);
+	assert_int_equal(f->app->cur, 4);
+	assert_int_equal(f->pool->used, 4);
+	assert_int_equal(f->pool->owner_of[b[0]], cl->slot + 1);
+	assert_int_equal(f->pool->owner_of[b[3]], cl->slot + 1);
+	check(f);
+	assert_int_equal(kvpool_lease_release(cache, b, 1), -EINVAL);
+	assert_int_equal(kvpool_lease_release(cl, b, 1), -EBUSY);
+	/* The checks the pin made still hold. */
+	assert_int_equal(kvpool_lease_check(f->pool, cl->id, b, 4, &bad), 0);
+	/* One unpin is not enough; the last one is. */
+	assert_int_equal(kvpool_lease_unpin(f->pool, cl->id), 0);
+	assert_int_equal(kvpool_lease_move(f->pool, cl->id, cache->id, b, 3,
+					   &bad), -EBUSY);
+	waits = f->h.waiter_wakes;
+	assert_int_equal(kvpool_lease_unpin(f->pool, cl->id), 0);
+	assert_true(f->h.waiter_wakes > waits);	/* a host may retry now */
+	assert_int_equal(kvpool_lease_move(f->pool, cl->id, cache->id, b, 3,
+					   &bad), 3);
+	assert_int_equal(cl->held, 1);
+	assert_int_equal(cache->held, 3);
+	assert_int_equal(cl->reclaim_target, 1);
+	check(f);
+	/* A pinned destination only gains blocks: allowed. */
+	assert_int_equal(kvpool_lease_pin(f->pool, cache->id, b, 1, &bad), 0);
+	assert_int_equal(kvpool_lease_move(f->pool, cl->id, cache->id, b + 3,
+					   1, &bad), 1);
+	assert_int_equal(kvpool_lease_move(f->pool, cache->id, cl->id, b + 3,
+					   1, &bad), -EBUSY);
+	assert_int_equal(kvpool_lease_unpin(f->pool, cache->id), 0);
+	assert_int_equal(cache->held, 4);
+	check(f);
+	kvpool_lease_close(cl);
+	kvpool_lease_close(cache);
+}
+
+static void move_closing(void **state)
 {
 	struct fix *f = *state;
 	struct kvpool_lease *cl = lease_in(f, "app"), *cache = lease_in(f, "app");
@@ -178,11 +238,10 @@ static void move_pinned_and_closing(void **state)
 	u32 b[2], bad;
 
 	assert_int_equal(grant(cl, 2, 0, b), 2);
-	/* A pinned source may give blocks: they stay leased. */
-	assert_int_equal(kvpool_lease_pin(f->pool, cl->id, b, 2, &bad), 0);
 	assert_int_equal(kvpool_lease_move(f->pool, cl->id, cache->id, b, 1,
 					   &bad), 1);
 	/* Closed while pinned: the lease is closing, no longer a party. */
+	assert_int_equal(kvpool_lease_pin(f->pool, cl->id, b + 1, 1, &bad), 0);
 	kvpool_lease_close(cl);
 	assert_int_equal(kvpool_lease_move(f->pool, cl_id, cache->id, b + 1, 1,
 					   &bad), -ENOENT);
@@ -349,7 +408,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(move_keeps_counters, setup, teardown),
 		cmocka_unit_test_setup_teardown(move_errors, setup, teardown),
-		cmocka_unit_test_setup_teardown(move_pinned_and_closing, setup, teardown),
+		cmocka_unit_test_setup_teardown(move_pinned_source_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(move_closing, setup, teardown),
 		cmocka_unit_test_setup_teardown(move_caps_reclaim_target, setup, teardown),
 		cmocka_unit_test_setup_teardown(reclaim_order_first_and_never, setup, teardown),
 		cmocka_unit_test_setup_teardown(reclaim_first_survives_reattach, setup, teardown),

@@ -89,7 +89,6 @@ static int setup(void **state)
 	memset(mem, 0, sizeof(mem));
 	zeroed_blocks = 0;
 	zero_result = 0;
-	assert_int_equal(kvd_scrub_init(&d), 0);
 	return kvd_scrub_pool_init(&p);
 }
 
@@ -97,7 +96,6 @@ static int teardown(void **state)
 {
 	(void)state;
 	kvd_scrub_pool_fini(&p);
-	kvd_scrub_fini(&d);
 	return 0;
 }
 
@@ -334,35 +332,6 @@ static void a_second_connection_waits_for_the_zeros(void **state)
 	assert_int_equal(zeroed_blocks, NB);	/* once */
 }
 
-static void tenant_names(void **state)
-{
-	uint64_t a, b, t, first = 0, prev = 0;
-	char name[KVPOOL_NAME_LEN];
-	uint32_t i;
-
-	(void)state;
-	a = kvd_scrub_tenant_tag(&d, "alpha");
-	b = kvd_scrub_tenant_tag(&d, "beta");
-	assert_true(a != b && a != KVD_TAG_ZERO && b != KVD_TAG_ZERO);
-	assert_true(a <= KVD_TAG_MAX && b <= KVD_TAG_MAX);
-	assert_int_equal(kvd_scrub_tenant_tag(&d, "alpha"), a);
-	assert_int_equal(kvd_scrub_tenant_tag(&d, "beta"), b);
-	/* a full table: later names get a tag of their own each time */
-	for (i = 2; i < KVD_SCRUB_NAMES; i++) {
-		snprintf(name, sizeof(name), "t%u", i);
-		t = kvd_scrub_tenant_tag(&d, name);
-		assert_true(t > b);
-		if (!first)
-			first = t;
-		prev = t;
-	}
-	assert_int_equal(kvd_scrub_tenant_tag(&d, "t2"), first);
-	assert_int_equal(kvd_scrub_tenant_tag(&d, "alpha"), a);
-	t = kvd_scrub_tenant_tag(&d, "late");
-	assert_true(t > prev);
-	assert_true(kvd_scrub_tenant_tag(&d, "late") > t);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -387,7 +356,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			a_second_connection_waits_for_the_zeros, setup,
 			teardown),
-		cmocka_unit_test_setup_teardown(tenant_names, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

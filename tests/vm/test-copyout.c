@@ -3,13 +3,17 @@
  * Failed copy-outs leave the ledger as it was.  LEASE hands its blocks
  * over only once both the block array and the struct were written; a fault
  * returns exactly this call's blocks, whatever the owner (pins) and other
- * threads of the same file (releases, leases) do meanwhile.  The other
+ * threads of the same file (releases, leases) do meanwhile; with the
+ * copy held open by userfaultfd, the reclaim target after the fault is as
+ * before the call (never above what the file holds).  The other
  * ioctls check that their struct can be written back before changing
  * anything.  Every case compares held (STATUS), used and blocks.current
  * (sysfs) before and after, and the kernel log must gain no WARNING.
  */
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <linux/userfaultfd.h>
 
 #include "kvt.h"
 
@@ -123,6 +127,143 @@ static void test_pinned(int owner)
 	CHECK_RET(kvt_release_all(fd), 1, "release all: only the one block");
 	munmap(ro, 4096);
 	close(fd);
+}
+
+/*
+ * The copy-out is held open (the block array is a page registered with
+ * userfaultfd, so LEASE sleeps in its copy with the blocks pending) while
+ * the owner moves blocks in and out of the lease and the tenant's max is
+ * lowered; then the copy faults.  The reclaim target must be as before the
+ * call, counting the pending blocks as given back, and never above what
+ * the file holds: giving back what it holds clears it and POLLPRI.
+ */
+struct held_lease {
+	int fd;
+	uint32_t *blocks;
+	int ret;
+};
+
+static void *held_lease_run(void *arg)
+{
+	struct held_lease *h = arg;
+
+	h->ret = kvt_lease(h->fd, 8, 0, 0, h->blocks);
+	return NULL;
+}
+
+static uint32_t target_of(int fd, uint32_t *held)
+{
+	struct kvpool_status st;
+
+	if (kvt_status(fd, &st))
+		return UINT32_MAX;
+	if (held)
+		*held = st.held;
+	return st.reclaim_target;
+}
+
+static int move(int owner, int from, int to, const uint32_t *b, uint32_t n)
+{
+	struct kvpool_status sf, stt;
+	struct kvpool_lease_move m;
+
+	if (kvt_status(from, &sf) || kvt_status(to, &stt))
+		return -EIO;
+	memset(&m, 0, sizeof(m));
+	m.blocks_ptr = (uintptr_t)b;
+	m.from_lease = sf.lease_id;
+	m.to_lease = stt.lease_id;
+	m.count = n;
+	return kvt_ioctl(owner, KVPOOL_IOC_LEASE_MOVE, &m);
+}
+
+static void test_cancel_target(int owner)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg;
+	struct uffdio_range wake;
+	struct uffd_msg msg;
+	struct held_lease h;
+	struct pollfd pf;
+	pthread_t th;
+	uint32_t own[3], cb[6], held = 0, t;
+	int cl, cache, uffd;
+	void *page;
+
+	kvt_tenant_new(POOL, "ct", KVPOOL_UNLIMITED, 0, KVPOOL_ID_NONE,
+		       KVPOOL_ID_NONE);
+	cl = kvt_open_or_die();
+	cache = kvt_open_or_die();
+	CHECK_RET(kvt_attach(cl, POOL, "ct"), 0, "client in ct");
+	CHECK_RET(kvt_attach(cache, POOL, "ct"), 0, "the owner's file in ct");
+	CHECK_RET(kvt_lease(cl, 3, 0, 0, own), 3, "client leases 3");
+	CHECK_RET(kvt_lease(cache, 6, 0, 0, cb), 6, "the other file leases 6");
+
+	uffd = (int)syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (!CHECK(uffd >= 0, "userfaultfd: %s", uffd < 0 ? strerror(errno) : "ok"))
+		return;
+	page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (page == MAP_FAILED)
+		kvt_die("mmap");
+	memset(&reg, 0, sizeof(reg));
+	reg.range.start = (uintptr_t)page;
+	reg.range.len = 4096;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	CHECK(!ioctl(uffd, UFFDIO_API, &api) &&
+	      !ioctl(uffd, UFFDIO_REGISTER, &reg), "register the block array");
+
+	h.fd = cl;
+	h.blocks = page;
+	h.ret = 1;
+	if (pthread_create(&th, NULL, held_lease_run, &h))
+		kvt_die("pthread_create");
+	pf.fd = uffd;
+	pf.events = POLLIN;
+	CHECK(poll(&pf, 1, 10000) == 1 && read(uffd, &msg, sizeof(msg)) ==
+	      sizeof(msg) && msg.event == UFFD_EVENT_PAGEFAULT,
+	      "LEASE sleeps in its copy-out");
+	t = target_of(cl, &held);
+	CHECK(held == 11 && t == 0, "8 blocks pending: held %u, target %u",
+	      held, t);
+
+	/* The owner moves 4 in, the max drops to 2, the 4 move out. */
+	CHECK_RET(move(owner, cache, cl, cb, 4), 0, "move 4 blocks in");
+	CHECK_RET(kvt_sysfs_set(POOL, "ct", "blocks.max", "2"), 0,
+		  "lower ct's max to 2");
+	t = target_of(cl, &held);
+	CHECK(held == 15 && t == 15, "held %u, target %u (15, 15)", held, t);
+	CHECK_RET(move(owner, cl, cache, cb, 4), 0, "move them out again");
+	t = target_of(cl, &held);
+	CHECK(held == 11 && t == 11, "held %u, target %u (11, 11)", held, t);
+
+	/* Now the copy faults: the array's page becomes read-only. */
+	CHECK(!mprotect(page, 4096, PROT_READ), "array read-only");
+	wake.start = (uintptr_t)page;
+	wake.len = 4096;
+	CHECK(!ioctl(uffd, UFFDIO_WAKE, &wake), "wake the copy");
+	pthread_join(th, NULL);
+	CHECK(h.ret == -EFAULT, "LEASE fails with EFAULT (%d)", h.ret);
+	t = target_of(cl, &held);
+	CHECK(held == 3, "held 3 as before the call (%u)", held);
+	CHECK(kvt_sysfs_num(POOL, "ct", "blocks.current") == 9,
+	      "ct's current 9 (the client's 3 and the other file's 6)");
+	CHECK(t <= held, "reclaim target %u not above what the file holds "
+	      "(%u)", t, held);
+	CHECK(t == 3, "target 3: the posted 11 less the 8 returned (%u)", t);
+	CHECK_RET(kvt_release(cl, own, 3), 3, "the client gives back its 3");
+	t = target_of(cl, &held);
+	pf.fd = cl;
+	pf.events = POLLPRI;
+	CHECK(t == 0 && held == 0, "target %u with held %u: none", t, held);
+	CHECK(poll(&pf, 1, 0) == 0, "POLLPRI is clear");
+
+	close(uffd);
+	munmap(page, 4096);
+	CHECK_RET(kvt_sysfs_set(POOL, "ct", "blocks.max", "max"), 0,
+		  "ct's max back");
+	close(cl);
+	close(cache);
 }
 
 /*
@@ -316,6 +457,7 @@ int main(void)
 	owner = kvt_setup_pool(POOL, CAP, 8, CAP, KVPOOL_UNLIMITED);
 	test_readonly();
 	test_pinned(owner);
+	test_cancel_target(owner);
 	test_readonly_struct();
 	test_race();
 	CHECK(kvt_sysfs_num(POOL, NULL, "used") == 0, "used 0 at the end");

@@ -299,12 +299,18 @@ static void test_snapshot_check(void)
 	lc.lease_id = st1.lease_id;
 	lc.count = 3;
 	CHECK_RET(kvt_ioctl(c1, KVPOOL_IOC_LEASE_CHECK, &lc), -EPERM, "LEASE_CHECK from a client");
+	lc.tenant_serial = 12345;	/* an output: ignored on input */
 	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_CHECK, &lc), 0, "LEASE_CHECK");
+	CHECK(lc.tenant_serial && lc.tenant_serial == st1.tenant_serial,
+	      "LEASE_CHECK: the serial of the lease's tenant (%llu, STATUS "
+	      "%llu)", (unsigned long long)lc.tenant_serial,
+	      (unsigned long long)st1.tenant_serial);
 	q[0] = 2; q[1] = 1; q[2] = 3;
 	lc.blocks_ptr = (uintptr_t)q;
 	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_CHECK, &lc), -EPERM,
 		  "LEASE_CHECK another lease's block");
 	CHECK(lc.bad_index == 2, "LEASE_CHECK bad_index (got %u)", lc.bad_index);
+	CHECK(lc.tenant_serial == 0, "no serial when the check fails");
 	q[2] = 31;
 	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_CHECK, &lc), -EPERM,
 		  "LEASE_CHECK a free block");
@@ -326,7 +332,7 @@ static void test_snapshot_check(void)
 	lc.pad = 1;
 	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_CHECK, &lc), -EINVAL, "LEASE_CHECK pad");
 	lc.pad = 0;
-	lc.reserved[1] = 1;
+	lc.reserved[0] = 1;
 	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_CHECK, &lc), -EINVAL, "LEASE_CHECK reserved");
 	close(c1);
 	close(c2);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Client-side ioctls: TENANT_ATTACH, LEASE, RELEASE, STATUS; every success
- * path and every error path, each otherwise valid, as root and as
- * unprivileged users (tenant permissions by uid and by gid).
+ * Client-side ioctls: TENANT_ATTACH, LEASE, RELEASE, STATUS (tenant
+ * serials, the owner's STATUS of a lease); every success path and every
+ * error path, each otherwise valid, as root and as unprivileged users
+ * (tenant permissions by uid and by gid).
  */
 #include <sys/mman.h>
 
@@ -176,17 +177,125 @@ static void test_lease(int owner)
 
 	/* STATUS errors. */
 	memset(&st, 0, sizeof(st));
-	st.flags = 1;
+	st.flags = KVPOOL_STATUS_LEASE << 1;
 	CHECK_RET(kvt_ioctl(fd, KVPOOL_IOC_STATUS, &st), -EINVAL, "STATUS flags");
 	st.flags = 0;
 	st.pad = 1;
 	CHECK_RET(kvt_ioctl(fd, KVPOOL_IOC_STATUS, &st), -EINVAL, "STATUS pad");
 	st.pad = 0;
-	st.reserved[3] = 1;
+	st.reserved[2] = 1;
 	CHECK_RET(kvt_ioctl(fd, KVPOOL_IOC_STATUS, &st), -EINVAL, "STATUS reserved");
 	CHECK_RET(kvt_ioctl(fd, KVPOOL_IOC_STATUS, (void *)8), -EFAULT, "STATUS bad pointer");
 	close(fd2);
 	close(fd);
+}
+
+static int status_of_lease(int fd, uint64_t id, struct kvpool_status *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->lease_id = id;
+	st->flags = KVPOOL_STATUS_LEASE;
+	return kvt_ioctl(fd, KVPOOL_IOC_STATUS, st);
+}
+
+/*
+ * Tenant serials: STATUS reports the tenant's, unique in the pool's life
+ * (a tenant deleted and created again under its name gets a new one);
+ * the owner reads any lease of its pool with KVPOOL_STATUS_LEASE, as that
+ * lease's own file would; every error path.
+ */
+static void test_serial(int owner)
+{
+	struct kvpool_status a, b, o, st;
+	struct kvt_nl nl;
+	uint64_t ser_ta, ser_t1;
+	uint32_t blk[2];
+	int fa = kvt_open_or_die(), fb = kvt_open_or_die();
+	int fu = kvt_open_or_die();
+
+	CHECK_RET(kvt_attach(fa, "pl", "ta"), 0, "a file in ta");
+	CHECK_RET(kvt_attach(fb, "pl", "tu"), 0, "a file in tu");
+	CHECK_RET(kvt_status(fa, &a), 0, "STATUS of the ta file");
+	CHECK_RET(kvt_status(fb, &b), 0, "STATUS of the tu file");
+	CHECK(a.tenant_serial && b.tenant_serial &&
+	      a.tenant_serial != b.tenant_serial,
+	      "two tenants, two serials (%llu, %llu)",
+	      (unsigned long long)a.tenant_serial,
+	      (unsigned long long)b.tenant_serial);
+	CHECK_RET(kvt_status(owner, &o), 0, "STATUS of the owner");
+	CHECK(o.tenant_serial == 0 && !o.tenant[0], "an owner has no tenant");
+	CHECK_RET(kvt_status(fu, &st), 0, "STATUS of an unbound file");
+	CHECK(st.tenant_serial == 0, "an unbound file has no tenant serial");
+	ser_ta = a.tenant_serial;
+
+	/* The owner's view of a lease is the lease's own. */
+	CHECK_RET(kvt_lease(fa, 2, 0, 0, blk), 2, "ta leases 2");
+	CHECK_RET(kvt_status(fa, &a), 0, "STATUS of the ta file");
+	CHECK_RET(status_of_lease(owner, a.lease_id, &st), 0,
+		  "STATUS with KVPOOL_STATUS_LEASE");
+	CHECK(st.lease_id == a.lease_id && !strcmp(st.tenant, "ta") &&
+	      st.tenant_serial == ser_ta && st.held == 2 &&
+	      st.tenant_current == a.tenant_current && !strcmp(st.pool, "pl") &&
+	      st.flags == 0, "the owner sees the lease as its file does");
+	CHECK_RET(kvt_release_all(fa), 2, "ta gives them back");
+
+	/* A re-attached file reports its new tenant, at once. */
+	CHECK_RET(kvt_attach(fa, "pl", "tu"), 0, "the ta file moves to tu");
+	CHECK_RET(status_of_lease(owner, a.lease_id, &st), 0,
+		  "STATUS_LEASE after the move");
+	CHECK(st.tenant_serial == b.tenant_serial && !strcmp(st.tenant, "tu"),
+	      "the owner sees the new tenant (%s, %llu)", st.tenant,
+	      (unsigned long long)st.tenant_serial);
+
+	/* Errors, each call otherwise valid. */
+	CHECK_RET(status_of_lease(fb, a.lease_id, &st), -EPERM,
+		  "STATUS_LEASE from a client");
+	CHECK_RET(status_of_lease(fu, a.lease_id, &st), -EPERM,
+		  "STATUS_LEASE from an unbound file");
+	CHECK_RET(status_of_lease(owner, 999999, &st), -ENOENT,
+		  "STATUS_LEASE of no lease");
+	CHECK_RET(status_of_lease(owner, 0, &st), -ENOENT,
+		  "STATUS_LEASE of lease 0");
+	memset(&st, 0, sizeof(st));
+	st.flags = KVPOOL_STATUS_LEASE << 1;
+	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_STATUS, &st), -EINVAL,
+		  "STATUS with an unknown flag");
+	st.flags = KVPOOL_STATUS_LEASE;
+	st.lease_id = a.lease_id;
+	st.tenant_serial = 7;		/* an output: ignored on input */
+	CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_STATUS, &st), 0,
+		  "STATUS_LEASE ignores the serial given");
+	close(fb);
+	CHECK_RET(status_of_lease(owner, b.lease_id, &st), -ENOENT,
+		  "STATUS_LEASE of a closed file's lease");
+
+	/* A tenant deleted and created again is another tenant. */
+	close(fa);
+	if (kvt_nl_open(&nl))
+		kvt_die("netlink");
+	kvt_tenant_new("pl", "t1", KVPOOL_UNLIMITED, 0, KVPOOL_ID_NONE,
+		       KVPOOL_ID_NONE);
+	fa = kvt_open_or_die();
+	CHECK_RET(kvt_attach(fa, "pl", "t1"), 0, "a file in t1");
+	CHECK_RET(kvt_status(fa, &st), 0, "STATUS");
+	ser_t1 = st.tenant_serial;
+	close(fa);
+	CHECK_RET(kvt_nl_tenant(&nl, KVPOOL_CMD_TENANT_DEL, "pl", "t1", KVT_KEEP,
+				KVT_KEEP, KVT_KEEP, KVT_KEEP), 0, "delete t1");
+	kvt_tenant_new("pl", "t1", KVPOOL_UNLIMITED, 0, KVPOOL_ID_NONE,
+		       KVPOOL_ID_NONE);
+	fa = kvt_open_or_die();
+	CHECK_RET(kvt_attach(fa, "pl", "t1"), 0, "a file in the new t1");
+	CHECK_RET(kvt_status(fa, &st), 0, "STATUS");
+	CHECK(st.tenant_serial > ser_t1 && ser_t1 > ser_ta,
+	      "the new t1 has a new serial (%llu, was %llu)",
+	      (unsigned long long)st.tenant_serial,
+	      (unsigned long long)ser_t1);
+	close(fa);
+	CHECK_RET(kvt_nl_tenant(&nl, KVPOOL_CMD_TENANT_DEL, "pl", "t1", KVT_KEEP,
+				KVT_KEEP, KVT_KEEP, KVT_KEEP), 0, "delete t1");
+	kvt_nl_close(&nl);
+	close(fu);
 }
 
 /* The unprivileged part runs in a child as uid 1000 / gid 1000. */
@@ -303,6 +412,7 @@ int main(void)
 
 	test_attach(owner);
 	test_lease(owner);
+	test_serial(owner);
 
 	fflush(stdout);
 	pid = fork();

@@ -3,9 +3,9 @@
  * The ledger primitives of a tenant's prefix cache, in the real module:
  * KVPOOL_IOC_LEASE_MOVE (owner only; blocks change lease, never tenant;
  * counters unchanged; all or nothing; every error path, each call
- * otherwise valid), the reclaim order of TENANT_ATTACH
- * (KVPOOL_ATTACH_RECLAIM_FIRST asked first, _NEVER never; both need
- * CAP_SYS_ADMIN) and the owner's SHORT event.
+ * otherwise valid; a pinned source refused), the reclaim order of
+ * TENANT_ATTACH (KVPOOL_ATTACH_RECLAIM_FIRST asked first, _NEVER never;
+ * both need CAP_SYS_ADMIN) and the owner's SHORT event.
  */
 #include "kvt.h"
 
@@ -135,10 +135,15 @@ static void test_move(int owner)
 	CHECK(held_of(cl) == 5 && held_of(cache) == 2 && held_of(foreign) == 1,
 	      "nothing changed by the errors");
 
-	/* A pinned source may give blocks (they stay leased). */
+	/*
+	 * A pinned source gives nothing: a block an operation of the owner
+	 * uses never changes hands (else the destination could release it
+	 * at once and the pool grant it to another tenant mid-operation).
+	 */
 	{
 		struct kvpool_lease_check lc_a;
 		struct kvpool_lease_unpin u;
+		uint32_t y[2] = { b[0], b[2] }, z[1] = { b[4] };
 
 		memset(&lc_a, 0, sizeof(lc_a));
 		lc_a.blocks_ptr = (uintptr_t)b;
@@ -147,11 +152,26 @@ static void test_move(int owner)
 		lc_a.flags = KVPOOL_LEASE_CHECK_PIN;
 		CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_CHECK, &lc_a), 0,
 			  "pin the client");
-		CHECK_RET(do_move(owner, lc, lk, b, 1, NULL), 0,
+		CHECK_RET(do_move(owner, lc, lk, y, 2, &m), -EBUSY,
 			  "move from a pinned lease");
+		CHECK(m.bad_index == 0, "no bad_index for -EBUSY");
+		CHECK(held_of(cl) == 5 && held_of(cache) == 2,
+		      "nothing moved out of the pinned lease");
+		CHECK_RET(kvt_release(cache, y, 1), -EINVAL,
+			  "the destination cannot release a block of the "
+			  "pinned lease");
+		CHECK(kvt_sysfs_num("pm", NULL, "used") == 8,
+		      "no block went back to the pool");
+		CHECK_RET(do_move(owner, lk, lc, z, 1, NULL), 0,
+			  "a pinned destination may gain blocks");
+		CHECK_RET(do_move(owner, lc, lk, z, 1, NULL), -EBUSY,
+			  "but gives none back while pinned");
 		memset(&u, 0, sizeof(u));
 		u.lease_id = lc;
 		CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_LEASE_UNPIN, &u), 0, "unpin");
+		CHECK_RET(do_move(owner, lc, lk, y, 2, NULL), 0,
+			  "after the last unpin the move works");
+		CHECK(held_of(cl) == 4 && held_of(cache) == 3, "held 4 and 3");
 	}
 	close(cl);
 	close(cache);

@@ -74,6 +74,13 @@
 #define KVPOOL_FEAT_SHORT_EVENT	(1ULL << 10)
 /* The owner's queue of CLIENT_CLOSED records is bounded (CLOSED_MANY). */
 #define KVPOOL_FEAT_CLOSED_MANY	(1ULL << 11)
+/*
+ * Tenant serial numbers: kvpool_status.tenant_serial and
+ * kvpool_lease_check.tenant_serial, and STATUS of any lease of its pool
+ * for the owner (KVPOOL_STATUS_LEASE).  LEASE_MOVE refuses a pinned
+ * source (-EBUSY) wherever this bit is set.
+ */
+#define KVPOOL_FEAT_TENANT_SERIAL (1ULL << 12)
 
 #define KVPOOL_FEATURES_ALL	(KVPOOL_FEAT_PARTIAL | KVPOOL_FEAT_WAIT | \
 				 KVPOOL_FEAT_RECLAIM | KVPOOL_FEAT_RECOVERY | \
@@ -82,7 +89,8 @@
 				 KVPOOL_FEAT_LEASE_MOVE | \
 				 KVPOOL_FEAT_RECLAIM_ORDER | \
 				 KVPOOL_FEAT_SHORT_EVENT | \
-				 KVPOOL_FEAT_CLOSED_MANY)
+				 KVPOOL_FEAT_CLOSED_MANY | \
+				 KVPOOL_FEAT_TENANT_SERIAL)
 
 /*
  * Most CLIENT_CLOSED records kept for the owner per pool (about 200 bytes
@@ -260,10 +268,15 @@ struct kvpool_snapshot {
  * @bad_index: out: 0 on success; on -EPERM, the position in the array of
  *	the first block that the lease does not hold.
  * @pad: must be zero.
+ * @tenant_serial: out (KVPOOL_FEAT_TENANT_SERIAL): on success, the serial
+ *	of the tenant the lease is charged to (kvpool_status.tenant_serial),
+ *	taken with the check; 0 on failure.  Ignored on input.
  * @reserved: must be zero.
  *
  * Lets the daemon check that a data-plane request names only the caller's
- * blocks.  -ENOENT if the lease does not exist (or its file was closed).
+ * blocks, and for which tenant it acts: a pinned lease that holds a block
+ * cannot change tenant until the unpin.  -ENOENT if the lease does not
+ * exist (or its file was closed).
  */
 struct kvpool_lease_check {
 	__u64 blocks_ptr;
@@ -272,7 +285,8 @@ struct kvpool_lease_check {
 	__u32 flags;
 	__u32 bad_index;
 	__u32 pad;
-	__u64 reserved[2];
+	__u64 tenant_serial;
+	__u64 reserved[1];
 };
 
 /**
@@ -310,12 +324,13 @@ struct kvpool_lease_unpin {
  * Moves blocks from one lease to another in one step: no block is free in
  * between, the tenant's current and peak, the pool's used and every
  * counter stay as they are (the blocks stay charged to the same tenant).
- * All or nothing: every index is checked first.  The source may be pinned
- * (its blocks stay leased); its reclaim target is capped at what it still
- * holds.  Lets the daemon give a tenant's blocks to a lease of its own
- * (the tenant's prefix cache) so that they outlive the client's file.
- * -ENOENT if a lease does not exist (or its file was closed), -EXDEV if the
- * two leases are charged to different tenants.
+ * All or nothing: every index is checked first.  The source's reclaim
+ * target is capped at what it still holds.  Lets the daemon give a
+ * tenant's blocks to a lease of its own (the tenant's prefix cache) so that
+ * they outlive the client's file.  -ENOENT if a lease does not exist (or
+ * its file was closed), -EXDEV if the two leases are charged to different
+ * tenants, -EBUSY while the source is pinned (LEASE_CHECK with
+ * KVPOOL_LEASE_CHECK_PIN): a block an operation uses never changes hands.
  */
 struct kvpool_lease_move {
 	__u64 blocks_ptr;
@@ -435,6 +450,13 @@ struct kvpool_release {
 	__u64 reserved[2];
 };
 
+/*
+ * STATUS, owner only: report the lease @lease_id of the owner's pool as
+ * STATUS on that lease's own file would (tenant, serial, held, target).
+ */
+#define KVPOOL_STATUS_LEASE	(1U << 0)
+#define KVPOOL_STATUS_FLAGS	KVPOOL_STATUS_LEASE
+
 /* Pool states (kvpool_status.state). */
 #define KVPOOL_STATE_LIVE	1	/* an owner is attached */
 #define KVPOOL_STATE_ORPHANED	2	/* the owner is gone; grants wait */
@@ -444,6 +466,7 @@ struct kvpool_release {
  * @pool: out: pool name (empty if the file is bound to none yet).
  * @tenant: out: tenant this file is charged to (empty for an owner).
  * @lease_id: out: this file's lease id (0 for an owner or unbound file).
+ *	In, with KVPOOL_STATUS_LEASE: the lease to report.
  * @block_bytes: out: bytes per block.
  * @capacity: out: pool capacity in blocks.
  * @backed: out: backed blocks.
@@ -457,12 +480,18 @@ struct kvpool_release {
  *	(0: none).  POLLPRI is raised on the file while it is non-zero.
  * @state: out: KVPOOL_STATE_*.
  * @epoch: out: owner epoch; changes when a new owner attaches.
- * @flags: in: must be zero.
+ * @flags: in: KVPOOL_STATUS_* (KVPOOL_FEAT_TENANT_SERIAL).
  * @pad: must be zero.
+ * @tenant_serial: out (KVPOOL_FEAT_TENANT_SERIAL): the serial number of
+ *	@tenant, unique in the pool's life (a tenant deleted and created
+ *	again under the same name gets a new one); 0 without a tenant.
+ *	Ignored on input.
  * @reserved: must be zero.
  *
  * A file not yet bound to a pool reports the first pool, if any (-ENOENT if
- * there is none), without binding.
+ * there is none), without binding.  With KVPOOL_STATUS_LEASE the owner
+ * reads the lease @lease_id of its pool (-EPERM for any other file,
+ * -ENOENT if there is no such lease or its file was closed).
  */
 struct kvpool_status {
 	char pool[KVPOOL_NAME_LEN];
@@ -482,7 +511,8 @@ struct kvpool_status {
 	__u64 epoch;
 	__u32 flags;
 	__u32 pad;
-	__u64 reserved[4];
+	__u64 tenant_serial;
+	__u64 reserved[3];
 };
 
 #define KVPOOL_IOC_MAGIC	0xB7
