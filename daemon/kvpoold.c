@@ -110,6 +110,8 @@ static void usage(FILE *f)
 "      --metrics-listen ADDR:PORT\n"
 "                            serve Prometheus metrics at /metrics (off)\n"
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
+"      --kernel-threads N    cpu backend: threads of the attention kernels\n"
+"                            (default 0: one per CPU kvpoold may run on)\n"
 "      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
 "                            every key collides; default 128)\n"
 "  -u, --user NAME           drop to this user after start (as root)\n"
@@ -140,7 +142,7 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
 	O_SYSLOG, O_BLIMIT, O_METRICS, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
-	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID,
+	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID, O_KTHREADS,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -173,6 +175,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "prefix-hash-bits", required_argument, NULL, O_PFXBITS },
 		{ "max-clients", required_argument, NULL, O_MAXCL },
 		{ "max-clients-per-uid", required_argument, NULL, O_MAXCLUID },
+		{ "kernel-threads", required_argument, NULL, O_KTHREADS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -243,6 +246,11 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (parse_u64(optarg, 128, &v))
 				goto bad;
 			o->prefix_hash_bits = (unsigned int)v;
+			break;
+		case O_KTHREADS:
+			if (parse_u64(optarg, 1024, &v))
+				goto bad;
+			o->kernel_threads = (uint32_t)v;
 			break;
 		case O_MAXCL:
 		case O_MAXCLUID:
@@ -487,9 +495,17 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 	r = kvd_pools_init(d);
 	if (r)
 		return r;
-	if (d->be == &kvd_backend_cpu &&
-	    kvk_cpu_init(&d->cpu, 0) != 0)
-		d->cpu = NULL;
+	if (d->be == &kvd_backend_cpu) {
+		r = kvk_cpu_init(&d->cpu, d->o.kernel_threads);
+		if (r) {
+			kvd_log(KVD_WARN, "cpu kernels: no thread pool (%s): "
+				"one thread per call", strerror(-r));
+			d->cpu = NULL;
+		} else {
+			kvd_log(KVD_NOTICE, "cpu kernels: %u threads, %s",
+				kvk_cpu_threads(d->cpu), kvk_cpu_simd(d->cpu));
+		}
+	}
 	d->epoch = (uint64_t)time(NULL) * 1000000ULL +
 		   (kvd_now_ns() / 1000) % 1000000ULL;
 	r = kvd_ledger_open(d);

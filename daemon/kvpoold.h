@@ -279,6 +279,7 @@ struct kvd_opts {
 	const char *nvme_io;		/* "auto", "uring", "pread" */
 	uint32_t inject_io_error;	/* tests: every Nth file I/O fails */
 	unsigned int prefix_hash_bits;	/* --prefix-hash-bits (tests) */
+	uint32_t kernel_threads;	/* cpu backend: 0 = the CPUs it may use */
 };
 
 struct kvd_client;
