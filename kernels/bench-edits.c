@@ -890,35 +890,52 @@ struct host {
 };
 
 /*
- * Build s on d: on the CPU the pool is s's own; on a GPU it is copied to
- * device memory.
+ * The round's sequence s on d.  On the CPU it is built afresh every round
+ * (the last round's edits and compaction changed its pool).  On a GPU the
+ * host copy *keep is built once (round 0) and uploaded every round to a
+ * new device pool.
  */
 static int dev_seq(struct dev *d, struct host *h, struct seq *s,
-		   uint32_t dtype, uint32_t tokens)
+		   struct seq *keep, int rd, uint32_t dtype, uint32_t tokens)
 {
-	if (seq_init(s, dtype, tokens, h->huge, h->cpu))
-		return -ENOMEM;
 #ifdef KVK_BENCH_CUDA
 	if (h->drv) {
 		CUdeviceptr p;
 
-		if (h->drv->cuMemAlloc(&p, s->pool_bytes) ||
-		    h->drv->cuMemcpyHtoD(p, s->pool, s->pool_bytes))
+		if (!rd && seq_init(keep, dtype, tokens, h->huge, NULL))
+			return -ENOMEM;
+		*s = *keep;
+		s->len = tokens;
+		if (h->drv->cuMemAlloc(&p, s->pool_bytes))
 			return -ENOMEM;
 		d->pool = (void *)(uintptr_t)p;
+		if (h->drv->cuMemcpyHtoD(p, s->pool, s->pool_bytes))
+			return -EIO;
 		return 0;
 	}
 #endif
+	(void)keep;
+	(void)rd;
+	if (seq_init(s, dtype, tokens, h->huge, h->cpu))
+		return -ENOMEM;
 	d->pool = s->pool;
 	return 0;
 }
 
-static void dev_seq_free(struct dev *d, struct host *h, struct seq *s)
+/* After the round; the GPU's host copy goes after the last round. */
+static void dev_seq_free(struct dev *d, struct host *h, struct seq *s,
+			 struct seq *keep, int last)
 {
 #ifdef KVK_BENCH_CUDA
-	if (h->drv)
+	if (h->drv) {
 		h->drv->cuMemFree((CUdeviceptr)(uintptr_t)d->pool);
+		if (last)
+			seq_free(keep);
+		return;
+	}
 #endif
+	(void)keep;
+	(void)last;
 	seq_free(s);
 }
 
@@ -926,7 +943,7 @@ static int run_dtype(struct dev *d, struct host *h, double (*copy)(
 			     struct host *h), uint32_t tokens,
 		     uint32_t rtokens, struct figures *f)
 {
-	struct seq s;
+	struct seq s, keep_long, keep_short;
 	int rd, r;
 
 	if (tokens) {
@@ -934,8 +951,10 @@ static int run_dtype(struct dev *d, struct host *h, double (*copy)(
 		f->k_bytes = 0;
 	}
 	for (rd = 0; rd < rounds; rd++) {
+		int last = rd == rounds - 1;
+
 		if (tokens) {
-			r = dev_seq(d, h, &s, f->dtype, tokens);
+			r = dev_seq(d, h, &s, &keep_long, rd, f->dtype, tokens);
 			if (r)
 				return r;
 			if (!rd)
@@ -947,17 +966,18 @@ static int run_dtype(struct dev *d, struct host *h, double (*copy)(
 			f->kv_bytes = 2 * f->k_bytes;
 			f->a[rd].copy_gbps = copy(h);
 			r = long_round(d, &s, &f->a[rd]);
-			dev_seq_free(d, h, &s);
+			dev_seq_free(d, h, &s, &keep_long, last);
 			if (r)
 				return r;
 		}
 		if (rtokens) {
-			r = dev_seq(d, h, &s, f->dtype, rtokens);
+			r = dev_seq(d, h, &s, &keep_short, rd, f->dtype,
+				    rtokens);
 			if (r)
 				return r;
 			f->rtail = rtokens - NDEL - AT;
 			r = short_round(d, &s, !(rd % 2), &f->b[rd]);
-			dev_seq_free(d, h, &s);
+			dev_seq_free(d, h, &s, &keep_short, last);
 			if (r)
 				return r;
 		}
