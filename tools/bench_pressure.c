@@ -9,9 +9,9 @@
  * in the same round; two policies are ranked only when their spreads do
  * not overlap ("not separated" otherwise, and no ranking at all from
  * fewer than 3 rounds).  The default trace (8 requests, outputs of
- * median 1,000 tokens) keeps 3 rounds of 4 policies within about 5 to 8
- * minutes on 2 shared cores.  See kvpool-bench(1) and
- * Documentation/tiers.rst.
+ * median 1,000 tokens in [256, 1536]) keeps 3 rounds of 4 policies
+ * within about 5 to 8 minutes on 2 shared cores.  See kvpool-bench(1)
+ * and Documentation/tiers.rst.
  *
  * The trace: N requests with a short prompt and a long-tailed output
  * (lognormal, capped), spread over P tenant processes (two tenants) that
@@ -1159,7 +1159,7 @@ static void usage(FILE *f)
 	      "  --batch N             requests in flight per process (default 2)\n"
 	      "  --prompt LO:HI        prompt tokens (default 64:128)\n"
 	      "  --output MEDIAN:SIGMA lognormal output tokens (default 1000:0.5)\n"
-	      "  --output-range LO:HI  clamp of the output (default 256:2048)\n"
+	      "  --output-range LO:HI  clamp of the output (default 256:1536)\n"
 	      "  --layers N --kv-heads N --head-dim N --q-heads N --d-ff N\n"
 	      "                        model (default 4, 2, 64, 4, 768; d_model =\n"
 	      "                        q_heads * head_dim)\n"
@@ -1590,7 +1590,7 @@ int bench_pressure_main(int argc, char **argv, const char *self)
 		.nreq = 8, .procs = 4, .batch = 2,
 		.prompt_lo = 64, .prompt_hi = 128,
 		.out_median = 1000, .out_sigma = 0.5,
-		.out_min = 256, .out_max = 2048,
+		.out_min = 256, .out_max = 1536,
 		.layers = 4, .kv_heads = 2, .head_dim = 64, .q_heads = 4,
 		.d_ff = 768, .block_bytes = 65536, .chunk_blocks = 16,
 		.oversub = 2.0, .stall_ms = 1000, .cap_s = 600,
