@@ -10,8 +10,8 @@
  * not overlap ("not separated" otherwise, and no ranking at all from
  * fewer than 3 rounds).  The default trace (8 requests, outputs of
  * median 1,000 tokens in [256, 1536]) keeps 3 rounds of 4 policies
- * within about 5 to 8 minutes on 2 shared cores.  See kvpool-bench(1)
- * and Documentation/tiers.rst.
+ * within minutes on 2 shared cores (172 s at a load average of 7).  See
+ * kvpool-bench(1) and Documentation/tiers.rst.
  *
  * The trace: N requests with a short prompt and a long-tailed output
  * (lognormal, capped), spread over P tenant processes (two tenants) that

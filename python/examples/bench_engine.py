@@ -265,8 +265,8 @@ def main(argv=None) -> int:
             if daemon:
                 kt = [ln.split("cpu kernels: ")[1] for ln in
                       daemon.log().splitlines() if "cpu kernels: " in ln]
-                dinfo = (f"private kvpoold on the same CPUs, kernel "
-                         f"threads {kt[-1] if kt else '?'}")
+                dinfo = (f"private kvpoold on the same CPUs (its log: "
+                         f"cpu kernels: {kt[-1] if kt else '?'})")
             else:
                 dinfo = (f"kvpoold at {a.socket}: its own threads and "
                          f"CPUs, not set by this run")
