@@ -116,6 +116,8 @@ static void usage(FILE *f)
 "      --prefix-lend-percent N  most of a tenant's max (percent, default\n"
 "                            50) that other tenants of its shared namespace\n"
 "                            may hold referenced in its prefix cache\n"
+"      --kernel-threads N    cpu backend: threads of the attention kernels\n"
+"                            (default 0: one per CPU kvpoold may run on)\n"
 "      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
 "                            every key collides; default 128)\n"
 "  -u, --user NAME           drop to this user after start (as root)\n"
@@ -147,6 +149,7 @@ enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
 	O_SYSLOG, O_BLIMIT, O_METRICS, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
 	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID, O_MSCOPE, O_PFXLEND,
+	O_KTHREADS,
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -181,6 +184,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "max-clients-per-uid", required_argument, NULL, O_MAXCLUID },
 		{ "metrics-scope", required_argument, NULL, O_MSCOPE },
 		{ "prefix-lend-percent", required_argument, NULL, O_PFXLEND },
+		{ "kernel-threads", required_argument, NULL, O_KTHREADS },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -251,6 +255,11 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			if (parse_u64(optarg, 128, &v))
 				goto bad;
 			o->prefix_hash_bits = (unsigned int)v;
+			break;
+		case O_KTHREADS:
+			if (parse_u64(optarg, 1024, &v))
+				goto bad;
+			o->kernel_threads = (uint32_t)v;
 			break;
 		case O_MAXCL:
 		case O_MAXCLUID:
@@ -505,9 +514,17 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 	r = kvd_pools_init(d);
 	if (r)
 		return r;
-	if (d->be == &kvd_backend_cpu &&
-	    kvk_cpu_init(&d->cpu, 0) != 0)
-		d->cpu = NULL;
+	if (d->be == &kvd_backend_cpu) {
+		r = kvk_cpu_init(&d->cpu, d->o.kernel_threads);
+		if (r) {
+			kvd_log(KVD_WARN, "cpu kernels: no thread pool (%s): "
+				"one thread per call", strerror(-r));
+			d->cpu = NULL;
+		} else {
+			kvd_log(KVD_NOTICE, "cpu kernels: %u threads, %s",
+				kvk_cpu_threads(d->cpu), kvk_cpu_simd(d->cpu));
+		}
+	}
 	d->epoch = (uint64_t)time(NULL) * 1000000ULL +
 		   (kvd_now_ns() / 1000) % 1000000ULL;
 	r = kvd_ledger_open(d);

@@ -295,6 +295,7 @@ struct kvd_opts {
 	/* Most of a tenant's max (percent) that other tenants of its shared
 	 * namespace may hold referenced in its prefix cache. */
 	uint32_t prefix_lend_percent;
+	uint32_t kernel_threads;	/* cpu backend: 0 = the CPUs it may use */
 };
 
 /* kvd_opts.metrics_scope: the values of enum kvp_metrics_scope

@@ -1,40 +1,66 @@
 // SPDX-License-Identifier: MIT
 /*
- * kvpool-bench-edits - editing a long sequence in place against the same
+ * kvpool-bench-edits - editing a sequence in place against the same
  * machine's copy bandwidth and against re-prefilling it.
  *
  * Layout: 32 layers, 8 KV heads, head_dim 128 (Llama-3.1-8B), 16 tokens
- * per block, 32 query heads, one sequence of 32,768 tokens on a scrambled
- * block table; RoPE NEOX, base 500000.  The first 64 blocks are written
+ * per block, 32 query heads, RoPE NEOX base 500000, sequences on a
+ * scrambled block table.  The first 64 blocks of a sequence are written
  * with kvk_write_kv() (real quantised data and scales), the others are
- * copies of them.  Per dtype (default bf16,fp8; -k):
+ * copies of them.  The edit: a tool output at 1024 replaced by a shorter
+ * one (delete 64 slots at 1024, make 32).  Per dtype (default bf16,fp8;
+ * -k), R rounds (-R, default 3); every figure is printed as the median
+ * over the rounds and its spread [min-max], every ratio is formed per
+ * round and printed the same way.
  *
- *  - copy bandwidth: memcpy of a 512 MiB buffer on the same threads (best
- *    of 3), bytes copied per second;
- *  - splice at 1K: delete 64 slots at 1024 and make 32 (a tool output
- *    replaced by a shorter one), then the reverse (delete 0, make 32): the
- *    whole tail moves, its keys turn; time of each (best of 3), bytes of
- *    K rewritten per second (tail tokens x K bytes per token) and, since V
- *    moves too, K+V bytes per second, each against the copy bandwidth;
- *  - re-prefill of the same tail through the kernels: K/V writes of the
- *    tail (kvk_write_kv, measured on 2 layers, x 16) plus causal attention
- *    of the tail's queries (kvk_prefill, 128-query chunks measured at the
- *    start, middle and end of the tail on one layer, the cost per chunk
- *    interpolated linearly in its context over all chunks, x 32 layers).
- *    The model's own work (projections, MLP) is not counted: a lower
- *    bound on the cost of re-prefilling;
- *  - compression to 2,048 tokens: kvk_score of a 32-query window on one
- *    layer, sinks 4, window 64, the best-scoring others, kvk_compact()
- *    time; decode of one token (all 32 layers, best of 2) before and
- *    after.
+ *  A. A long sequence (-n, default 32,768 tokens), rebuilt every round:
+ *   - copy bandwidth: memcpy of a 512 MiB buffer on the same threads
+ *     (best of 3 in the round), bytes copied per second;
+ *   - splice at 1K: the edit, then the reverse (delete 0, make 32): the
+ *     whole tail moves both times, its keys turn; time of each, bytes of
+ *     K rewritten per second (tail tokens x K bytes per token) and, since
+ *     V moves too, K+V bytes per second, each against the round's copy
+ *     bandwidth;
+ *   - compression to 2,048 tokens: kvk_score of a 32-query window on one
+ *     layer, sinks 4, window 64, the best-scoring others, kvk_compact()
+ *     time; decode of one token (all 32 layers) before and after.
+ *
+ *  B. Edit against re-prefill, end to end, on a shorter sequence (-r,
+ *     default 2,048 tokens: re-prefilling 32K tokens on a CPU takes
+ *     hours), both sides on the same kernels and threads, the same
+ *     rounds, their order alternating from round to round:
+ *   - the edit: kvk_splice() (delete 64, make 32 at 1024), then the 32
+ *     new tokens' K/V written (kvk_write_kv) and their causal attention
+ *     (kvk_prefill), every layer;
+ *   - re-prefill: every position from 1024 to the new end recomputed as
+ *     an engine does it, the 32 new tokens first, then the tail in
+ *     128-token chunks: per chunk and layer the chunk's K/V written and
+ *     its queries' causal attention over everything before them.
+ *   Two ratios, each formed per round: re-prefill / edit (both paths
+ *   whole: each computes the 32 new tokens) and tail re-prefill / splice
+ *   (what the splice saves against what it costs).  They count the KV
+ *   cache's work only.  They leave out the model's own work (the weights'
+ *   matmuls that make q, k, v and the MLP for every recomputed token:
+ *   re-prefill needs them for the whole tail, the edit for the 32 new
+ *   tokens only), which makes re-prefill dearer still; and they are CPU
+ *   figures (--gpu: these kernels on a GPU, no tensor-core matmuls of a
+ *   model).
+ *   The edit keeps the tail's K/V as computed before the edit (their
+ *   keys re-rotated to the new positions); re-prefill recomputes them
+ *   after the new tokens: not the same values, the same cache layout.
  *
  * --gpu: the same on GPU 0 (kvk_cuda_*; copy bandwidth with
- * cuMemcpyDtoD); exit 77 without a GPU or the fatbin.
- * The last stdout line is one JSON object: device, splice_gbps (K bytes
- * rewritten per second, first dtype, the delete splice), copy_gbps,
- * splice_vs_reprefill (re-prefill estimate / splice time), splice_kv_gbps,
- * and per dtype every figure above.  -t threads (0: all CPUs), -n tokens, -H (no huge
- * pages).
+ * cuMemcpyDtoD; q, K/V and outputs cross from host memory as the
+ * daemon's calls do); exit 77 without a GPU or the fatbin.
+ * The last stdout line is one JSON object: device, rounds, splice_gbps
+ * (K bytes rewritten per second, first dtype, the delete splice, median),
+ * copy_gbps, edit_vs_reprefill and splice_vs_reprefill (the two ratios,
+ * first dtype, median of the per-round ratio, with _min and _max),
+ * reprefill_tokens (the short sequence), splice_kv_gbps, and per dtype
+ * every figure above (median, _min, _max).
+ * -t threads (0: every CPU this process may run on), -n tokens, -r tokens
+ * of the re-prefill sequence (0: leave part B out), -R rounds, -H (no
+ * huge pages), -q (quick: -n 4096 -r 1280 -R 2, for tests).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -348,18 +374,69 @@ static int g_write(struct dev *d, const struct kvk_layout *l, uint32_t layer,
 }
 #endif
 
+/* ---- statistics over the rounds ---- */
+
+#define MAX_ROUNDS	32
+
+struct stat3 {
+	double med, lo, hi;
+};
+
+static int cmp_dbl(const void *pa, const void *pb)
+{
+	double a = *(const double *)pa, b = *(const double *)pb;
+
+	return a < b ? -1 : a > b;
+}
+
+static struct stat3 stat_of(const double *x, int n)
+{
+	double s[MAX_ROUNDS];
+	struct stat3 r;
+
+	memcpy(s, x, sizeof(double) * n);
+	qsort(s, n, sizeof(double), cmp_dbl);
+	r.lo = s[0];
+	r.hi = s[n - 1];
+	r.med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	return r;
+}
+
 /* ---- figures ---- */
+
+/* Part A, one round. */
+struct long_round {
+	double copy_gbps;
+	double splice_del_s, splice_ins_s;
+	double score_layer_s, compact_s;
+	double decode_before_s, decode_after_s;
+	uint32_t kept;
+};
+
+/* Part B, one round. */
+struct short_round {
+	double splice_s, new_s, edit_s;
+	double reprefill_s, reprefill_write_s, reprefill_attn_s;
+	double reprefill_tail_s;	/* the part after the new tokens */
+};
 
 struct figures {
 	uint32_t dtype;
-	uint32_t tail;
+	uint32_t tail;			/* part A: tail tokens moved */
 	double k_bytes, kv_bytes;	/* rewritten by one splice */
-	double splice_del_s, splice_ins_s;
-	double write_s, attn_s, reprefill_s;
-	double score_layer_s, compact_s;
-	uint32_t kept;
-	double decode_before_s, decode_after_s;
+	uint32_t rtail;			/* part B: tail positions recomputed */
+	struct long_round a[MAX_ROUNDS];
+	struct short_round b[MAX_ROUNDS];
 };
+
+#define AT	1024	/* the edit: delete NDEL at AT, make NINS */
+#define NDEL	64
+#define NINS	32
+#define CHUNK	128	/* re-prefill: queries per chunk */
+#define WQ	32	/* score: window queries */
+#define BUDGET	2048	/* compression: tokens kept */
+
+static int rounds = 3;
 
 static int splice_once(struct dev *d, struct seq *s, uint32_t at,
 		       uint32_t ndel, uint32_t nins, double *t)
@@ -379,32 +456,26 @@ static int splice_once(struct dev *d, struct seq *s, uint32_t at,
 	return r;
 }
 
-/* Decode one query token at every layer; seconds (best of 2). */
+/* Decode one query token at every layer; seconds. */
 static double decode_all(struct dev *d, struct seq *s, const float *q,
 			 float *out)
 {
 	uint32_t ctx = s->len, layer;
-	double best = INFINITY, t;
-	int rep;
+	double t = now_s();
 
-	for (rep = 0; rep < 2; rep++) {
-		t = now_s();
-		for (layer = 0; layer < LAYERS; layer++) {
-			struct kvk_decode_args a = {
-				.layout = &s->l, .pool_base = d->pool,
-				.layer = layer, .batch = 1, .q_heads = QH,
-				.max_blocks_per_seq = s->nblocks, .q = q,
-				.block_tables = s->table, .ctx_lens = &ctx,
-				.scale = 1.0f / sqrtf((float)D), .out = out,
-			};
+	for (layer = 0; layer < LAYERS; layer++) {
+		struct kvk_decode_args a = {
+			.layout = &s->l, .pool_base = d->pool,
+			.layer = layer, .batch = 1, .q_heads = QH,
+			.max_blocks_per_seq = s->nblocks, .q = q,
+			.block_tables = s->table, .ctx_lens = &ctx,
+			.scale = 1.0f / sqrtf((float)D), .out = out,
+		};
 
-			if (d->decode(d, &a))
-				return NAN;
-		}
-		t = now_s() - t;
-		best = t < best ? t : best;
+		if (d->decode(d, &a))
+			return NAN;
 	}
-	return best;
+	return now_s() - t;
 }
 
 static const float *sort_scores;
@@ -446,199 +517,514 @@ static uint32_t choose(const float *score, uint32_t len, uint32_t budget,
 	return n;
 }
 
-#define CHUNK	128	/* re-prefill: queries per attention call */
-#define WQ	32	/* score: window queries */
+/* Scratch of one chunk: K/V rows, queries, outputs, slots. */
+struct chunk_buf {
+	float *k, *v, *q, *out;
+	uint32_t *blk, *slot;
+};
 
-static int run_one(struct dev *d, struct seq *s, uint32_t tokens,
-		   struct figures *f)
+static int chunk_buf_init(struct chunk_buf *c, uint32_t tokens)
 {
-	const uint32_t at = 1024, ndel = 64, nins = 32, budget = 2048;
-	size_t row = (size_t)KVH * D;
-	double t, cs[3], ts[3];
-	float *q, *out, *k, *v, *score;
-	uint32_t *blk, *slot, *keep, i, layer, c, rep;
-	int r = 0;
+	size_t row = (size_t)KVH * D, i, qn = (size_t)CHUNK * QH * D;
 
-	f->tail = tokens - at - ndel;
-	f->k_bytes = (double)f->tail * LAYERS * KVH * s->l.row_bytes +
-		     (s->l.dtype == KVK_INT4 ? (double)f->tail * LAYERS * KVH *
-		      (D / 16) : 0);
-	f->kv_bytes = 2 * f->k_bytes;
-	/* splice: delete 64 make 32, then make 32 (back to the length) */
-	f->splice_del_s = f->splice_ins_s = INFINITY;
-	for (rep = 0; rep < 3 && !r; rep++) {
-		r = splice_once(d, s, at, ndel, nins, &t);
-		f->splice_del_s = t < f->splice_del_s ? t : f->splice_del_s;
-		if (!r)
-			r = splice_once(d, s, at, 0, ndel - nins, &t);
-		f->splice_ins_s = t < f->splice_ins_s ? t : f->splice_ins_s;
-	}
-	if (r)
-		return r;
-	k = malloc(sizeof(float) * row * CHUNK * 2);
-	v = k + row * CHUNK;
-	q = malloc(sizeof(float) * CHUNK * QH * D);
-	out = malloc(sizeof(float) * (CHUNK * QH * D > tokens ?
-				      CHUNK * QH * D : tokens));
-	blk = malloc(sizeof(uint32_t) * CHUNK * 2);
-	slot = blk + CHUNK;
-	score = malloc(sizeof(float) * tokens);
-	keep = malloc(sizeof(uint32_t) * tokens);
-	if (!k || !q || !out || !blk || !score || !keep)
+	c->k = malloc(sizeof(float) * row * CHUNK * 2);
+	c->v = c->k ? c->k + row * CHUNK : NULL;
+	c->q = malloc(sizeof(float) * qn);
+	c->out = malloc(sizeof(float) * (qn > tokens ? qn : tokens));
+	c->blk = malloc(sizeof(uint32_t) * CHUNK * 2);
+	c->slot = c->blk ? c->blk + CHUNK : NULL;
+	if (!c->k || !c->q || !c->out || !c->blk)
 		return -ENOMEM;
 	for (i = 0; i < row * CHUNK * 2; i++)
-		k[i] = gauss();
-	for (i = 0; i < CHUNK * QH * D; i++)
-		q[i] = gauss() * 0.3f;
-	/* re-prefill: K/V writes of the tail, 2 layers measured */
-	t = now_s();
-	for (layer = 0; layer < 2 && !r; layer++)
-		for (c = at + ndel; c < tokens && !r; c += CHUNK) {
-			uint32_t n = tokens - c < CHUNK ? tokens - c : CHUNK;
+		c->k[i] = gauss();
+	for (i = 0; i < qn; i++)
+		c->q[i] = gauss() * 0.3f;
+	return 0;
+}
 
-			for (i = 0; i < n; i++) {
-				blk[i] = s->table[(c + i) / TPB];
-				slot[i] = (c + i) % TPB;
-			}
-			r = d->write(d, &s->l, layer, n, blk, slot, k, v);
-		}
-	f->write_s = (now_s() - t) / 2 * LAYERS;
-	/* re-prefill: causal attention, a chunk at three contexts */
-	cs[0] = at + ndel + CHUNK;
-	cs[1] = (tokens + at) / 2;
-	cs[2] = tokens;
-	for (i = 0; i < 3 && !r; i++) {
-		uint32_t ctx = (uint32_t)cs[i];
+static void chunk_buf_free(struct chunk_buf *c)
+{
+	free(c->k);
+	free(c->q);
+	free(c->out);
+	free(c->blk);
+}
+
+/*
+ * Prefill positions [from, from + n) of s at every layer, n <= CHUNK: K/V
+ * written, then the n queries' causal attention over [0, from + n).
+ * Adds the seconds of the writes and of the attention.
+ */
+static int prefill_chunk(struct dev *d, struct seq *s, struct chunk_buf *c,
+			 uint32_t from, uint32_t n, double *wr, double *at)
+{
+	uint32_t i, layer, ctx = from + n;
+	double t;
+	int r = 0;
+
+	for (i = 0; i < n; i++) {
+		c->blk[i] = s->table[(from + i) / TPB];
+		c->slot[i] = (from + i) % TPB;
+	}
+	for (layer = 0; layer < LAYERS && !r; layer++) {
 		struct kvk_prefill_args a = {
-			.layout = &s->l, .pool_base = d->pool, .layer = 0,
+			.layout = &s->l, .pool_base = d->pool, .layer = layer,
 			.batch = 1, .q_heads = QH,
-			.max_blocks_per_seq = s->nblocks, .n_new = CHUNK,
-			.q = q, .block_tables = s->table, .ctx_lens = &ctx,
-			.scale = 1.0f / sqrtf((float)D), .out = out,
+			.max_blocks_per_seq = s->nblocks, .n_new = n,
+			.q = c->q, .block_tables = s->table, .ctx_lens = &ctx,
+			.scale = 1.0f / sqrtf((float)D), .out = c->out,
 		};
 
 		t = now_s();
+		r = d->write(d, &s->l, layer, n, c->blk, c->slot, c->k, c->v);
+		*wr += now_s() - t;
+		if (r)
+			break;
+		t = now_s();
 		r = d->prefill(d, &a);
-		ts[i] = now_s() - t;
+		*at += now_s() - t;
 	}
-	f->attn_s = 0;
-	for (c = at + ndel + CHUNK; c < tokens + CHUNK; c += CHUNK) {
-		double x = c > tokens ? tokens : c, y;
+	return r;
+}
 
-		/* piecewise linear through the three measured points */
-		if (x <= cs[1])
-			y = ts[0] + (ts[1] - ts[0]) * (x - cs[0]) /
-			    (cs[1] - cs[0]);
-		else
-			y = ts[1] + (ts[2] - ts[1]) * (x - cs[1]) /
-			    (cs[2] - cs[1]);
-		f->attn_s += y > 0 ? y : 0;
+/* Part A, one round, on a freshly built sequence. */
+static int long_round(struct dev *d, struct seq *s, struct long_round *f)
+{
+	struct chunk_buf c;
+	float *score;
+	uint32_t *keep;
+	int r;
+
+	f->splice_del_s = f->splice_ins_s = NAN;
+	if (chunk_buf_init(&c, s->len))
+		return -ENOMEM;
+	score = malloc(sizeof(float) * s->len);
+	keep = malloc(sizeof(uint32_t) * s->len);
+	if (!score || !keep) {
+		chunk_buf_free(&c);
+		free(score);
+		free(keep);
+		return -ENOMEM;
 	}
-	f->attn_s *= LAYERS;
-	f->reprefill_s = f->write_s + f->attn_s;
-	/* decode before compression */
-	f->decode_before_s = decode_all(d, s, q, out);
-	/* score (one layer), choose, compact */
-	{
+	/* splice: delete 64 make 32, then make 32 (back to the length) */
+	r = splice_once(d, s, AT, NDEL, NINS, &f->splice_del_s);
+	if (!r)
+		r = splice_once(d, s, AT, 0, NDEL - NINS, &f->splice_ins_s);
+	if (!r)
+		f->decode_before_s = decode_all(d, s, c.q, c.out);
+	if (!r) {
 		struct kvk_score_args a = {
 			.layout = &s->l, .pool_base = d->pool, .layer = 0,
 			.q_heads = QH, .n_q = WQ, .flags = KVK_SCORE_CAUSAL,
-			.q = q, .block_table = s->table, .nblocks = s->nblocks,
+			.q = c.q, .block_table = s->table, .nblocks = s->nblocks,
 			.len = s->len, .scale = 1.0f / sqrtf((float)D),
 			.out = score,
 		};
+		double t = now_s();
 
-		t = now_s();
-		if (!r)
-			r = d->score(d, &a);
+		r = d->score(d, &a);
 		f->score_layer_s = now_s() - t;
 	}
-	f->kept = choose(score, s->len, budget, 4, 64, keep);
-	{
+	if (!r) {
 		struct kvk_compact_args a = {
 			.layout = &s->l, .pool_base = d->pool,
 			.block_table = s->table, .nblocks = s->nblocks,
-			.len = s->len, .keep = keep, .nkeep = f->kept,
+			.len = s->len, .keep = keep,
 		};
+		double t;
 
+		f->kept = choose(score, s->len, BUDGET, 4, 64, keep);
+		a.nkeep = f->kept;
 		t = now_s();
-		if (!r)
-			r = d->compact(d, &a);
+		r = d->compact(d, &a);
 		f->compact_s = now_s() - t;
 		if (!r)
 			s->len = f->kept;
 	}
-	f->decode_after_s = decode_all(d, s, q, out);
-	free(k);
-	free(q);
-	free(out);
-	free(blk);
+	if (!r)
+		f->decode_after_s = decode_all(d, s, c.q, c.out);
+	chunk_buf_free(&c);
 	free(score);
 	free(keep);
 	return r;
 }
 
-static void print_fig(const struct figures *f, double copy, const char *dev)
+/* Part B, one round: the edit and the re-prefill, in either order. */
+static int short_round(struct dev *d, struct seq *s, int edit_first,
+		       struct short_round *f)
 {
-	printf("%s %s: splice at 1K (tail %u tokens): delete 64/make 32 %.3f s, "
-	       "make 32 %.3f s\n", dev, kvk_dtype_name(f->dtype), f->tail,
-	       f->splice_del_s, f->splice_ins_s);
-	printf("    K rewritten %.2f GB/s (%.2f of copy), K+V %.2f GB/s (%.2f "
-	       "of copy); copy %.2f GB/s\n", f->k_bytes / f->splice_del_s / 1e9,
-	       f->k_bytes / f->splice_del_s / 1e9 / copy,
-	       f->kv_bytes / f->splice_del_s / 1e9,
-	       f->kv_bytes / f->splice_del_s / 1e9 / copy, copy);
-	printf("    re-prefill of the tail through the kernels (estimate): "
-	       "writes %.2f s + attention %.1f s = %.1f s: %.0f x the splice\n",
-	       f->write_s, f->attn_s, f->reprefill_s,
-	       f->reprefill_s / f->splice_del_s);
-	printf("    compression to %u tokens: score %.3f s per layer, "
-	       "compaction %.4f s; decode per token (32 layers) %.4f s -> "
-	       "%.4f s\n", f->kept, f->score_layer_s, f->compact_s,
-	       f->decode_before_s, f->decode_after_s);
+	uint32_t len0 = s->len, new_len = len0 - NDEL + NINS, p, n;
+	struct chunk_buf c;
+	double wr = 0, at = 0, t;
+	int side, r = 0;
+
+	if (chunk_buf_init(&c, len0))
+		return -ENOMEM;
+	for (side = 0; side < 2 && !r; side++) {
+		if ((side == 0) == !!edit_first) {
+			/* the edit, then its 32 new tokens */
+			t = now_s();
+			r = splice_once(d, s, AT, NDEL, NINS, &f->splice_s);
+			if (!r) {
+				wr = at = 0;
+				r = prefill_chunk(d, s, &c, AT, NINS, &wr, &at);
+			}
+			f->edit_s = now_s() - t;
+			f->new_s = wr + at;
+			/* back to the length (not timed) */
+			if (!r)
+				r = splice_once(d, s, AT, 0, NDEL - NINS, &t);
+		} else {
+			/* re-prefill of the edited sequence from AT on: the
+			 * new tokens (as the edit), then the tail */
+			double t1;
+
+			f->reprefill_write_s = f->reprefill_attn_s = 0;
+			t = now_s();
+			r = prefill_chunk(d, s, &c, AT, NINS,
+					  &f->reprefill_write_s,
+					  &f->reprefill_attn_s);
+			t1 = now_s();
+			for (p = AT + NINS; p < new_len && !r; p += n) {
+				n = new_len - p < CHUNK ? new_len - p : CHUNK;
+				r = prefill_chunk(d, s, &c, p, n,
+						  &f->reprefill_write_s,
+						  &f->reprefill_attn_s);
+			}
+			f->reprefill_s = now_s() - t;
+			f->reprefill_tail_s = now_s() - t1;
+		}
+	}
+	chunk_buf_free(&c);
+	return r;
+}
+
+/* ---- output ---- */
+
+#define S3(fig, field)	({						\
+	double x_[MAX_ROUNDS];						\
+	int i_;								\
+	for (i_ = 0; i_ < rounds; i_++)					\
+		x_[i_] = (fig)field;					\
+	stat_of(x_, rounds);						\
+})
+
+/* median [min-max], prec decimals */
+static void p3(int prec, struct stat3 s)
+{
+	printf("%.*f [%.*f-%.*f]", prec, s.med, prec, s.lo, prec, s.hi);
+}
+
+static void print_fig(const struct figures *f, const char *dev, int part_b,
+		      uint32_t rtokens)
+{
+	const char *dt = kvk_dtype_name(f->dtype);
+
+	if (f->tail) {
+		printf("%s %s: splice at 1K (tail %u tokens, %d rounds, median "
+		       "[min-max]): delete 64/make 32 ", dev, dt, f->tail,
+		       rounds);
+		p3(3, S3(f, ->a[i_].splice_del_s));
+		printf(" s, make 32 ");
+		p3(3, S3(f, ->a[i_].splice_ins_s));
+		printf(" s\n    K rewritten ");
+		p3(2, S3(f, ->k_bytes / f->a[i_].splice_del_s / 1e9));
+		printf(" GB/s (");
+		p3(2, S3(f, ->k_bytes / f->a[i_].splice_del_s / 1e9 /
+			   f->a[i_].copy_gbps));
+		printf(" of copy), K+V ");
+		p3(2, S3(f, ->kv_bytes / f->a[i_].splice_del_s / 1e9));
+		printf(" GB/s (");
+		p3(2, S3(f, ->kv_bytes / f->a[i_].splice_del_s / 1e9 /
+			   f->a[i_].copy_gbps));
+		printf(" of copy); copy ");
+		p3(2, S3(f, ->a[i_].copy_gbps));
+		printf(" GB/s\n    compression to %u tokens: score ",
+		       f->a[0].kept);
+		p3(3, S3(f, ->a[i_].score_layer_s));
+		printf(" s per layer, compaction ");
+		p3(4, S3(f, ->a[i_].compact_s));
+		printf(" s; decode per token (32 layers) ");
+		p3(4, S3(f, ->a[i_].decode_before_s));
+		printf(" s -> ");
+		p3(4, S3(f, ->a[i_].decode_after_s));
+		printf(" s: ");
+		p3(1, S3(f, ->a[i_].decode_before_s /
+			   f->a[i_].decode_after_s));
+		printf(" x cheaper\n");
+	}
+	if (part_b) {
+		printf("%s %s: %u tokens, the edit at 1K against re-prefilling "
+		       "from 1K (%d rounds, median [min-max]):\n    edit ", dev,
+		       dt, rtokens, rounds);
+		p3(4, S3(f, ->b[i_].edit_s));
+		printf(" s = splice ");
+		p3(4, S3(f, ->b[i_].splice_s));
+		printf(" s + the 32 new tokens ");
+		p3(4, S3(f, ->b[i_].new_s));
+		printf(" s\n    re-prefill ");
+		p3(2, S3(f, ->b[i_].reprefill_s));
+		printf(" s = the 32 new tokens + the %u-token tail ", f->rtail);
+		p3(2, S3(f, ->b[i_].reprefill_tail_s));
+		printf(" s (K/V writes ");
+		p3(2, S3(f, ->b[i_].reprefill_write_s));
+		printf(" s, attention ");
+		p3(2, S3(f, ->b[i_].reprefill_attn_s));
+		printf(" s)\n    re-prefill / edit ");
+		p3(1, S3(f, ->b[i_].reprefill_s / f->b[i_].edit_s));
+		printf(" x; tail re-prefill / splice ");
+		p3(0, S3(f, ->b[i_].reprefill_tail_s / f->b[i_].splice_s));
+		printf(" x\n    (the KV cache's work only, on %s kernels: K/V "
+		       "writes, attention, the splice; not in it: the model's "
+		       "matmuls for every recomputed token, which re-prefill "
+		       "pays for the %u tail tokens and the edit does not)\n",
+		       dev, f->rtail);
+	}
 	fflush(stdout);
 }
 
-static void json_fig(const struct figures *f, double copy, int last)
+static void j3(const char *name, struct stat3 s, int prec)
 {
-	printf("{\"dtype\": \"%s\", \"tail_tokens\": %u, \"splice_s\": %.4f, "
-	       "\"splice_insert_s\": %.4f, \"splice_gbps\": %.3f, "
-	       "\"splice_kv_gbps\": %.3f, \"splice_ratio\": %.3f, "
-	       "\"splice_kv_ratio\": %.3f, \"reprefill_write_s\": %.3f, "
-	       "\"reprefill_attn_s\": %.2f, \"splice_vs_reprefill\": %.1f, "
-	       "\"score_layer_s\": %.4f, \"compact_s\": %.5f, "
-	       "\"tokens_kept\": %u, \"decode_before_s\": %.5f, "
-	       "\"decode_after_s\": %.5f}%s",
-	       kvk_dtype_name(f->dtype), f->tail, f->splice_del_s,
-	       f->splice_ins_s, f->k_bytes / f->splice_del_s / 1e9,
-	       f->kv_bytes / f->splice_del_s / 1e9,
-	       f->k_bytes / f->splice_del_s / 1e9 / copy,
-	       f->kv_bytes / f->splice_del_s / 1e9 / copy, f->write_s,
-	       f->attn_s, f->reprefill_s / f->splice_del_s, f->score_layer_s,
-	       f->compact_s, f->kept, f->decode_before_s, f->decode_after_s,
-	       last ? "" : ", ");
+	printf("\"%s\": %.*f, \"%s_min\": %.*f, \"%s_max\": %.*f", name,
+	       prec, s.med, name, prec, s.lo, name, prec, s.hi);
+}
+
+static void json_fig(const struct figures *f, int part_b, int last)
+{
+	printf("{\"dtype\": \"%s\", \"rounds\": %d", kvk_dtype_name(f->dtype),
+	       rounds);
+	if (f->tail) {
+		printf(", \"tail_tokens\": %u, ", f->tail);
+		j3("splice_s", S3(f, ->a[i_].splice_del_s), 4);
+		printf(", ");
+		j3("splice_insert_s", S3(f, ->a[i_].splice_ins_s), 4);
+		printf(", ");
+		j3("splice_gbps", S3(f, ->k_bytes / f->a[i_].splice_del_s /
+				      1e9), 3);
+		printf(", ");
+		j3("splice_kv_gbps", S3(f, ->kv_bytes / f->a[i_].splice_del_s /
+					 1e9), 3);
+		printf(", ");
+		j3("splice_ratio", S3(f, ->k_bytes / f->a[i_].splice_del_s /
+				       1e9 / f->a[i_].copy_gbps), 3);
+		printf(", ");
+		j3("splice_kv_ratio", S3(f, ->kv_bytes /
+					  f->a[i_].splice_del_s / 1e9 /
+					  f->a[i_].copy_gbps), 3);
+		printf(", ");
+		j3("copy_gbps", S3(f, ->a[i_].copy_gbps), 3);
+		printf(", ");
+		j3("score_layer_s", S3(f, ->a[i_].score_layer_s), 4);
+		printf(", ");
+		j3("compact_s", S3(f, ->a[i_].compact_s), 5);
+		printf(", \"tokens_kept\": %u, ", f->a[0].kept);
+		j3("decode_before_s", S3(f, ->a[i_].decode_before_s), 5);
+		printf(", ");
+		j3("decode_after_s", S3(f, ->a[i_].decode_after_s), 5);
+	}
+	if (part_b) {
+		printf(", \"reprefill_tail_tokens\": %u, ", f->rtail);
+		j3("edit_s", S3(f, ->b[i_].edit_s), 5);
+		printf(", ");
+		j3("edit_new_s", S3(f, ->b[i_].new_s), 5);
+		printf(", ");
+		j3("edit_splice_s", S3(f, ->b[i_].splice_s), 5);
+		printf(", ");
+		j3("reprefill_s", S3(f, ->b[i_].reprefill_s), 4);
+		printf(", ");
+		j3("reprefill_write_s", S3(f, ->b[i_].reprefill_write_s),
+		   4);
+		printf(", ");
+		j3("reprefill_attn_s", S3(f, ->b[i_].reprefill_attn_s), 4);
+		printf(", ");
+		j3("reprefill_tail_s", S3(f, ->b[i_].reprefill_tail_s), 4);
+		printf(", ");
+		j3("edit_vs_reprefill", S3(f, ->b[i_].reprefill_s /
+					    f->b[i_].edit_s), 2);
+		printf(", ");
+		j3("splice_vs_reprefill", S3(f, ->b[i_].reprefill_tail_s /
+					      f->b[i_].splice_s), 1);
+	}
+	printf("}%s", last ? "" : ", ");
 }
 
 static void json_all(const char *dev, const struct figures *fig, int n,
-		     double copy)
+		     uint32_t tokens, uint32_t rtokens)
 {
+	const struct figures *f = fig;
 	int i;
 
-	printf("{\"device\": \"%s\", \"splice_gbps\": %.3f, \"copy_gbps\": "
-	       "%.3f, \"splice_vs_reprefill\": %.1f, \"splice_kv_gbps\": %.3f, "
-	       "\"results\": [", dev, fig[0].k_bytes / fig[0].splice_del_s / 1e9,
-	       copy, fig[0].reprefill_s / fig[0].splice_del_s,
-	       fig[0].kv_bytes / fig[0].splice_del_s / 1e9);
+	printf("{\"device\": \"%s\", \"rounds\": %d, \"tokens\": %u, "
+	       "\"reprefill_tokens\": %u", dev, rounds, tokens, rtokens);
+	if (f->tail) {
+		struct stat3 kg = S3(f, ->k_bytes / f->a[i_].splice_del_s / 1e9);
+		struct stat3 kv = S3(f, ->kv_bytes / f->a[i_].splice_del_s /
+				     1e9);
+
+		printf(", \"splice_gbps\": %.3f, \"splice_kv_gbps\": %.3f, ",
+		       kg.med, kv.med);
+		j3("copy_gbps", S3(f, ->a[i_].copy_gbps), 3);
+	}
+	if (rtokens) {
+		printf(", ");
+		j3("edit_vs_reprefill", S3(f, ->b[i_].reprefill_s /
+					    f->b[i_].edit_s), 2);
+		printf(", ");
+		j3("splice_vs_reprefill", S3(f, ->b[i_].reprefill_tail_s /
+					      f->b[i_].splice_s), 1);
+	}
+	printf(", \"results\": [");
 	for (i = 0; i < n; i++)
-		json_fig(&fig[i], copy, i == n - 1);
+		json_fig(&fig[i], rtokens != 0, i == n - 1);
 	printf("]}\n");
 }
 
+/* ---- one dtype, every round ---- */
+
+struct host {
+	int huge;
+	struct kvk_cpu *cpu;
 #ifdef KVK_BENCH_CUDA
-static int run_gpu(uint32_t *dts, int ndt, uint32_t tokens)
+	struct cuda_drv *drv;
+#endif
+};
+
+/*
+ * The round's sequence s on d.  On the CPU it is built afresh every round
+ * (the last round's edits and compaction changed its pool).  On a GPU the
+ * host copy *keep is built once (round 0) and uploaded every round to a
+ * new device pool.
+ */
+static int dev_seq(struct dev *d, struct host *h, struct seq *s,
+		   struct seq *keep, int rd, uint32_t dtype, uint32_t tokens)
+{
+#ifdef KVK_BENCH_CUDA
+	if (h->drv) {
+		CUdeviceptr p;
+
+		if (!rd && seq_init(keep, dtype, tokens, h->huge, NULL))
+			return -ENOMEM;
+		*s = *keep;
+		s->len = tokens;
+		if (h->drv->cuMemAlloc(&p, s->pool_bytes))
+			return -ENOMEM;
+		d->pool = (void *)(uintptr_t)p;
+		if (h->drv->cuMemcpyHtoD(p, s->pool, s->pool_bytes))
+			return -EIO;
+		return 0;
+	}
+#endif
+	(void)keep;
+	(void)rd;
+	if (seq_init(s, dtype, tokens, h->huge, h->cpu))
+		return -ENOMEM;
+	d->pool = s->pool;
+	return 0;
+}
+
+/* After the round; the GPU's host copy goes after the last round. */
+static void dev_seq_free(struct dev *d, struct host *h, struct seq *s,
+			 struct seq *keep, int last)
+{
+#ifdef KVK_BENCH_CUDA
+	if (h->drv) {
+		h->drv->cuMemFree((CUdeviceptr)(uintptr_t)d->pool);
+		if (last)
+			seq_free(keep);
+		return;
+	}
+#endif
+	(void)keep;
+	(void)last;
+	seq_free(s);
+}
+
+static int run_dtype(struct dev *d, struct host *h, double (*copy)(
+			     struct host *h), uint32_t tokens,
+		     uint32_t rtokens, struct figures *f)
+{
+	struct seq s, keep_long, keep_short;
+	int rd, r;
+
+	if (tokens) {
+		f->tail = tokens - AT - NDEL;
+		f->k_bytes = 0;
+	}
+	for (rd = 0; rd < rounds; rd++) {
+		int last = rd == rounds - 1;
+
+		if (tokens) {
+			r = dev_seq(d, h, &s, &keep_long, rd, f->dtype, tokens);
+			if (r)
+				return r;
+			if (!rd)
+				f->k_bytes = (double)f->tail * LAYERS * KVH *
+					     s.l.row_bytes +
+					     (s.l.dtype == KVK_INT4 ?
+					      (double)f->tail * LAYERS * KVH *
+					      (D / 16) : 0);
+			f->kv_bytes = 2 * f->k_bytes;
+			f->a[rd].copy_gbps = copy(h);
+			r = long_round(d, &s, &f->a[rd]);
+			dev_seq_free(d, h, &s, &keep_long, last);
+			if (r)
+				return r;
+		}
+		if (rtokens) {
+			r = dev_seq(d, h, &s, &keep_short, rd, f->dtype,
+				    rtokens);
+			if (r)
+				return r;
+			f->rtail = rtokens - NDEL - AT;
+			r = short_round(d, &s, !(rd % 2), &f->b[rd]);
+			dev_seq_free(d, h, &s, &keep_short, last);
+			if (r)
+				return r;
+		}
+		fprintf(stderr, "%s round %d of %d done\n",
+			kvk_dtype_name(f->dtype), rd + 1, rounds);
+	}
+	return 0;
+}
+
+static double cpu_copy(struct host *h)
+{
+	return copy_bw(h->cpu, h->huge);
+}
+
+#ifdef KVK_BENCH_CUDA
+static double gpu_copy(struct host *h)
+{
+	struct cuda_drv *drv = h->drv;
+	CUdeviceptr a, b;
+	size_t bytes = (size_t)1 << 30;
+	double copy = 0, t;
+	int rep;
+
+	if (drv->cuMemAlloc(&a, bytes))
+		return 0;
+	if (drv->cuMemAlloc(&b, bytes)) {
+		drv->cuMemFree(a);
+		return 0;
+	}
+	for (rep = 0; rep < 4; rep++) {
+		t = now_s();
+		drv->cuMemcpyDtoD(b, a, bytes);
+		drv->cuCtxSynchronize();
+		t = now_s() - t;
+		if (rep && bytes / t / 1e9 > copy)
+			copy = bytes / t / 1e9;
+	}
+	drv->cuMemFree(a);
+	drv->cuMemFree(b);
+	return copy;
+}
+
+static int run_gpu(uint32_t *dts, int ndt, uint32_t tokens, uint32_t rtokens,
+		   struct figures *fig)
 {
 	struct cuda_drv drv;
-	struct figures fig[4];
+	struct host h = { .huge = 1, .drv = &drv };
 	struct dev d = {
 		.name = "gpu", .drv = &drv, .splice = g_splice,
 		.compact = g_compact, .score = g_score, .decode = g_decode,
@@ -646,12 +1032,10 @@ static int run_gpu(uint32_t *dts, int ndt, uint32_t tokens)
 	};
 	CUdevice dev;
 	CUcontext cctx;
-	CUdeviceptr a, b, dpool;
-	size_t bytes = (size_t)1 << 30;
-	double copy = 0, t;
-	int i, rep, ret;
+	int i, ret;
 
-	if (cuda_drv_open(&drv) || cuda_drv_device_open(&drv, 0, &dev, &cctx, NULL)) {
+	if (cuda_drv_open(&drv) ||
+	    cuda_drv_device_open(&drv, 0, &dev, &cctx, NULL)) {
 		printf("no GPU\n");
 		return 77;
 	}
@@ -660,41 +1044,22 @@ static int run_gpu(uint32_t *dts, int ndt, uint32_t tokens)
 		printf("no kernels: %d\n", ret);
 		return 77;
 	}
-	if (drv.cuMemAlloc(&a, bytes) || drv.cuMemAlloc(&b, bytes))
-		return 1;
-	for (rep = 0; rep < 5; rep++) {
-		t = now_s();
-		drv.cuMemcpyDtoD(b, a, bytes);
-		drv.cuCtxSynchronize();
-		t = now_s() - t;
-		if (rep && bytes / t / 1e9 > copy)
-			copy = bytes / t / 1e9;
-	}
-	drv.cuMemFree(a);
-	drv.cuMemFree(b);
-	printf("gpu copy bandwidth (cuMemcpyDtoD of 1 GiB): %.1f GB/s\n", copy);
+	printf("kvpool-bench-edits --gpu: %u tokens (re-prefill part: %u), "
+	       "%u layers, %u kv heads, head_dim %u, %u tokens per block, %d "
+	       "rounds; gpu copy bandwidth (cuMemcpyDtoD of 1 GiB) %.1f GB/s\n",
+	       tokens, rtokens, LAYERS, KVH, D, TPB, rounds, gpu_copy(&h));
 	for (i = 0; i < ndt; i++) {
-		struct seq s;
-
 		memset(&fig[i], 0, sizeof(fig[i]));
 		fig[i].dtype = dts[i];
-		if (seq_init(&s, dts[i], tokens, 1, NULL))
-			return 1;
-		if (drv.cuMemAlloc(&dpool, s.pool_bytes) ||
-		    drv.cuMemcpyHtoD(dpool, s.pool, s.pool_bytes))
-			return 1;
-		d.pool = (void *)(uintptr_t)dpool;
-		ret = run_one(&d, &s, tokens, &fig[i]);
-		drv.cuMemFree(dpool);
-		seq_free(&s);
+		ret = run_dtype(&d, &h, gpu_copy, tokens, rtokens, &fig[i]);
 		if (ret) {
 			fprintf(stderr, "gpu %s: %d\n", kvk_dtype_name(dts[i]),
 				ret);
 			return 1;
 		}
-		print_fig(&fig[i], copy, "gpu");
+		print_fig(&fig[i], "gpu", rtokens != 0, rtokens);
 	}
-	json_all("gpu", fig, ndt, copy);
+	json_all("gpu", fig, ndt, tokens, rtokens);
 	kvk_cuda_free(d.kc);
 	return 0;
 }
@@ -702,19 +1067,20 @@ static int run_gpu(uint32_t *dts, int ndt, uint32_t tokens)
 
 int main(int argc, char **argv)
 {
-	uint32_t dts[4] = { KVK_BF16, KVK_FP8 }, tokens = 32768;
-	struct figures fig[4];
+	static struct figures fig[4];
+	uint32_t dts[4] = { KVK_BF16, KVK_FP8 }, tokens = 32768, rtokens = 2048;
 	unsigned int threads = 0;
 	int ndt = 2, huge = 1, gpu = 0, i, opt;
 	struct kvk_cpu *cpu;
-	double copy, copy2;
+	struct host h;
 
 	static const struct option lopts[] = {
 		{ "gpu", no_argument, NULL, 'g' },
 		{ NULL, 0, NULL, 0 },
 	};
 
-	while ((opt = getopt_long(argc, argv, "t:n:k:H", lopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "t:n:r:R:k:Hq", lopts,
+				  NULL)) != -1) {
 		switch (opt) {
 		case 'g':
 			gpu = 1;
@@ -724,6 +1090,17 @@ int main(int argc, char **argv)
 			break;
 		case 'n':
 			tokens = (uint32_t)atoi(optarg);
+			break;
+		case 'r':
+			rtokens = (uint32_t)atoi(optarg);
+			break;
+		case 'R':
+			rounds = atoi(optarg);
+			break;
+		case 'q':
+			tokens = 4096;
+			rtokens = 1280;
+			rounds = 2;
 			break;
 		case 'H':
 			huge = 0;
@@ -747,17 +1124,22 @@ int main(int argc, char **argv)
 		}
 		default:
 			fprintf(stderr, "usage: %s [-t threads] [-n tokens] "
-				"[-k dtypes] [-H] [--gpu]\n", argv[0]);
+				"[-r re-prefill tokens] [-R rounds] [-k dtypes] "
+				"[-H] [-q] [--gpu]\n", argv[0]);
 			return 2;
 		}
 	}
-	if (!ndt || tokens < 8192) {
-		fprintf(stderr, "need a dtype and at least 8192 tokens\n");
+	if (!ndt || (tokens && tokens < 4096) ||
+	    (rtokens && rtokens < AT + NDEL + CHUNK) || (!tokens && !rtokens) ||
+	    rounds < 1 || rounds > MAX_ROUNDS) {
+		fprintf(stderr, "need a dtype, -n 0 or at least 4096 tokens, "
+			"-r 0 or at least %u, not both 0, and 1..%d rounds\n",
+			AT + NDEL + CHUNK, MAX_ROUNDS);
 		return 2;
 	}
 	if (gpu) {
 #ifdef KVK_BENCH_CUDA
-		return run_gpu(dts, ndt, tokens);
+		return run_gpu(dts, ndt, tokens, rtokens, fig);
 #else
 		printf("built without cuda.h\n");
 		return 77;
@@ -767,11 +1149,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "no thread pool\n");
 		return 1;
 	}
-	printf("kvpool-bench-edits: %u tokens, %u layers, %u kv heads, "
-	       "head_dim %u, %u tokens per block; %u threads, %s\n", tokens,
-	       LAYERS, KVH, D, TPB, kvk_cpu_threads(cpu), kvk_cpu_simd(cpu));
-	copy = copy_bw(cpu, huge);
-	printf("copy bandwidth: %.2f GB/s\n", copy);
+	h.huge = huge;
+	h.cpu = cpu;
+#ifdef KVK_BENCH_CUDA
+	h.drv = NULL;
+#endif
+	printf("kvpool-bench-edits: %u tokens (re-prefill part: %u), %u "
+	       "layers, %u kv heads, head_dim %u, %u tokens per block; %u "
+	       "threads, %s; %d rounds\n", tokens, rtokens, LAYERS, KVH, D,
+	       TPB, kvk_cpu_threads(cpu), kvk_cpu_simd(cpu), rounds);
 	fflush(stdout);
 	for (i = 0; i < ndt; i++) {
 		struct dev d = {
@@ -780,27 +1166,15 @@ int main(int argc, char **argv)
 			.decode = c_decode, .prefill = c_prefill,
 			.write = c_write,
 		};
-		struct seq s;
 
-		memset(&fig[i], 0, sizeof(fig[i]));
 		fig[i].dtype = dts[i];
-		if (seq_init(&s, dts[i], tokens, huge, cpu)) {
-			fprintf(stderr, "%s: cannot build the sequence\n",
-				kvk_dtype_name(dts[i]));
+		if (run_dtype(&d, &h, cpu_copy, tokens, rtokens, &fig[i])) {
+			fprintf(stderr, "%s: failed\n", kvk_dtype_name(dts[i]));
 			return 1;
 		}
-		d.pool = s.pool;
-		if (run_one(&d, &s, tokens, &fig[i]))
-			return 1;
-		seq_free(&s);
-		print_fig(&fig[i], copy, "cpu");
+		print_fig(&fig[i], "cpu", rtokens != 0, rtokens);
 	}
-	copy2 = copy_bw(cpu, huge);
-	printf("copy bandwidth at the end: %.2f GB/s (ratios use the higher, "
-	       "%.2f)\n", copy2, copy2 > copy ? copy2 : copy);
-	if (copy2 > copy)
-		copy = copy2;
-	json_all("cpu", fig, ndt, copy);
+	json_all("cpu", fig, ndt, tokens, rtokens);
 	kvk_cpu_free(cpu);
 	return 0;
 }

@@ -131,12 +131,40 @@ static void fill_pool(const struct kvk_layout *l, uint8_t *pool,
 }
 
 #define MAX_PATHS 5
+#define MAX_ROUNDS 16
 
+/* One path, dtype and shape over the rounds. */
 struct result {
 	uint32_t path, dtype, ctx, batch;
-	double gbps, tps, vs_bf16;	/* vs_bf16 < 0: no BF16 result */
-	double cpu_gbps;		/* KV GB per CPU-second */
+	int have;
+	double bytes;			/* KV bytes one call reads */
+	double gbps[MAX_ROUNDS], tps[MAX_ROUNDS];
+	double cpu_gbps[MAX_ROUNDS];	/* KV GB per CPU-second */
 };
+
+struct stat3 {
+	double med, lo, hi;
+};
+
+static int cmp_dbl(const void *pa, const void *pb)
+{
+	double a = *(const double *)pa, b = *(const double *)pb;
+
+	return a < b ? -1 : a > b;
+}
+
+static struct stat3 stat_of(const double *x, int n)
+{
+	double v[MAX_ROUNDS];
+	struct stat3 r;
+
+	memcpy(v, x, sizeof(*v) * (size_t)n);
+	qsort(v, (size_t)n, sizeof(*v), cmp_dbl);
+	r.lo = v[0];
+	r.hi = v[n - 1];
+	r.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return r;
+}
 
 /* Is name in the comma-separated list? */
 static int in_list(const char *list, const char *name)
@@ -152,26 +180,32 @@ static int in_list(const char *list, const char *name)
 	return 0;
 }
 
+/* Index of (path, dtype, context, batch) in the results. */
+static int res_idx(uint32_t pi, uint32_t dt, uint32_t ci, uint32_t bi)
+{
+	return (int)(((pi * 4 + (dt - KVK_BF16)) * 4 + ci) * 3 + bi);
+}
+
 int main(int argc, char **argv)
 {
 	static const uint32_t ctxs[] = { 1024, 8192, 32768, 131072 };
 	static const uint32_t batches[] = { 1, 16, 64 };
-	struct result res[MAX_PATHS * 4 * 4 * 3];
+	static struct result res[MAX_PATHS * 4 * 4 * 3];
 	struct kvk_cpu *cpus[MAX_PATHS];
 	const char *pnames[MAX_PATHS];
 	uint32_t npaths = 0, pi;
 	const char *paths = NULL;
 	unsigned int threads = 0;
 	uint64_t cap_mib = 2048;
-	double per_shape = 0.4, read_bw, read_bw2, ref_bw, rc0, rcpu;
+	double per_shape = 0.4, read_bw[MAX_ROUNDS + 1], ref_bw, rc0, rcpu = 0;
 	double read_cpu;
-	int quick = 0, huge = 1, opt, nres = 0, i;
+	int quick = 0, huge = 1, opt, i, rounds = 3, rd, nread = 0;
 	size_t bw_bytes = (size_t)512 << 20;
 	uint8_t *bwbuf;
-	uint32_t dt, ci, bi, nctx, max_batch = 64;
+	uint32_t dt, ci, bi, nctx, max_batch = 64, k;
 	const char *only = NULL;
 
-	while ((opt = getopt(argc, argv, "t:m:s:qb:k:p:H")) != -1) {
+	while ((opt = getopt(argc, argv, "t:m:s:qb:k:p:HR:")) != -1) {
 		switch (opt) {
 		case 't':
 			threads = (unsigned int)atoi(optarg);
@@ -197,10 +231,13 @@ int main(int argc, char **argv)
 		case 'H':
 			huge = 0;
 			break;
+		case 'R':
+			rounds = atoi(optarg);
+			break;
 		default:
 			fprintf(stderr, "usage: %s [-t threads] [-m pool MiB] "
 				"[-s seconds] [-q] [-b batch] [-k dtypes] [-p paths] "
-				"[-H]\n",
+				"[-H] [-R rounds]\n",
 				argv[0]);
 			return 2;
 		}
@@ -210,13 +247,17 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
+	if (rounds < 1 || rounds > MAX_ROUNDS) {
+		fprintf(stderr, "%s: -R: 1..%d rounds\n", argv[0], MAX_ROUNDS);
+		return 2;
+	}
 	nctx = quick ? 2 : 4;
 	{
 		static const char *const all[] = { "amx", "avx512bf16",
 						   "avx512", "avx2", "generic" };
 		struct kvk_cpu *c;
 		const char *best;
-		uint32_t a, k;
+		uint32_t a;
 
 		if (kvk_cpu_init(&c, threads)) {
 			fprintf(stderr, "kvk_cpu_init failed\n");
@@ -257,30 +298,29 @@ int main(int argc, char **argv)
 	if (!bwbuf)
 		return 1;
 	memset(bwbuf, 1, bw_bytes);
-	rc0 = cpu_s();
-	read_bw = kvk_read_bw(cpus[0], bwbuf, bw_bytes, 8);
-	rcpu = cpu_s() - rc0;
-	read_cpu = rcpu > 0 ? 8.0 * bw_bytes / rcpu / 1e9 : 0;
 	printf("kvpool-bench-kernels: %u threads, paths", kvk_cpu_threads(cpus[0]));
 	for (pi = 0; pi < npaths; pi++)
 		printf(" %s", pnames[pi]);
-	printf(", pool cap %llu MiB\n", (unsigned long long)cap_mib);
-	printf("memory read bandwidth (same threads): %.1f GB/s\n", read_bw);
-	printf("(ratio: against this first measurement; tok/s: sequences x "
-	       "calls per second; vs bf16: tok/s over BF16's, same path and "
-	       "shape)\n");
-	printf("(cpu-r: the ratio per CPU-second of this process, against "
-	       "both measurements)\n");
-	printf("%-10s %-5s %7s %5s %9s %9s %6s %10s %7s %6s %6s\n", "path",
-	       "dtype", "ctx", "batch", "KV MiB", "KV GB/s", "ratio", "tok/s",
-	       "vs bf16", "calls", "cpu-r");
+	printf(", pool cap %llu MiB, %d rounds (the dtypes in a rotated order "
+	       "each round, the paths of a shape one after the other)\n",
+	       (unsigned long long)cap_mib, rounds);
 	fflush(stdout);
 
-	for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
+	for (rd = 0; rd < rounds; rd++) {
+		uint32_t d;
+
+		rc0 = cpu_s();
+		read_bw[nread++] = kvk_read_bw(cpus[0], bwbuf, bw_bytes, 8);
+		rcpu += cpu_s() - rc0;
+		printf("round %d: memory read bandwidth (same threads) %.1f "
+		       "GB/s\n", rd + 1, read_bw[nread - 1]);
+		fflush(stdout);
+	for (d = 0; d < 4; d++) {
 		struct kvk_layout l;
 		uint64_t pt, fx, need_blocks, nblocks, pool_bytes;
 		uint8_t *pool;
 
+		dt = KVK_BF16 + (d + (uint32_t)rd) % 4;
 		if (only && !in_list(only, kvk_dtype_name(dt)))
 			continue;
 		kvk_layout_cost(1, KVH, D, dt, &pt, &fx);
@@ -301,6 +341,7 @@ int main(int argc, char **argv)
 		if (huge && madvise(pool, pool_bytes, MADV_HUGEPAGE))
 			fprintf(stderr, "madvise(MADV_HUGEPAGE): %s\n",
 				strerror(errno));
+		rng = 88172645463325252ull;	/* the same pool every round */
 		fill_pool(&l, pool, nblocks);
 		for (ci = 0; ci < nctx; ci++) {
 			for (bi = 0; bi < 3; bi++) {
@@ -339,8 +380,8 @@ int main(int argc, char **argv)
 				a.out = out;
 				bytes = (double)C * B * l.bytes_per_token;
 				for (pi = 0; pi < npaths; pi++) {
-					struct result *r = &res[nres];
-					int k;
+					struct result *r =
+						&res[res_idx(pi, dt, ci, bi)];
 
 					calls = 0;
 					/* warm-up when cheap */
@@ -362,31 +403,12 @@ int main(int argc, char **argv)
 					r->dtype = dt;
 					r->ctx = C;
 					r->batch = B;
-					r->gbps = bytes * calls / t / 1e9;
-					r->tps = (double)B * calls / t;
-					r->cpu_gbps = c0 > 0 ? bytes * calls /
-						      c0 / 1e9 : 0;
-					r->vs_bf16 = -1;
-					for (k = 0; k < nres; k++)
-						if (res[k].path == pi &&
-						    res[k].dtype == KVK_BF16 &&
-						    res[k].ctx == C &&
-						    res[k].batch == B)
-							r->vs_bf16 = r->tps /
-								     res[k].tps;
-					printf("%-10s %-5s %7u %5u %9.1f %9.2f %6.3f "
-					       "%10.1f ", pnames[pi],
-					       kvk_dtype_name(dt), C, B,
-					       bytes / 1048576.0, r->gbps,
-					       r->gbps / read_bw, r->tps);
-					if (r->vs_bf16 >= 0)
-						printf("%7.2f", r->vs_bf16);
-					else
-						printf("%7s", "-");
-					printf(" %6d %6.3f\n", calls,
-					       r->cpu_gbps / read_cpu);
-					fflush(stdout);
-					nres++;
+					r->have = 1;
+					r->bytes = bytes;
+					r->gbps[rd] = bytes * calls / t / 1e9;
+					r->tps[rd] = (double)B * calls / t;
+					r->cpu_gbps[rd] = c0 > 0 ? bytes * calls /
+							  c0 / 1e9 : 0;
 				}
 				free(tables);
 				free(ctx);
@@ -396,70 +418,146 @@ int main(int argc, char **argv)
 		}
 		free(pool);
 	}
+	}
 	rc0 = cpu_s();
-	read_bw2 = kvk_read_bw(cpus[0], bwbuf, bw_bytes, 8);
+	read_bw[nread++] = kvk_read_bw(cpus[0], bwbuf, bw_bytes, 8);
 	rcpu += cpu_s() - rc0;
-	/* bytes per CPU-second of both read measurements */
-	read_cpu = rcpu > 0 ? 2.0 * 8 * bw_bytes / rcpu / 1e9 : 0;
+	/* bytes per CPU-second of every read measurement */
+	read_cpu = rcpu > 0 ? (double)nread * 8 * bw_bytes / rcpu / 1e9 : 0;
 	/*
 	 * The machine's bandwidth drifts during a run (shared hosts): judge
-	 * against the higher of the two measurements, the conservative ratio.
+	 * against the highest of the measurements, the conservative ratio.
 	 */
-	ref_bw = read_bw2 > read_bw ? read_bw2 : read_bw;
-	printf("memory read bandwidth again: %.1f GB/s; the summary and the "
-	       "JSON use the higher, %.1f GB/s; per CPU-second, both: %.1f "
-	       "GB/s\n", read_bw2, ref_bw, read_cpu);
+	ref_bw = 0;
+	for (i = 0; i < nread; i++)
+		if (read_bw[i] > ref_bw)
+			ref_bw = read_bw[i];
+	printf("memory read bandwidth at the end: %.1f GB/s; the ratios use the "
+	       "highest of the %d measurements, %.1f GB/s; per CPU-second, "
+	       "all: %.1f GB/s\n", read_bw[nread - 1], nread, ref_bw, read_cpu);
+	printf("(%d rounds: median [min-max]; ratio: KV GB/s over %.1f GB/s; "
+	       "tok/s: sequences x calls per second; vs bf16: tok/s over "
+	       "BF16's, same path, shape and round; cpu-r: the ratio per "
+	       "CPU-second of this process, against the read measurements')\n",
+	       rounds, ref_bw);
+	printf("%-10s %-5s %7s %5s %9s %21s %19s %10s %19s %6s\n", "path",
+	       "dtype", "ctx", "batch", "KV MiB", "KV GB/s", "ratio", "tok/s",
+	       "vs bf16", "cpu-r");
+	for (i = 0; i < (int)(sizeof(res) / sizeof(res[0])); i++) {
+		const struct result *r = &res[i];
+		const struct result *b16 = &res[res_idx(r->path, KVK_BF16,
+			i / 3 % 4, i % 3)];
+		struct stat3 g, t, c;
+		double v[MAX_ROUNDS];
+		char gb[32], rt[32], vb[32];
+
+		if (!r->have)
+			continue;
+		g = stat_of(r->gbps, rounds);
+		t = stat_of(r->tps, rounds);
+		c = stat_of(r->cpu_gbps, rounds);
+		snprintf(gb, sizeof(gb), "%.2f [%.2f-%.2f]", g.med, g.lo, g.hi);
+		snprintf(rt, sizeof(rt), "%.3f [%.3f-%.3f]", g.med / ref_bw,
+			 g.lo / ref_bw, g.hi / ref_bw);
+		if (r->dtype != KVK_BF16 && b16->have) {
+			struct stat3 vs;
+
+			for (rd = 0; rd < rounds; rd++)
+				v[rd] = r->tps[rd] / b16->tps[rd];
+			vs = stat_of(v, rounds);
+			snprintf(vb, sizeof(vb), "%.2f [%.2f-%.2f]", vs.med,
+				 vs.lo, vs.hi);
+		} else {
+			snprintf(vb, sizeof(vb), "-");
+		}
+		printf("%-10s %-5s %7u %5u %9.1f %21s %19s %10.1f %19s %6.3f\n",
+		       pnames[r->path], kvk_dtype_name(r->dtype), r->ctx,
+		       r->batch, r->bytes / 1048576.0, gb,
+		       rt, t.med, vb, c.med / read_cpu);
+	}
 	for (pi = 0; pi < npaths; pi++)
 		for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
 			double lo = 1e9, hi = 0, vlo = 1e9, vhi = 0;
 			double clo = 1e9, chi = 0;
 
-			for (i = 0; i < nres; i++) {
-				double r = res[i].gbps / ref_bw;
+			for (ci = 1; ci < nctx; ci++)
+				for (bi = 0; bi < 3; bi++) {
+					const struct result *r =
+						&res[res_idx(pi, dt, ci, bi)];
+					const struct result *b16 =
+						&res[res_idx(pi, KVK_BF16, ci,
+							     bi)];
 
-				if (res[i].path != pi || res[i].dtype != dt ||
-				    res[i].ctx < 8192)
-					continue;
-				lo = r < lo ? r : lo;
-				hi = r > hi ? r : hi;
-				r = res[i].cpu_gbps / read_cpu;
-				clo = r < clo ? r : clo;
-				chi = r > chi ? r : chi;
-				if (res[i].vs_bf16 >= 0) {
-					vlo = res[i].vs_bf16 < vlo ?
-					      res[i].vs_bf16 : vlo;
-					vhi = res[i].vs_bf16 > vhi ?
-					      res[i].vs_bf16 : vhi;
+					if (!r->have)
+						continue;
+					for (rd = 0; rd < rounds; rd++) {
+						double x = r->gbps[rd] / ref_bw;
+
+						lo = x < lo ? x : lo;
+						hi = x > hi ? x : hi;
+						x = r->cpu_gbps[rd] / read_cpu;
+						clo = x < clo ? x : clo;
+						chi = x > chi ? x : chi;
+						if (dt == KVK_BF16 || !b16->have)
+							continue;
+						x = r->tps[rd] / b16->tps[rd];
+						vlo = x < vlo ? x : vlo;
+						vhi = x > vhi ? x : vhi;
+					}
 				}
-			}
 			if (!(hi > 0))
 				continue;
-			printf("summary %-10s %-5s ctx >= 8K: ratio %.2f .. %.2f",
-			       pnames[pi], kvk_dtype_name(dt), lo, hi);
+			printf("summary %-10s %-5s ctx >= 8K, every round: ratio "
+			       "%.2f .. %.2f", pnames[pi], kvk_dtype_name(dt), lo,
+			       hi);
 			if (vhi > 0)
 				printf(", tok/s vs bf16 %.2f .. %.2f", vlo, vhi);
 			printf(", per CPU-s %.2f .. %.2f\n", clo, chi);
 		}
-	printf("{\"read_gbps\": %.2f, \"read_gbps_first\": %.2f, "
-	       "\"read_gbps_last\": %.2f, \"read_cpu_gbps\": %.2f, "
-	       "\"threads\": %u, \"paths\": [", ref_bw, read_bw, read_bw2,
+	printf("{\"rounds\": %d, \"read_gbps\": %.2f, \"read_gbps_first\": "
+	       "%.2f, \"read_gbps_last\": %.2f, \"read_gbps_all\": [", rounds,
+	       ref_bw, read_bw[0], read_bw[nread - 1]);
+	for (i = 0; i < nread; i++)
+		printf("%s%.2f", i ? ", " : "", read_bw[i]);
+	printf("], \"read_cpu_gbps\": %.2f, \"threads\": %u, \"paths\": [",
 	       read_cpu, kvk_cpu_threads(cpus[0]));
 	for (pi = 0; pi < npaths; pi++)
 		printf("%s\"%s\"", pi ? ", " : "", pnames[pi]);
 	printf("], \"results\": [");
-	for (i = 0; i < nres; i++) {
+	k = 0;
+	for (i = 0; i < (int)(sizeof(res) / sizeof(res[0])); i++) {
+		const struct result *r = &res[i];
+		const struct result *b16 = &res[res_idx(r->path, KVK_BF16,
+			i / 3 % 4, i % 3)];
+		struct stat3 g, t, c;
+		double v[MAX_ROUNDS];
+
+		if (!r->have)
+			continue;
+		g = stat_of(r->gbps, rounds);
+		t = stat_of(r->tps, rounds);
+		c = stat_of(r->cpu_gbps, rounds);
 		printf("%s{\"path\": \"%s\", \"dtype\": \"%s\", \"ctx\": %u, "
-		       "\"batch\": %u, \"gbps\": %.2f, \"ratio\": %.3f, "
+		       "\"batch\": %u, \"rounds\": %d, \"gbps\": %.2f, "
+		       "\"gbps_min\": %.2f, \"gbps_max\": %.2f, \"ratio\": %.3f, "
+		       "\"ratio_min\": %.3f, \"ratio_max\": %.3f, "
 		       "\"tokens_per_s\": %.1f, \"cpu_ratio\": %.3f, "
-		       "\"vs_bf16\": ", i ? ", " : "",
-		       pnames[res[i].path], kvk_dtype_name(res[i].dtype),
-		       res[i].ctx, res[i].batch, res[i].gbps,
-		       res[i].gbps / ref_bw, res[i].tps,
-		       res[i].cpu_gbps / read_cpu);
-		if (res[i].vs_bf16 >= 0)
-			printf("%.3f}", res[i].vs_bf16);
-		else
-			printf("null}");
+		       "\"vs_bf16\": ", k++ ? ", " : "",
+		       pnames[r->path], kvk_dtype_name(r->dtype), r->ctx,
+		       r->batch, rounds, g.med, g.lo, g.hi, g.med / ref_bw,
+		       g.lo / ref_bw, g.hi / ref_bw, t.med, c.med / read_cpu);
+		if (r->dtype != KVK_BF16 && b16->have) {
+			struct stat3 vs;
+
+			for (rd = 0; rd < rounds; rd++)
+				v[rd] = r->tps[rd] / b16->tps[rd];
+			vs = stat_of(v, rounds);
+			printf("%.3f, \"vs_bf16_min\": %.3f, \"vs_bf16_max\": "
+			       "%.3f}", vs.med, vs.lo, vs.hi);
+		} else {
+			printf("null, \"vs_bf16_min\": null, \"vs_bf16_max\": "
+			       "null}");
+		}
 	}
 	printf("]}\n");
 	free(bwbuf);

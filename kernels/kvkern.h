@@ -201,7 +201,8 @@ struct kvk_prefill_args {
 /* CPU execution context: a thread pool (the caller's thread works too). */
 struct kvk_cpu;
 
-/* nthreads 0 = number of online CPUs.  *out is NULL on error. */
+/* nthreads 0 = one per CPU the calling thread may run on (its affinity
+ * mask; online CPUs if that is unknown).  *out is NULL on error. */
 int kvk_cpu_init(struct kvk_cpu **out, unsigned int nthreads);
 void kvk_cpu_free(struct kvk_cpu *cpu);
 unsigned int kvk_cpu_threads(const struct kvk_cpu *cpu);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,8 +168,12 @@ int kvk_cpu_init(struct kvk_cpu **out, unsigned int nthreads)
 		return -EINVAL;
 	*out = NULL;
 	if (!nthreads) {
+		cpu_set_t set;
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 
+		/* the CPUs this thread may run on (taskset, cgroups) */
+		if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set))
+			n = CPU_COUNT(&set);
 		nthreads = n > 0 ? (unsigned int)n : 1;
 	}
 	if (nthreads > 1024)

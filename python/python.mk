@@ -40,7 +40,9 @@ install-python:
 INSTALL_TGTS += install-python
 
 # Decode tokens/s of the example engine, KV cache in kvpool against
-# PyTorch's dense attention, with the time split by part.
+# PyTorch's dense attention (FP32 and BF16 caches), both on the same thread
+# and CPU (bench_engine.py --threads, default 1), 3 interleaved rounds,
+# with the time split by part.
 .PHONY: bench-python
 bench-python: $(B)/bin/kvpoold $(KVL_SO)
 	@$(PYTHON) -c 'import torch' 2>/dev/null || \

@@ -1,16 +1,25 @@
 // SPDX-License-Identifier: MIT
 /*
  * bench_pressure.c - `kvpool-bench pressure`: one reasoning trace replayed
- * on a top pool smaller than its peak demand, once per pressure policy,
- * in one run (make bench-pressure).  See kvpool-bench(1) and
- * Documentation/tiers.rst.
+ * on a top pool smaller than its peak demand, per pressure policy, in
+ * several rounds (--rounds, default 3) with the policies interleaved
+ * (round r runs them from the r-th on: ABCD, BCDA, CDAB, ...), in one run
+ * (make bench-pressure).  Per policy: the median over the rounds and the
+ * spread (min-max) of the goodput and of its ratio to the first policy's
+ * in the same round; two policies are ranked only when their spreads do
+ * not overlap ("not separated" otherwise, and no ranking at all from
+ * fewer than 3 rounds).  The default trace (8 requests, outputs of
+ * median 1,000 tokens in [256, 1536]) keeps 3 rounds of 4 policies
+ * within minutes on 2 shared cores (172 s at a load average of 7).  See
+ * kvpool-bench(1) and Documentation/tiers.rst.
  *
  * The trace: N requests with a short prompt and a long-tailed output
  * (lognormal, capped), spread over P tenant processes (two tenants) that
  * keep up to B requests each in flight.  First an unpressured run (a pool
  * big enough for everything) gives the reference outputs and the trace's
- * peak demand in blocks; then every policy replays the same trace on a
- * kvpoold whose top pool is peak / oversub blocks:
+ * peak demand in blocks; then every policy replays the same trace, once
+ * per round, on a kvpoold of its own whose top pool is peak / oversub
+ * blocks:
  *   recompute   the library drops the least recently used sequence; the
  *               engine re-prefills it when there is room again;
  *   swap-dram   the library swaps it to a dram tier (sized to the peak);
@@ -63,6 +72,7 @@
 #define MAX_PROCS	8
 #define MAX_BATCH	8
 #define MAX_POL		8
+#define MAX_ROUNDS	16
 
 struct pcfg {
 	uint32_t nreq, procs, batch;
@@ -82,6 +92,8 @@ struct pcfg {
 	int npol;
 	bool quiet;
 	bool quick;		/* small reference copies too */
+	int rounds;		/* of every policy, interleaved */
+	bool rounds_set;	/* --rounds given */
 };
 
 struct preq {
@@ -118,6 +130,7 @@ struct pshared {
 /* What one run measured. */
 struct prun {
 	char name[16];
+	uint32_t round;			/* 1.., 0: the unpressured run */
 	int lib_policy;
 	uint32_t capacity;
 	uint32_t completed;
@@ -928,7 +941,7 @@ static double pct(double *v, uint32_t n, double p)
 static int run_one(struct prun *pr, uint32_t capacity, const char *tier,
 		   int lib_policy, bool giveup, struct pshared *sh)
 {
-	char sock[PATH_MAX + 32], log[PATH_MAX + 32];
+	char sock[PATH_MAX + 32], log[PATH_MAX + 48];
 	pid_t pids[MAX_PROCS];
 	struct kvl_admin *adm = NULL;
 	double tpot[MAX_REQ];
@@ -937,7 +950,12 @@ static int run_one(struct prun *pr, uint32_t capacity, const char *tier,
 	int r, st;
 
 	snprintf(sock, sizeof(sock), "%s/%s.sock", out_dir_abs, pr->name);
-	snprintf(log, sizeof(log), "%s/%s.daemon.log", out_dir_abs, pr->name);
+	if (pr->round)
+		snprintf(log, sizeof(log), "%s/%s.r%u.daemon.log", out_dir_abs,
+			 pr->name, pr->round);
+	else
+		snprintf(log, sizeof(log), "%s/%s.daemon.log", out_dir_abs,
+			 pr->name);
 	unlink(log);
 	memset(sh, 0, sizeof(*sh));
 	pr->capacity = capacity;
@@ -1140,8 +1158,8 @@ static void usage(FILE *f)
 	      "  --procs N             tenant processes (default 4)\n"
 	      "  --batch N             requests in flight per process (default 2)\n"
 	      "  --prompt LO:HI        prompt tokens (default 64:128)\n"
-	      "  --output MEDIAN:SIGMA lognormal output tokens (default 2000:0.5)\n"
-	      "  --output-range LO:HI  clamp of the output (default 512:4096)\n"
+	      "  --output MEDIAN:SIGMA lognormal output tokens (default 1000:0.5)\n"
+	      "  --output-range LO:HI  clamp of the output (default 256:1536)\n"
 	      "  --layers N --kv-heads N --head-dim N --q-heads N --d-ff N\n"
 	      "                        model (default 4, 2, 64, 4, 768; d_model =\n"
 	      "                        q_heads * head_dim)\n"
@@ -1153,7 +1171,9 @@ static void usage(FILE *f)
 	      "                        build/bench-pressure)\n"
 	      "      --daemon PATH     kvpoold (default: next to kvpool-bench)\n"
 	      "      --seed N          trace seed (default 1)\n"
-	      "      --quick           a small trace (tests): 8 requests, short outputs\n"
+	      "      --rounds N        rounds of every policy, interleaved (default 3;\n"
+	      "                        1 with --quick), at most 16\n"
+	      "      --quick           a small trace (tests): 12 requests, short outputs\n"
 	      "  -q, --quiet\n", f);
 }
 
@@ -1190,6 +1210,7 @@ static int parse(int argc, char **argv)
 		{ "daemon", required_argument, NULL, 13 },
 		{ "seed", required_argument, NULL, 14 },
 		{ "quick", no_argument, NULL, 15 },
+		{ "rounds", required_argument, NULL, 16 },
 		{ "out", required_argument, NULL, 'o' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -1295,6 +1316,14 @@ static int parse(int argc, char **argv)
 			C.chunk_blocks = 16;
 			C.cap_s = 60;
 			C.stall_ms = 200;
+			if (!C.rounds_set)
+				C.rounds = 1;
+			break;
+		case 16:
+			if (ctl_parse_u32(optarg, &v) || !v || v > MAX_ROUNDS)
+				goto bad;
+			C.rounds = (int)v;
+			C.rounds_set = true;
 			break;
 		case 'o':
 			C.out_dir = optarg;
@@ -1350,27 +1379,223 @@ static double gbps(uint64_t bytes, uint64_t ns)
 	return ns ? (double)bytes / (double)ns : 0;
 }
 
+/* ---- over the rounds ---------------------------------------------------------- */
+
+struct stat3 {
+	double med, lo, hi;
+};
+
+static struct stat3 stat_of(const double *x, int n)
+{
+	double v[MAX_ROUNDS];
+	struct stat3 r = { 0, 0, 0 };
+
+	if (n <= 0)
+		return r;
+	memcpy(v, x, sizeof(*v) * (size_t)n);
+	qsort(v, (size_t)n, sizeof(*v), cmp_dbl);
+	r.lo = v[0];
+	r.hi = v[n - 1];
+	r.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return r;
+}
+
+/* One policy over the rounds: medians, the goodput's spread. */
+struct pagg {
+	const char *name;
+	struct stat3 goodput, tpot_p50, tpot_p99;
+	uint32_t completed_min;
+	uint32_t mismatches;		/* over all rounds */
+	bool failed;
+	double recomputed, blocks_out, blocks_in, bytes_out, bytes_in;
+	double swap_out_gbps, swap_in_gbps, ref_after;
+	double e2e_out_gbps, e2e_in_gbps;
+	double drops, dropped_tokens, swaps_out, swaps_in, self_preempts;
+	double giveups, peak_used, wall_s;
+};
+
+static double med_of(struct prun runs[][MAX_POL], int k,
+		     double (*get)(const struct prun *))
+{
+	double x[MAX_ROUNDS];
+	int rd;
+
+	for (rd = 0; rd < C.rounds; rd++)
+		x[rd] = get(&runs[rd][k]);
+	return stat_of(x, C.rounds).med;
+}
+
+#define GETTER(fn, expr) \
+	static double fn(const struct prun *p) { return (double)(expr); }
+GETTER(g_goodput, p->goodput)
+GETTER(g_p50, p->tpot_p50_ms)
+GETTER(g_p99, p->tpot_p99_ms)
+GETTER(g_recomputed, p->recomputed)
+GETTER(g_blocks_out, p->pst.blocks_out)
+GETTER(g_blocks_in, p->pst.blocks_in)
+GETTER(g_bytes_out, p->pst.bytes_out)
+GETTER(g_bytes_in, p->pst.bytes_in)
+GETTER(g_swap_out, gbps(p->tier_bytes_in, p->tier_copy_in_ns))
+GETTER(g_swap_in, gbps(p->tier_bytes_out, p->tier_copy_out_ns))
+GETTER(g_ref_after, p->ref_after)
+GETTER(g_e2e_out, gbps(p->pst.bytes_out, p->pst.swap_out_ns))
+GETTER(g_e2e_in, gbps(p->pst.bytes_in, p->pst.swap_in_ns))
+GETTER(g_drops, p->pst.drops)
+GETTER(g_dropped, p->pst.dropped_tokens)
+GETTER(g_swaps_out, p->pst.swaps_out)
+GETTER(g_swaps_in, p->pst.swaps_in)
+GETTER(g_self, p->pst.self_preempts)
+GETTER(g_giveups, p->giveups)
+GETTER(g_peak, p->peak_used)
+GETTER(g_wall, p->wall_s)
+
+static struct stat3 stat_runs(struct prun runs[][MAX_POL], int k,
+			      double (*get)(const struct prun *))
+{
+	double x[MAX_ROUNDS];
+	int rd;
+
+	for (rd = 0; rd < C.rounds; rd++)
+		x[rd] = get(&runs[rd][k]);
+	return stat_of(x, C.rounds);
+}
+
+static void aggregate(struct pagg *a, struct prun runs[][MAX_POL], int k)
+{
+	int rd;
+
+	memset(a, 0, sizeof(*a));
+	a->name = runs[0][k].name;
+	a->completed_min = C.nreq;
+	for (rd = 0; rd < C.rounds; rd++) {
+		const struct prun *p = &runs[rd][k];
+
+		if (p->completed < a->completed_min)
+			a->completed_min = p->completed;
+		a->mismatches += p->mismatches;
+		a->failed |= p->failed;
+	}
+	a->goodput = stat_runs(runs, k, g_goodput);
+	a->tpot_p50 = stat_runs(runs, k, g_p50);
+	a->tpot_p99 = stat_runs(runs, k, g_p99);
+	a->recomputed = med_of(runs, k, g_recomputed);
+	a->blocks_out = med_of(runs, k, g_blocks_out);
+	a->blocks_in = med_of(runs, k, g_blocks_in);
+	a->bytes_out = med_of(runs, k, g_bytes_out);
+	a->bytes_in = med_of(runs, k, g_bytes_in);
+	a->swap_out_gbps = med_of(runs, k, g_swap_out);
+	a->swap_in_gbps = med_of(runs, k, g_swap_in);
+	a->ref_after = med_of(runs, k, g_ref_after);
+	a->e2e_out_gbps = med_of(runs, k, g_e2e_out);
+	a->e2e_in_gbps = med_of(runs, k, g_e2e_in);
+	a->drops = med_of(runs, k, g_drops);
+	a->dropped_tokens = med_of(runs, k, g_dropped);
+	a->swaps_out = med_of(runs, k, g_swaps_out);
+	a->swaps_in = med_of(runs, k, g_swaps_in);
+	a->self_preempts = med_of(runs, k, g_self);
+	a->giveups = med_of(runs, k, g_giveups);
+	a->peak_used = med_of(runs, k, g_peak);
+	a->wall_s = med_of(runs, k, g_wall);
+}
+
+/* Goodput of policy k over policy b's, per round (the same round). */
+static struct stat3 ratio_of(struct prun runs[][MAX_POL], int k, int b)
+{
+	double x[MAX_ROUNDS];
+	int rd;
+
+	for (rd = 0; rd < C.rounds; rd++)
+		x[rd] = runs[rd][b].goodput > 0 ?
+			runs[rd][k].goodput / runs[rd][b].goodput : 0;
+	return stat_of(x, C.rounds);
+}
+
+static void json_run(struct jw *jw, const struct prun *pr)
+{
+	jw_obj(jw, NULL);
+	jw_str(jw, "policy", pr->name);
+	jw_u64(jw, "round", pr->round);
+	jw_u64(jw, "completed", pr->completed);
+	jw_dbl(jw, "wall_s", pr->wall_s);
+	jw_dbl(jw, "goodput_tps", pr->goodput);
+	jw_dbl(jw, "p50_tpot_ms", pr->tpot_p50_ms);
+	jw_dbl(jw, "p99_tpot_ms", pr->tpot_p99_ms);
+	jw_u64(jw, "recomputed_tokens", pr->recomputed);
+	jw_u64(jw, "blocks_out", pr->pst.blocks_out);
+	jw_u64(jw, "blocks_in", pr->pst.blocks_in);
+	jw_u64(jw, "bytes_out", pr->pst.bytes_out);
+	jw_u64(jw, "bytes_in", pr->pst.bytes_in);
+	jw_dbl(jw, "swap_out_gbps", gbps(pr->tier_bytes_in,
+					 pr->tier_copy_in_ns));
+	jw_dbl(jw, "swap_in_gbps", gbps(pr->tier_bytes_out,
+					pr->tier_copy_out_ns));
+	jw_dbl(jw, "ref_after_gbps", pr->ref_after);
+	jw_u64(jw, "swaps_out", pr->pst.swaps_out);
+	jw_u64(jw, "swaps_in", pr->pst.swaps_in);
+	jw_u64(jw, "drops", pr->pst.drops);
+	jw_u64(jw, "dropped_tokens", pr->pst.dropped_tokens);
+	jw_u64(jw, "stalls", pr->pst.stalls);
+	jw_u64(jw, "giveups", pr->giveups);
+	jw_u64(jw, "mismatches", pr->mismatches);
+	jw_obj_end(jw);
+}
+
+static void json_agg(struct jw *jw, const struct pagg *a, struct stat3 vs)
+{
+	jw_obj(jw, NULL);
+	jw_str(jw, "policy", a->name);
+	jw_u64(jw, "rounds", (uint64_t)C.rounds);
+	jw_u64(jw, "completed", a->completed_min);
+	jw_dbl(jw, "wall_s", a->wall_s);
+	jw_dbl(jw, "goodput_tps", a->goodput.med);
+	jw_dbl(jw, "goodput_tps_min", a->goodput.lo);
+	jw_dbl(jw, "goodput_tps_max", a->goodput.hi);
+	jw_dbl(jw, "vs_first", vs.med);
+	jw_dbl(jw, "vs_first_min", vs.lo);
+	jw_dbl(jw, "vs_first_max", vs.hi);
+	jw_dbl(jw, "p50_tpot_ms", a->tpot_p50.med);
+	jw_dbl(jw, "p99_tpot_ms", a->tpot_p99.med);
+	jw_dbl(jw, "p99_tpot_ms_min", a->tpot_p99.lo);
+	jw_dbl(jw, "p99_tpot_ms_max", a->tpot_p99.hi);
+	jw_dbl(jw, "recomputed_tokens", a->recomputed);
+	jw_dbl(jw, "blocks_out", a->blocks_out);
+	jw_dbl(jw, "blocks_in", a->blocks_in);
+	jw_dbl(jw, "bytes_out", a->bytes_out);
+	jw_dbl(jw, "bytes_in", a->bytes_in);
+	jw_dbl(jw, "swap_out_gbps", a->swap_out_gbps);
+	jw_dbl(jw, "swap_in_gbps", a->swap_in_gbps);
+	jw_dbl(jw, "ref_after_gbps", a->ref_after);
+	jw_dbl(jw, "swaps_out", a->swaps_out);
+	jw_dbl(jw, "swaps_in", a->swaps_in);
+	jw_dbl(jw, "drops", a->drops);
+	jw_dbl(jw, "dropped_tokens", a->dropped_tokens);
+	jw_dbl(jw, "giveups", a->giveups);
+	jw_u64(jw, "mismatches", a->mismatches);
+	jw_obj_end(jw);
+}
+
 int bench_pressure_main(int argc, char **argv, const char *self)
 {
-	static struct prun runs[MAX_POL + 1];
-	struct prun *ref = &runs[0];
+	static struct prun runs[MAX_ROUNDS][MAX_POL], ref_run;
+	static struct pagg agg[MAX_POL];
+	struct prun *ref = &ref_run;
 	struct pshared *sh;
 	char bin[PATH_MAX], tier[PATH_MAX + 64], buf[64], jpath[PATH_MAX + 32];
 	double mc, frd, fwr;
 	uint32_t cap, i, tot_out = 0, peak;
-	int k, r, rc = 0;
+	int k, r, rd, rc = 0;
 	FILE *jf;
 	struct jw jw;
 
 	C = (struct pcfg){
 		.nreq = 8, .procs = 4, .batch = 2,
 		.prompt_lo = 64, .prompt_hi = 128,
-		.out_median = 2000, .out_sigma = 0.5,
-		.out_min = 512, .out_max = 4096,
+		.out_median = 1000, .out_sigma = 0.5,
+		.out_min = 256, .out_max = 1536,
 		.layers = 4, .kv_heads = 2, .head_dim = 64, .q_heads = 4,
 		.d_ff = 768, .block_bytes = 65536, .chunk_blocks = 16,
 		.oversub = 2.0, .stall_ms = 1000, .cap_s = 600,
-		.out_dir = "build/bench-pressure", .seed = 1,
+		.out_dir = "build/bench-pressure", .seed = 1, .rounds = 3,
 		.pol = { "recompute", "swap-dram", "swap-nvme", "stall" },
 		.npol = 4,
 	};
@@ -1472,106 +1697,148 @@ int bench_pressure_main(int argc, char **argv, const char *self)
 		}
 	}
 	printf("unpressured: peak demand %u blocks (%s), %.1f s, goodput "
-	       "%.0f tokens/s; pressured top pool: %u blocks (1/%.1f)\n",
+	       "%.0f tokens/s; pressured top pool: %u blocks (1/%.1f); %d "
+	       "rounds of the %d policies, each round in a rotated order\n",
 	       peak, ctl_human((uint64_t)peak * C.block_bytes, buf,
 			       sizeof(buf)), ref->wall_s, ref->goodput, cap,
-	       C.oversub);
+	       C.oversub, C.rounds, C.npol);
 	fflush(stdout);
-	for (k = 0; k < C.npol; k++) {
-		struct prun *pr = &runs[k + 1];
-		const char *kind;
-		bool giveup;
-		int lib;
+	for (rd = 0; rd < C.rounds; rd++) {
+		int j;
 
-		policy_of(C.pol[k], &lib, &giveup, &kind);
-		snprintf(pr->name, sizeof(pr->name), "%s", C.pol[k]);
-		if (kind && !strcmp(kind, "dram"))
-			snprintf(tier, sizeof(tier), "dram:%u", peak + 64);
-		else if (kind)
-			snprintf(tier, sizeof(tier), "nvme:%s/nvme.swap:%u",
-				 out_dir_abs, peak + 64);
-		run_one(pr, cap, kind ? tier : NULL, lib, giveup, sh);
-		compare(pr, ref);
-		/* the machine may be shared: measure the reference again */
-		if (kind && !strcmp(kind, "dram")) {
-			pr->ref_after = ref_memcpy_gbps();
-		} else if (kind) {
-			double rd, wr;
+		for (j = 0; j < C.npol; j++) {
+			struct prun *pr;
+			const char *kind;
+			bool giveup;
+			int lib;
 
-			ref_file_gbps(&rd, &wr);
-			pr->ref_after = rd;
-		}
-		if (!C.quiet) {
-			printf("  %-10s %u/%u done in %.1f s%s%s\n", pr->name,
-			       pr->completed, C.nreq, pr->wall_s,
-			       pr->why[0] ? ": " : "", pr->why);
-			fflush(stdout);
+			k = (rd + j) % C.npol;	/* ABCD, BCDA, CDAB, ... */
+			pr = &runs[rd][k];
+			policy_of(C.pol[k], &lib, &giveup, &kind);
+			snprintf(pr->name, sizeof(pr->name), "%s", C.pol[k]);
+			pr->round = rd + 1;
+			if (kind && !strcmp(kind, "dram"))
+				snprintf(tier, sizeof(tier), "dram:%u",
+					 peak + 64);
+			else if (kind)
+				snprintf(tier, sizeof(tier),
+					 "nvme:%s/nvme.swap:%u", out_dir_abs,
+					 peak + 64);
+			run_one(pr, cap, kind ? tier : NULL, lib, giveup, sh);
+			compare(pr, ref);
+			/* the machine may be shared: measure the reference
+			 * again */
+			if (kind && !strcmp(kind, "dram")) {
+				pr->ref_after = ref_memcpy_gbps();
+			} else if (kind) {
+				double rdb, wrb;
+
+				ref_file_gbps(&rdb, &wrb);
+				pr->ref_after = rdb;
+			}
+			if (!C.quiet) {
+				printf("  round %d %-10s %u/%u done in %.1f s, "
+				       "goodput %.0f tokens/s%s%s\n", rd + 1,
+				       pr->name, pr->completed, C.nreq,
+				       pr->wall_s, pr->goodput,
+				       pr->why[0] ? ": " : "", pr->why);
+				fflush(stdout);
+			}
 		}
 	}
+	for (k = 0; k < C.npol; k++)
+		aggregate(&agg[k], runs, k);
 
-	printf("\n%-10s %7s %9s %8s %8s %10s %21s %21s %24s %8s\n", "policy",
+	printf("\n%d round%s; per policy the median over the rounds and, for "
+	       "goodput and the ratio, [min-max]\n", C.rounds,
+	       C.rounds == 1 ? "" : "s");
+	printf("%-10s %7s %19s %8s %8s %10s %21s %21s %24s %8s\n", "policy",
 	       "done", "goodput", "TPOT p50", "TPOT p99", "recomputed",
 	       "swapped out", "swapped in", "swap GB/s", "outputs");
-	printf("%-10s %7s %9s %8s %8s %10s %21s %21s %24s %8s\n", "", "",
-	       "tokens/s", "ms", "ms", "tokens", "blocks (bytes)",
+	printf("%-10s %7s %19s %8s %8s %10s %21s %21s %24s %8s\n", "", "",
+	       "tokens/s [min-max]", "ms", "ms", "tokens", "blocks (bytes)",
 	       "blocks (bytes)", "out / in / ref / after", "");
-	for (k = 0; k <= C.npol; k++) {
-		struct prun *pr = &runs[k];
-		char d1[32], b1[32], b2[32], s1[40], s2[40], sw[40];
+	for (k = -1; k < C.npol; k++) {
+		const struct pagg *a = k < 0 ? NULL : &agg[k];
+		const struct prun *pr = k < 0 ? ref : NULL;
+		char d1[32], b1[32], b2[32], s1[40], s2[40], sw[40], g[40];
 		double ref_bw = 0;
-		const char *kind;
+		const char *kind = NULL;
 		bool giveup;
 		int lib;
 
-		if (k)
-			policy_of(pr->name, &lib, &giveup, &kind);
-		else
-			kind = NULL;
+		if (a)
+			policy_of(a->name, &lib, &giveup, &kind);
 		if (kind)
 			ref_bw = !strcmp(kind, "dram") ? mc : frd;
-		snprintf(d1, sizeof(d1), "%u/%u", pr->completed, C.nreq);
-		snprintf(s1, sizeof(s1), "%llu (%s)",
-			 (unsigned long long)pr->pst.blocks_out,
-			 ctl_human(pr->pst.bytes_out, b1, sizeof(b1)));
-		snprintf(s2, sizeof(s2), "%llu (%s)",
-			 (unsigned long long)pr->pst.blocks_in,
-			 ctl_human(pr->pst.bytes_in, b2, sizeof(b2)));
+		if (pr) {
+			snprintf(d1, sizeof(d1), "%u/%u", pr->completed, C.nreq);
+			snprintf(g, sizeof(g), "%.0f", pr->goodput);
+			printf("%-10s %7s %19s %8.2f %8.2f %10llu %21s %21s "
+			       "%24s %8s\n", pr->name, d1, g, pr->tpot_p50_ms,
+			       pr->tpot_p99_ms,
+			       (unsigned long long)pr->recomputed, "0 (0 B)",
+			       "0 (0 B)", "-", "ref");
+			continue;
+		}
+		snprintf(d1, sizeof(d1), "%u/%u", a->completed_min, C.nreq);
+		snprintf(g, sizeof(g), "%.0f [%.0f-%.0f]", a->goodput.med,
+			 a->goodput.lo, a->goodput.hi);
+		snprintf(s1, sizeof(s1), "%.0f (%s)", a->blocks_out,
+			 ctl_human((uint64_t)a->bytes_out, b1, sizeof(b1)));
+		snprintf(s2, sizeof(s2), "%.0f (%s)", a->blocks_in,
+			 ctl_human((uint64_t)a->bytes_in, b2, sizeof(b2)));
 		if (kind)
 			snprintf(sw, sizeof(sw), "%.2f / %.2f / %.2f / %.2f",
-				 gbps(pr->tier_bytes_in, pr->tier_copy_in_ns),
-				 gbps(pr->tier_bytes_out,
-				      pr->tier_copy_out_ns), ref_bw,
-				 pr->ref_after);
+				 a->swap_out_gbps, a->swap_in_gbps, ref_bw,
+				 a->ref_after);
 		else
 			snprintf(sw, sizeof(sw), "-");
-		printf("%-10s %7s %9.0f %8.2f %8.2f %10llu %21s %21s %24s %8s\n",
-		       pr->name, d1, pr->goodput, pr->tpot_p50_ms,
-		       pr->tpot_p99_ms, (unsigned long long)pr->recomputed,
-		       s1, s2, sw, k == 0 ? "ref" :
-		       pr->mismatches ? "DIFFER" : "equal");
+		printf("%-10s %7s %19s %8.2f %8.2f %10.0f %21s %21s %24s %8s\n",
+		       a->name, d1, g, a->tpot_p50.med, a->tpot_p99.med,
+		       a->recomputed, s1, s2, sw,
+		       a->mismatches ? "DIFFER" : "equal");
 	}
 	printf("\nswap GB/s: the daemon's copy rate into the lower tier (out) "
 	       "and back (in); ref: memcpy for dram, O_DIRECT pread for nvme, "
-	       "measured before the runs and again right after that policy's "
-	       "run.\n");
-	for (k = 1; k <= C.npol; k++) {
-		struct prun *pr = &runs[k];
+	       "measured before the runs and again right after each run of "
+	       "that policy (median).  Counts: median over the rounds.\n");
+	for (k = 0; k < C.npol; k++) {
+		const struct pagg *a = &agg[k];
+		struct stat3 vs = ratio_of(runs, k, 0);
 
-		printf("%-10s recompute ratio %.2fx, %llu dropped (%llu tokens), "
-		       "%llu swaps out / %llu in (end to end %.2f / %.2f GB/s), "
-		       "%llu self-preempted, %llu given up by the engine, %u "
-		       "blocks peak\n", pr->name,
-		       runs[1].goodput > 0 ? pr->goodput / runs[1].goodput : 0,
-		       (unsigned long long)pr->pst.drops,
-		       (unsigned long long)pr->pst.dropped_tokens,
-		       (unsigned long long)pr->pst.swaps_out,
-		       (unsigned long long)pr->pst.swaps_in,
-		       gbps(pr->pst.bytes_out, pr->pst.swap_out_ns),
-		       gbps(pr->pst.bytes_in, pr->pst.swap_in_ns),
-		       (unsigned long long)pr->pst.self_preempts,
-		       (unsigned long long)pr->giveups, pr->peak_used);
-		if (pr->completed != C.nreq || pr->mismatches || pr->failed)
+		printf("%-10s goodput vs %s %.2fx [%.2f-%.2f] over %d round%s, "
+		       "%.0f dropped (%.0f tokens), %.0f swaps out / %.0f in "
+		       "(end to end %.2f / %.2f GB/s), %.0f self-preempted, "
+		       "%.0f given up by the engine, %.0f blocks peak\n",
+		       a->name, agg[0].name, vs.med, vs.lo, vs.hi, C.rounds,
+		       C.rounds == 1 ? "" : "s", a->drops, a->dropped_tokens, a->swaps_out, a->swaps_in,
+		       a->e2e_out_gbps, a->e2e_in_gbps, a->self_preempts,
+		       a->giveups, a->peak_used);
+		if (a->completed_min != C.nreq || a->mismatches || a->failed)
 			rc = 1;
+	}
+	/* a ranking only from pairs whose spreads do not overlap */
+	printf("\nranking by goodput (a pair is ordered only when its "
+	       "[min-max] over the rounds do not overlap):\n");
+	if (C.rounds < 3) {
+		printf("  none: %d round%s (at least 3 are needed)\n", C.rounds,
+		       C.rounds == 1 ? "" : "s");
+	} else {
+		int x, y;
+
+		for (x = 0; x < C.npol; x++)
+			for (y = x + 1; y < C.npol; y++) {
+				const struct pagg *a = &agg[x], *b = &agg[y];
+
+				if (a->goodput.lo > b->goodput.hi)
+					printf("  %s > %s\n", a->name, b->name);
+				else if (b->goodput.lo > a->goodput.hi)
+					printf("  %s > %s\n", b->name, a->name);
+				else
+					printf("  %s, %s: not separated\n",
+					       a->name, b->name);
+			}
 	}
 
 	/* every figure in summary.json; the last line of stdout: the short
@@ -1585,46 +1852,42 @@ int bench_pressure_main(int argc, char **argv, const char *self)
 		jw_u64(&jw, "output_tokens", tot_out);
 		jw_u64(&jw, "peak_blocks", peak);
 		jw_u64(&jw, "pressured_blocks", cap);
+		jw_u64(&jw, "rounds", (uint64_t)C.rounds);
 		jw_dbl(&jw, "memcpy_gbps", mc);
 		jw_dbl(&jw, "file_read_gbps", frd);
 		jw_dbl(&jw, "file_write_gbps", fwr);
+		/* the unpressured run, then per policy the medians over the
+		 * rounds (completed: the fewest, mismatches: the sum) */
 		jw_arr(&jw, "runs");
-		for (k = 0; k <= C.npol; k++) {
-			struct prun *pr = &runs[k];
+		json_run(&jw, ref);
+		for (k = 0; k < C.npol; k++)
+			json_agg(&jw, &agg[k], ratio_of(runs, k, 0));
+		jw_arr_end(&jw);
+		/* every run, in the order run */
+		jw_arr(&jw, "round_runs");
+		for (rd = 0; rd < C.rounds; rd++) {
+			int j;
 
-			jw_obj(&jw, NULL);
-			jw_str(&jw, "policy", pr->name);
-			jw_u64(&jw, "completed", pr->completed);
-			jw_dbl(&jw, "wall_s", pr->wall_s);
-			jw_dbl(&jw, "goodput_tps", pr->goodput);
-			jw_dbl(&jw, "p50_tpot_ms", pr->tpot_p50_ms);
-			jw_dbl(&jw, "p99_tpot_ms", pr->tpot_p99_ms);
-			jw_u64(&jw, "recomputed_tokens", pr->recomputed);
-			jw_u64(&jw, "blocks_out", pr->pst.blocks_out);
-			jw_u64(&jw, "blocks_in", pr->pst.blocks_in);
-			jw_u64(&jw, "bytes_out", pr->pst.bytes_out);
-			jw_u64(&jw, "bytes_in", pr->pst.bytes_in);
-			jw_dbl(&jw, "swap_out_gbps",
-			       gbps(pr->tier_bytes_in, pr->tier_copy_in_ns));
-			jw_dbl(&jw, "swap_in_gbps",
-			       gbps(pr->tier_bytes_out, pr->tier_copy_out_ns));
-			jw_dbl(&jw, "ref_after_gbps", pr->ref_after);
-			jw_u64(&jw, "drops", pr->pst.drops);
-			jw_u64(&jw, "stalls", pr->pst.stalls);
-			jw_u64(&jw, "giveups", pr->giveups);
-			jw_u64(&jw, "mismatches", pr->mismatches);
-			jw_obj_end(&jw);
+			for (j = 0; j < C.npol; j++)
+				json_run(&jw, &runs[rd][(rd + j) % C.npol]);
 		}
 		jw_arr_end(&jw);
 		jw_obj_end(&jw);
 		jw_end(&jw);
 		fclose(jf);
 	}
-	printf("{\"policies\": [");
-	for (k = 1; k <= C.npol; k++)
+	printf("{\"rounds\": %d, \"policies\": [", C.rounds);
+	for (k = 0; k < C.npol; k++) {
+		struct stat3 vs = ratio_of(runs, k, 0);
+
 		printf("%s{\"policy\": \"%s\", \"goodput_tps\": %.1f, "
-		       "\"p99_tpot_ms\": %.3f}", k > 1 ? ", " : "",
-		       runs[k].name, runs[k].goodput, runs[k].tpot_p99_ms);
+		       "\"goodput_tps_min\": %.1f, \"goodput_tps_max\": %.1f, "
+		       "\"p99_tpot_ms\": %.3f, \"vs_first\": %.3f, "
+		       "\"vs_first_min\": %.3f, \"vs_first_max\": %.3f}",
+		       k ? ", " : "", agg[k].name, agg[k].goodput.med,
+		       agg[k].goodput.lo, agg[k].goodput.hi,
+		       agg[k].tpot_p99.med, vs.med, vs.lo, vs.hi);
+	}
 	printf("]}\n");
 	return rc;
 }

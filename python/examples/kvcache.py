@@ -56,6 +56,11 @@ class KvpoolCache:
         for s in self.seqs:
             s.free()
 
+    def rewind(self, length: int) -> None:
+        """Every sequence back to its first length positions."""
+        for s in self.seqs:
+            s.truncate(length)
+
     def lengths(self) -> list[int]:
         return [len(s) for s in self.seqs]
 
@@ -120,14 +125,34 @@ class DenseCache:
     (torch.matmul, torch.softmax); GQA by viewing the q heads of a kv
     head as one group ([kv_heads][q_heads/kv_heads]).  Decode batches all
     sequences in one matmul, masking positions beyond each sequence's
-    length."""
+    length.
 
-    def __init__(self, cfg, nseq: int, max_len: int, kv: str = "bf16"):
+    store="bf16" keeps K and V as torch.bfloat16 tensors instead (the
+    bytes kvpool's BF16 cache holds, half of FP32's) and computes as
+    PyTorch engines do in BF16 (Hugging Face's eager Llama attention):
+    q cast to BF16, the scores and the product with V as BF16 matmuls,
+    the softmax in FP32 and its weights cast back to BF16 (the K slice is
+    copied to a contiguous tensor first, which keeps the BF16 matmul on
+    its fast path); the output is returned as FP32.  Its results differ from the FP32 path by BF16
+    rounding of q, the scores and the weights (a reference for speed, not
+    for the tests' exact comparisons)."""
+
+    def __init__(self, cfg, nseq: int, max_len: int, kv: str = "bf16",
+                 store: str = "fp32"):
+        if store not in ("fp32", "bf16"):
+            raise ValueError(f"dense cache store {store!r}: fp32 or bf16")
+        if store == "bf16" and kv != "bf16":
+            raise ValueError("a BF16 store holds BF16-rounded K/V only")
         self.cfg = cfg
         self.kv = kv
+        self.store = store
+        dt = torch.bfloat16 if store == "bf16" else torch.float32
+        self.dt = dt
         shape = (nseq, cfg.num_key_value_heads, max_len, cfg.head_dim)
-        self.K = [torch.zeros(shape) for _ in range(cfg.num_hidden_layers)]
-        self.V = [torch.zeros(shape) for _ in range(cfg.num_hidden_layers)]
+        self.K = [torch.zeros(shape, dtype=dt)
+                  for _ in range(cfg.num_hidden_layers)]
+        self.V = [torch.zeros(shape, dtype=dt)
+                  for _ in range(cfg.num_hidden_layers)]
         self.len = [0] * nseq
         self.max_len = max_len
         self.scale = cfg.scale
@@ -138,6 +163,32 @@ class DenseCache:
 
     def close(self) -> None:
         pass
+
+    def rewind(self, length: int) -> None:
+        """Every sequence back to its first length positions."""
+        self.len = [min(n, length) for n in self.len]
+
+    def _kv(self, x: torch.Tensor) -> torch.Tensor:
+        """x as this cache stores it."""
+        if self.store == "bf16":
+            return x.to(torch.bfloat16)
+        return round_kv(x, self.kv)
+
+    def _attend(self, qg, Kc, Vc, mask) -> torch.Tensor:
+        """softmax(scale * qg . Kc^T, masked) . Vc, in the store's way."""
+        if self.store == "bf16":
+            # contiguous first: PyTorch's BF16 matmul over a transposed
+            # slice of the cache takes a generic path, 10-20x slower
+            s = torch.matmul(qg.to(torch.bfloat16),
+                             Kc.contiguous().transpose(-1, -2))
+            s = s * self.scale
+            s = s.masked_fill(mask, -torch.inf)
+            p = torch.softmax(s, dim=-1, dtype=torch.float32)
+            return torch.matmul(p.to(torch.bfloat16), Vc).float()
+        s = torch.matmul(qg, Kc.transpose(-1, -2))
+        s = s * self.scale
+        s = s.masked_fill(mask, -torch.inf)
+        return torch.matmul(torch.softmax(s, dim=-1), Vc)
 
     def lengths(self) -> list[int]:
         return list(self.len)
@@ -168,30 +219,27 @@ class DenseCache:
         if self._mode[0] == "prefill":
             _, i, start, n = self._mode
             end = start + n
-            K[i, :, start:end] = round_kv(k, self.kv).transpose(0, 1)
-            V[i, :, start:end] = round_kv(v, self.kv).transpose(0, 1)
+            K[i, :, start:end] = self._kv(k).transpose(0, 1)
+            V[i, :, start:end] = self._kv(v).transpose(0, 1)
             t1 = time.perf_counter()
             qg = q.view(n, kvh, g, hd).permute(1, 2, 0, 3)  # [kvh][g][n][hd]
-            s = torch.matmul(qg, K[i, :, None, :end].transpose(-1, -2))
-            s = s * self.scale                               # [kvh][g][n][t]
-            qpos = torch.arange(start, end)[:, None]
-            s = s.masked_fill(torch.arange(end)[None, :] > qpos, -torch.inf)
-            o = torch.matmul(torch.softmax(s, dim=-1), V[i, :, None, :end])
+            qpos = torch.arange(start, end)[:, None]         # scores:
+            mask = torch.arange(end)[None, :] > qpos         # [kvh][g][n][t]
+            o = self._attend(qg, K[i, :, None, :end], V[i, :, None, :end],
+                             mask)
             out = o.permute(2, 0, 1, 3).reshape(n, kvh * g, hd)
         else:
             _, pos = self._mode
             b = torch.arange(len(pos))
-            K[b, :, pos] = round_kv(k, self.kv)
-            V[b, :, pos] = round_kv(v, self.kv)
+            K[b, :, pos] = self._kv(k)
+            V[b, :, pos] = self._kv(v)
             t1 = time.perf_counter()
             end = int(pos.max()) + 1
             nb = len(pos)
-            qg = q.view(nb, kvh, g, hd)
-            s = torch.matmul(qg, K[:, :, :end].transpose(-1, -2))
-            s = s * self.scale                               # [b][kvh][g][t]
-            mask = torch.arange(end)[None, :] > pos[:, None]
-            s = s.masked_fill(mask[:, None, None, :], -torch.inf)
-            o = torch.matmul(torch.softmax(s, dim=-1), V[:, :, :end])
+            qg = q.view(nb, kvh, g, hd)                      # scores:
+            mask = torch.arange(end)[None, :] > pos[:, None]  # [b][kvh][g][t]
+            o = self._attend(qg, K[:, :, :end], V[:, :, :end],
+                             mask[:, None, None, :])
             out = o.reshape(nb, kvh * g, hd)
         t2 = time.perf_counter()
         self.times["write_kv"] += t1 - t0

@@ -3,30 +3,44 @@
  * kvpool-bench-prefix - the prefix cache under a replicated-engine load.
  *
  * Starts its own kvpoold (in-process ledger, cpu backend, private socket),
- * then runs the same load twice in one run, cache off (tenant
- * "prefix-off") and cache on (tenant "prefix-on"): 8 processes of the
+ * then runs the same load with the cache off (tenant "prefix-off") and on
+ * (tenant "prefix-on"), in -R rounds (default 3), the two phases of a
+ * round in alternating order (off-on, on-off, ...): 8 processes of the
  * tenant, each serving R requests made of one common system prompt
- * (4,096 tokens) plus a unique suffix (256 tokens).  A request's prefill
- * is what kvpool does for it: with the cache on, kvl_seq_match() attaches
- * the cached blocks of the prompt; then K/V of every position not matched
- * are written (kvl_seq_write_kv, all layers) and causal attention runs
- * over them (kvl_seq_attention, all layers); the first token is ready
- * when the last layer's attention returns (TTFT).  With the cache on the
- * request then publishes its full blocks (kvl_seq_publish).
+ * (4,096 tokens) plus a unique suffix (256 tokens).  Every round has a
+ * system prompt of its own, so its cache-on phase starts cold, and the
+ * cache is flushed between rounds (the tenant's peak is one round's).  A
+ * request's prefill is what kvpool does for it: with the cache on,
+ * kvl_seq_match() attaches the cached blocks of the prompt; then K/V of
+ * every position not matched are written (kvl_seq_write_kv, all layers)
+ * and causal attention runs over them (kvl_seq_attention, all layers);
+ * the first token is ready when the last layer's attention returns
+ * (TTFT).  With the cache on the request then publishes its full blocks
+ * (kvl_seq_publish).
  *
  * The first request of process 0 runs alone before the others start (the
  * system prompt is computed once, as when a fleet warms up); the others
  * then run at once.  The same schedule is used for both phases.
  *
- * Printed: prefill tokens computed, TTFT p50/p99 (ms), the tenant's peak
- * blocks, the cache's hit rate (hit blocks / full blocks looked up, from
- * kvpoold's counters), how many copies of the prompt's blocks the
- * requests used, the cost of kvl_seq_match per block (lookup + attach,
- * round trip included) and of the index alone in this process (key +
+ * Checked: every request's attention outputs for its suffix (every
+ * layer) with the cache on equal those with the cache off (within 1e-5 of
+ * the largest output: the CPU kernel's split-K order depends on how many
+ * queries a call has); the benchmark fails otherwise.
+ *
+ * Printed per phase: prefill tokens computed, TTFT p50/p99 (ms, median
+ * over the rounds [min-max]), the tenant's peak blocks, and the TTFT p50
+ * ratio off/on formed per round; the cache's hit rate (hit blocks / full
+ * blocks looked up, from kvpoold's counters), how many copies of the
+ * prompt's blocks the requests used; and the cost of lookup + attach per
+ * block three ways: kvpoold's own time (the MATCH reply's daemon_ns),
+ * the kvl_seq_match call seen by one client with nothing else running
+ * (round trip included; median and min of 100), and the same call under
+ * the cache-on phases' load; then the index alone in this process (key +
  * verified lookup of a 256-block chain, no I/O).  The last line is one
  * JSON object.
  */
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -52,6 +66,9 @@
 #define ROW		(KV_HEADS * HEAD_DIM)
 #define MAX_WORKERS	64
 #define MAX_REQ		64
+#define MAX_ROUNDS	16
+/* attention outputs kept per request: the suffix, every layer */
+#define OUT_FLOATS	((size_t)LAYERS * SUFFIX * Q_HEADS * HEAD_DIM)
 
 struct result {
 	double ttft_ms;
@@ -68,8 +85,16 @@ struct shared {
 };
 
 static const char *sock_path;
-static int nworkers = 8, nreq = 2;
+static int nworkers = 8, nreq = 2, rounds = 3;
 static uint32_t tpb;
+static uint32_t variant;	/* the round: its own system prompt */
+/* shared: [cache off, on][worker][request] outputs (OUT_FLOATS each) */
+static float *outs;
+
+static float *out_slot(bool cache, int w, int i)
+{
+	return outs + (((size_t)cache * nworkers + w) * nreq + i) * OUT_FLOATS;
+}
 
 static uint64_t now_ns(void)
 {
@@ -101,10 +126,11 @@ static void request_tokens(int w, int i, uint32_t *tok)
 	uint32_t p;
 
 	for (p = 0; p < PROMPT; p++)
-		tok[p] = (uint32_t)(mix(p + 1) % 128000);
+		tok[p] = (uint32_t)(mix(p + 1 + ((uint64_t)variant << 40)) %
+				    128000);
 	for (p = PROMPT; p < NTOK; p++)
 		tok[p] = (uint32_t)(mix(((uint64_t)(w * MAX_REQ + i + 1) << 32) |
-					p) % 128000);
+					((uint64_t)variant << 56) | p) % 128000);
 }
 
 /* Stand-in for the model's projections: K/V of (token, position, layer). */
@@ -167,6 +193,14 @@ static int serve(struct kvl_ctx *ctx, int layout, bool cache, int w, int i,
 				   layer, j % (Q_HEADS * HEAD_DIM) + 7);
 		if (!r)
 			r = kvl_seq_attention(&s, 1, layer, Q_HEADS, n, q, 0, out);
+		/* the suffix's outputs, to compare cache on with cache off */
+		if (!r && n >= SUFFIX)
+			memcpy(out_slot(cache, w, i) + (size_t)layer * SUFFIX *
+			       Q_HEADS * HEAD_DIM,
+			       out + (size_t)(n - SUFFIX) * Q_HEADS * HEAD_DIM,
+			       sizeof(float) * SUFFIX * Q_HEADS * HEAD_DIM);
+		else if (!r)
+			r = -ERANGE;	/* matched into the suffix */
 	}
 	if (r)
 		goto out;
@@ -323,17 +357,21 @@ static int run_phase(struct shared *sh, const char *tenant, bool cache,
 /*
  * With the prompt cached and nothing else running, one process: the
  * kvl_seq_match call per block (lookup + attach + round trip), and the
- * daemon's own time per block (from the MATCH reply).  Best of 100.
+ * daemon's own time per block (from the MATCH reply).  Median and minimum
+ * of 100.
  */
-static int match_cost(double *call_ns, double *daemon_ns)
+static int match_cost(double *call_ns, double *daemon_ns, double *call_min,
+		      double *daemon_min)
 {
+	double calls[100], dns[100];
+	int ncalls = 0;
 	struct kvl_opts o;
 	struct kvl_layout l;
 	struct kvl_ctx *ctx;
 	uint32_t *tok = malloc(NTOK * sizeof(*tok)), nb = PROMPT / tpb;
 	int layout, i, r;
 
-	*call_ns = *daemon_ns = 1e30;
+	*call_ns = *daemon_ns = *call_min = *daemon_min = 0;
 	memset(&o, 0, sizeof(o));
 	o.socket_path = sock_path;
 	o.tenant = "prefix-on";
@@ -362,8 +400,7 @@ static int match_cost(double *call_ns, double *daemon_ns)
 		kvl_seq_free(s);
 		if (r)
 			break;
-		if ((double)t / nb < *call_ns)
-			*call_ns = (double)t / nb;
+		calls[ncalls] = (double)t / nb;
 		/* the same request raw, for the daemon's own time */
 		memset(&q, 0, sizeof(q));
 		q.layout_id = ctx->layouts[layout].id;
@@ -379,14 +416,21 @@ static int match_cost(double *call_ns, double *daemon_ns)
 			break;
 		}
 		r = 0;
-		if ((double)rep.daemon_ns / nb < *daemon_ns)
-			*daemon_ns = (double)rep.daemon_ns / nb;
+		dns[ncalls++] = (double)rep.daemon_ns / nb;
 		memset(&u, 0, sizeof(u));
 		u.flags = KVP_PREFIX_UNREF_ALL;
 		kvl_rpc(ctx, KVP_OP_PREFIX_UNREF, &u, sizeof(u), NULL, 0, NULL);
 	}
 	kvl_close(ctx);
 	free(tok);
+	if (ncalls) {
+		qsort(calls, (size_t)ncalls, sizeof(double), cmp_dbl);
+		qsort(dns, (size_t)ncalls, sizeof(double), cmp_dbl);
+		*call_ns = calls[ncalls / 2];
+		*daemon_ns = dns[ncalls / 2];
+		*call_min = calls[0];
+		*daemon_min = dns[0];
+	}
 	return layout < 0 ? layout : r;
 }
 
@@ -479,20 +523,108 @@ static pid_t start_daemon(const char *kvpoold, const char *dir)
 	return -1;
 }
 
+/* Largest difference of the cache-on outputs from the cache-off ones,
+ * relative to the largest cache-off output of the same request. */
+static double compare_outputs(int *bad_w, int *bad_i)
+{
+	double worst = 0;
+	int w, i;
+	size_t j;
+
+	for (w = 0; w < nworkers; w++)
+		for (i = 0; i < nreq; i++) {
+			const float *a = out_slot(true, w, i);
+			const float *b = out_slot(false, w, i);
+			double amax = 0, d = 0;
+
+			for (j = 0; j < OUT_FLOATS; j++) {
+				double x = fabs((double)b[j]);
+				double y = fabs((double)a[j] - (double)b[j]);
+
+				if (x > amax)
+					amax = x;
+				if (isnan(y))	/* a NaN or an output not written */
+					d = INFINITY;
+				else if (y > d)
+					d = y;
+			}
+			if (isinf(d))
+				d = 1e30;
+			else
+				d = amax > 0 ? d / amax : (d > 0 ? 1e30 : 0);
+			if (d > worst) {
+				worst = d;
+				*bad_w = w;
+				*bad_i = i;
+			}
+		}
+	return worst;
+}
+
+struct stat3 {
+	double med, lo, hi;
+};
+
+static struct stat3 stat_of(const double *x, int n)
+{
+	double v[MAX_ROUNDS];
+	struct stat3 r;
+
+	memcpy(v, x, sizeof(*v) * (size_t)n);
+	qsort(v, (size_t)n, sizeof(*v), cmp_dbl);
+	r.lo = v[0];
+	r.hi = v[n - 1];
+	r.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return r;
+}
+
+#define ROUNDS_OF(arr, expr) ({					\
+	double x_[MAX_ROUNDS];						\
+	int k_;								\
+	for (k_ = 0; k_ < rounds; k_++)					\
+		x_[k_] = (expr);					\
+	stat_of(x_, rounds);						\
+})
+
+/* The prefix-on tenant's hit and miss counters. */
+static void prefix_counters(uint64_t *hits, uint64_t *misses,
+			    uint32_t *cached)
+{
+	struct kvl_prefix_info pi[16];
+	struct kvl_admin *adm;
+	int i, n;
+
+	*hits = *misses = 0;
+	*cached = 0;
+	if (kvl_admin_open(sock_path, &adm))
+		return;
+	n = kvl_admin_prefix_list(adm, NULL, pi, 16);
+	for (i = 0; i < n && i < 16; i++)
+		if (!strcmp(pi[i].tenant, "prefix-on")) {
+			*hits = pi[i].hits;
+			*misses = pi[i].misses;
+			*cached = pi[i].cached;
+		}
+	kvl_admin_close(adm);
+}
+
 int main(int argc, char **argv)
 {
 	const char *kvpoold = "build/bin/kvpoold";
-	struct kvl_prefix_info pi[16];
-	struct kvl_admin *adm;
-	struct phase off, on;
+	struct phase off[MAX_ROUNDS], on[MAX_ROUNDS];
+	double hit[MAX_ROUNDS];
 	struct shared *sh;
 	char dir[] = "/tmp/kvpool-bench-prefix.XXXXXX", sp[4096];
-	double hit_rate = 0, ix_ns, ratio, call_ns = 0, daemon_ns = 0;
+	double ix_ns, call_ns = 0, daemon_ns = 0, call_min = 0, daemon_min = 0;
+	double worst = 0, diff[MAX_ROUNDS];
+	struct stat3 ratio, p50_off, p50_on, p99_off, p99_on, loaded, hits;
 	uint32_t cached = 0;
-	int opt, i, n, r;
+	uint64_t h0, m0, h1, m1;
+	int opt, r = 0, rd, bad_w = 0, bad_i = 0, fail_rd = -1;
+	size_t out_bytes;
 	pid_t d;
 
-	while ((opt = getopt(argc, argv, "d:w:r:h")) != -1) {
+	while ((opt = getopt(argc, argv, "d:w:r:R:h")) != -1) {
 		switch (opt) {
 		case 'd':
 			kvpoold = optarg;
@@ -503,16 +635,20 @@ int main(int argc, char **argv)
 		case 'r':
 			nreq = atoi(optarg);
 			break;
+		case 'R':
+			rounds = atoi(optarg);
+			break;
 		default:
 			fprintf(stderr, "usage: kvpool-bench-prefix [-d KVPOOLD] "
-				"[-w PROCESSES (8)] [-r REQUESTS each (2)]\n");
+				"[-w PROCESSES (8)] [-r REQUESTS each (2)] "
+				"[-R ROUNDS (3)]\n");
 			return opt == 'h' ? 0 : 2;
 		}
 	}
 	if (nworkers < 1 || nworkers > MAX_WORKERS || nreq < 1 ||
-	    nreq > MAX_REQ) {
-		fprintf(stderr, "kvpool-bench-prefix: -w 1..%d, -r 1..%d\n",
-			MAX_WORKERS, MAX_REQ);
+	    nreq > MAX_REQ || rounds < 1 || rounds > MAX_ROUNDS) {
+		fprintf(stderr, "kvpool-bench-prefix: -w 1..%d, -r 1..%d, -R "
+			"1..%d\n", MAX_WORKERS, MAX_REQ, MAX_ROUNDS);
 		return 2;
 	}
 	if (!mkdtemp(dir)) {
@@ -529,30 +665,67 @@ int main(int argc, char **argv)
 	}
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED)
+	out_bytes = 2 * (size_t)nworkers * nreq * OUT_FLOATS * sizeof(float);
+	outs = mmap(NULL, out_bytes, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED || outs == MAP_FAILED)
 		return 1;
 	tpb = 16;	/* 16 KiB blocks, 1 KiB per token */
 	printf("kvpool-bench-prefix: %d processes of one tenant x %d requests, "
 	       "%d-token common prompt + %d-token unique suffix, bf16 %d "
-	       "layers x %d kv heads x %d, %u tokens per block\n", nworkers,
-	       nreq, PROMPT, SUFFIX, LAYERS, KV_HEADS, HEAD_DIM, tpb);
-	r = run_phase(sh, "prefix-off", false, &off);
-	if (!r)
-		r = run_phase(sh, "prefix-on", true, &on);
-	if (!r && !kvl_admin_open(sock_path, &adm)) {
-		n = kvl_admin_prefix_list(adm, NULL, pi, 16);
-		for (i = 0; i < n && i < 16; i++)
-			if (!strcmp(pi[i].tenant, "prefix-on")) {
-				uint64_t asked = pi[i].hits + pi[i].misses;
+	       "layers x %d kv heads x %d, %u tokens per block; %d rounds, "
+	       "cache off and on alternating, a new prompt every round\n",
+	       nworkers, nreq, PROMPT, SUFFIX, LAYERS, KV_HEADS, HEAD_DIM, tpb,
+	       rounds);
+	fflush(stdout);
+	for (rd = 0; rd < rounds && !r; rd++) {
+		int first;
 
-				hit_rate = asked ? (double)pi[i].hits / asked : 0;
-				cached = pi[i].cached;
+		variant = (uint32_t)rd;
+		memset(outs, 0xff, out_bytes);	/* NaN until written */
+		prefix_counters(&h0, &m0, &cached);
+		for (first = 0; first < 2 && !r; first++) {
+			bool cache = (first == 0) == (rd % 2 == 1);
+
+			r = run_phase(sh, cache ? "prefix-on" : "prefix-off",
+				      cache, cache ? &on[rd] : &off[rd]);
+		}
+		if (r)
+			break;
+		prefix_counters(&h1, &m1, &cached);
+		hit[rd] = h1 + m1 > h0 + m0 ?
+			  (double)(h1 - h0) / (double)(h1 + m1 - h0 - m0) : 0;
+		/* the next round starts with an empty cache (the tenant's
+		 * peak stays one round's); the last round's stays for
+		 * match_cost() */
+		if (rd + 1 < rounds) {
+			struct kvl_admin *adm;
+
+			if (!kvl_admin_open(sock_path, &adm)) {
+				kvl_admin_prefix_flush(adm, NULL, "prefix-on");
+				kvl_admin_close(adm);
 			}
-		kvl_admin_close(adm);
+		}
+		diff[rd] = compare_outputs(&bad_w, &bad_i);
+		if (diff[rd] > worst)
+			worst = diff[rd];
+		printf("  round %d: TTFT p50 off %.1f ms, on %.1f ms (%.1fx); "
+		       "outputs on vs off: largest difference %.2g of the "
+		       "largest output\n", rd + 1, off[rd].p50, on[rd].p50,
+		       on[rd].p50 > 0 ? off[rd].p50 / on[rd].p50 : 0, diff[rd]);
+		fflush(stdout);
+		if (diff[rd] > 1e-5 && fail_rd < 0) {
+			fail_rd = rd;
+			fprintf(stderr, "kvpool-bench-prefix: FAIL: round %d: "
+				"worker %d request %d: the attention outputs "
+				"with the cache on differ from those with it "
+				"off (%.3g of the largest output)\n", rd + 1,
+				bad_w, bad_i, diff[rd]);
+		}
 	}
 	/* after the counters above: its own matches are not the load's */
 	if (!r)
-		r = match_cost(&call_ns, &daemon_ns);
+		r = match_cost(&call_ns, &daemon_ns, &call_min, &daemon_min);
 	kill(d, SIGTERM);
 	waitpid(d, NULL, 0);
 	if (r) {
@@ -561,40 +734,67 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ix_ns = index_ns_per_block();
-	ratio = on.p50 > 0 ? off.p50 / on.p50 : 0;
-	printf("%-10s %16s %12s %12s %12s %10s %8s\n", "cache", "prefill_tokens",
+	ratio = ROUNDS_OF(x, on[k_].p50 > 0 ? off[k_].p50 / on[k_].p50 : 0);
+	p50_off = ROUNDS_OF(x, off[k_].p50);
+	p50_on = ROUNDS_OF(x, on[k_].p50);
+	p99_off = ROUNDS_OF(x, off[k_].p99);
+	p99_on = ROUNDS_OF(x, on[k_].p99);
+	loaded = ROUNDS_OF(x, on[k_].mean_match_ns_per_block);
+	hits = ROUNDS_OF(x, hit[k_]);
+	printf("%d rounds: median [min-max]\n", rounds);
+	printf("%-6s %15s %27s %27s %12s %8s %8s\n", "cache", "prefill_tokens",
 	       "ttft_p50_ms", "ttft_p99_ms", "peak_blocks", "copies", "wall_s");
-	printf("%-10s %16llu %12.1f %12.1f %12u %10s %8.1f\n", "off",
-	       (unsigned long long)off.computed, off.p50, off.p99, off.peak, "-",
-	       off.wall_s);
-	printf("%-10s %16llu %12.1f %12.1f %12u %10d %8.1f\n", "on",
-	       (unsigned long long)on.computed, on.p50, on.p99, on.peak,
-	       on.copies, on.wall_s);
-	printf("TTFT p50 off/on: %.1fx; hit rate %.3f (blocks); prompt blocks "
-	       "used by the %d requests: %d cop%s; cached blocks at the end "
-	       "%u\n", ratio, hit_rate, nworkers * nreq, on.copies,
-	       on.copies == 1 ? "y" : "ies", cached);
-	printf("lookup+attach per block: %.0f ns in kvpoold, %.0f ns for the "
-	       "kvl_seq_match call (round trip included, %u blocks, one "
-	       "process), %.0f ns under the load above; the index alone %.0f "
-	       "ns (key + verified lookup)\n", daemon_ns, call_ns,
-	       PROMPT / tpb, on.mean_match_ns_per_block, ix_ns);
-	printf("{\"ttft_p50_ms_on\": %.2f, \"ttft_p50_ms_off\": %.2f, "
-	       "\"ttft_p99_ms_on\": %.2f, \"ttft_p99_ms_off\": %.2f, "
-	       "\"ttft_ratio\": %.2f, \"peak_blocks_on\": %u, "
+	printf("%-6s %15llu %9.1f [%7.1f-%7.1f] %9.1f [%7.1f-%7.1f] %12u %8s "
+	       "%8.1f\n", "off", (unsigned long long)off[0].computed,
+	       p50_off.med, p50_off.lo, p50_off.hi, p99_off.med, p99_off.lo,
+	       p99_off.hi, off[rounds - 1].peak, "-",
+	       ROUNDS_OF(x, off[k_].wall_s).med);
+	printf("%-6s %15llu %9.1f [%7.1f-%7.1f] %9.1f [%7.1f-%7.1f] %12u %8d "
+	       "%8.1f\n", "on", (unsigned long long)on[0].computed, p50_on.med,
+	       p50_on.lo, p50_on.hi, p99_on.med, p99_on.lo, p99_on.hi,
+	       on[rounds - 1].peak, on[0].copies,
+	       ROUNDS_OF(x, on[k_].wall_s).med);
+	printf("TTFT p50 off/on: %.1fx [%.1f-%.1f] over %d rounds; hit rate "
+	       "%.3f [%.3f-%.3f] (blocks); prompt blocks used by the %d "
+	       "requests of a round: %d cop%s; cached blocks at the end of "
+	       "the last round %u (the cache is flushed between rounds)\n",
+	       ratio.med, ratio.lo, ratio.hi, rounds, hits.med, hits.lo,
+	       hits.hi, nworkers * nreq, on[0].copies,
+	       on[0].copies == 1 ? "y" : "ies", cached);
+	printf("lookup+attach per block (%u blocks): %.0f ns in kvpoold "
+	       "(median of 100, min %.0f); %.0f ns for the kvl_seq_match call "
+	       "seen by one client, round trip included, nothing else running "
+	       "(median of 100, min %.0f); %.0f ns [%.0f-%.0f] for the same "
+	       "call under the cache-on load above (mean per round, median "
+	       "[min-max] over the rounds); the index alone %.0f ns (key + "
+	       "verified lookup, best of 200)\n", PROMPT / tpb, daemon_ns,
+	       daemon_min, call_ns, call_min, loaded.med, loaded.lo, loaded.hi,
+	       ix_ns);
+	printf("attention outputs, cache on against off (every request's "
+	       "suffix, every layer): largest difference %.2g of the largest "
+	       "output (limit 1e-5): %s\n", worst,
+	       fail_rd < 0 ? "equal" : "DIFFER");
+	printf("{\"rounds\": %d, \"ttft_p50_ms_on\": %.2f, "
+	       "\"ttft_p50_ms_off\": %.2f, \"ttft_p99_ms_on\": %.2f, "
+	       "\"ttft_p99_ms_off\": %.2f, \"ttft_ratio\": %.2f, "
+	       "\"ttft_ratio_min\": %.2f, \"ttft_ratio_max\": %.2f, "
+	       "\"peak_blocks_on\": %u, "
 	       "\"peak_blocks_off\": %u, \"hit_rate\": %.4f, "
 	       "\"prefill_tokens_on\": %llu, \"prefill_tokens_off\": %llu, "
 	       "\"prompt_copies_on\": %d, \"daemon_ns_per_block\": %.0f, "
 	       "\"match_ns_per_block\": %.0f, "
 	       "\"match_ns_per_block_loaded\": %.0f, "
-	       "\"index_ns_per_block\": %.0f}\n", on.p50, off.p50, on.p99,
-	       off.p99, ratio, on.peak, off.peak, hit_rate,
-	       (unsigned long long)on.computed,
-	       (unsigned long long)off.computed, on.copies, daemon_ns, call_ns,
-	       on.mean_match_ns_per_block, ix_ns);
+	       "\"index_ns_per_block\": %.0f, \"outputs_equal\": %s, "
+	       "\"outputs_max_rel_diff\": %.3g}\n", rounds, p50_on.med,
+	       p50_off.med, p99_on.med, p99_off.med, ratio.med, ratio.lo,
+	       ratio.hi, on[rounds - 1].peak, off[rounds - 1].peak, hits.med,
+	       (unsigned long long)on[0].computed,
+	       (unsigned long long)off[0].computed, on[0].copies, daemon_ns,
+	       call_ns, loaded.med, ix_ns, fail_rd < 0 ? "true" : "false",
+	       worst);
 	unlink(sp);
 	snprintf(sp, sizeof(sp), "%s/kvpoold.log", dir);
 	unlink(sp);
 	rmdir(dir);
-	return 0;
+	return fail_rd < 0 ? 0 : 1;
 }

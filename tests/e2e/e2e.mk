@@ -57,7 +57,7 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-tiers-config test-metrics-http test-scrub test-scrub-cuda-fake \
 	     test-owner-gate test-owner-gate-devbuf test-prefix-many \
 	     test-prefix-delete test-prefix-lend test-iso-swap-publish \
-	     test-iso-retenant
+	     test-iso-retenant test-kernel-threads
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
 
 # The same end-to-end run inside the VM, ledger in /dev/kvpool.

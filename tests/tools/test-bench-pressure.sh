@@ -6,7 +6,7 @@
 # request's K/V and attention outputs equal to the unpressured run's (the
 # bench exits 1 otherwise), the JSON last line names every policy, and
 # the pressure happened, each policy answering it its own way
-# (summary.json's counters):
+# (summary.json's counters, in every round's run):
 #   unpressured  no drop, swap, stall, give-up or recomputed token;
 #   recompute    sequences dropped and their tokens recomputed, no swap;
 #   swap-*       blocks swapped out and every one back in, nothing dropped
@@ -38,49 +38,56 @@ import json
 import sys
 
 s = json.load(open(sys.argv[1]))
-runs = {r["policy"]: r for r in s["runs"]}
+# every run: the unpressured one, then each round's run of each policy
+every = [s["runs"][0]] + s["round_runs"]
 bad = []
 
 
-def want(policy, what, ok):
-    r = runs[policy]
+def want(r, what, ok):
     got = {k: r[k] for k in ("drops", "recomputed_tokens", "blocks_out",
                              "blocks_in", "stalls", "giveups")}
-    print(f"{policy:11s} {what:48s} {'ok' if ok else 'FAIL'}  {got}")
+    print(f"{r['policy']:11s} round {r.get('round', '-')} {what:48s} "
+          f"{'ok' if ok else 'FAIL'}  {got}")
     if not ok:
-        bad.append(f"{policy}: {what}")
+        bad.append(f"{r['policy']} round {r.get('round', '-')}: {what}")
 
 
 if not 0 < s["pressured_blocks"] < s["peak_blocks"]:
     bad.append(f"top pool {s['pressured_blocks']} blocks is not below the "
                f"peak demand {s['peak_blocks']}")
-for p, r in runs.items():
+seen = set()
+for r in every:
+    p = r["policy"]
+    seen.add(p)
     if r["mismatches"] or r["completed"] != s["requests"]:
         bad.append(f"{p}: {r['completed']} completed, {r['mismatches']} "
                    "differ")
-u = runs["unpressured"]
-want("unpressured", "no drop, swap, stall, give-up or recompute",
-     not (u["drops"] or u["blocks_out"] or u["stalls"] or u["giveups"] or
-          u["recomputed_tokens"]))
-r = runs["recompute"]
-want("recompute", "dropped and recomputed, no swap",
-     r["drops"] > 0 and r["recomputed_tokens"] > 0 and
-     r["blocks_out"] == 0 and r["giveups"] == 0)
-for p in ("swap-dram", "swap-nvme"):
-    r = runs[p]
-    want(p, "swapped out, all back in, no drop or recompute",
-         r["blocks_out"] > 0 and r["blocks_in"] == r["blocks_out"] and
-         r["drops"] == 0 and r["recomputed_tokens"] == 0 and
-         r["giveups"] == 0)
-r = runs["stall"]
-want("stall", "waited; each give-up after a wait, recomputed",
-     r["stalls"] > 0 and r["giveups"] <= r["stalls"] and
-     (r["giveups"] > 0) == (r["recomputed_tokens"] > 0) and
-     r["drops"] == 0 and r["blocks_out"] == 0)
-r = runs["fail"]
-want("fail", "given up and recomputed, no wait, drop or swap",
-     r["giveups"] > 0 and r["recomputed_tokens"] > 0 and
-     r["stalls"] == 0 and r["drops"] == 0 and r["blocks_out"] == 0)
+    if p == "unpressured":
+        want(r, "no drop, swap, stall, give-up or recompute",
+             not (r["drops"] or r["blocks_out"] or r["stalls"] or
+                  r["giveups"] or r["recomputed_tokens"]))
+    elif p == "recompute":
+        want(r, "dropped and recomputed, no swap",
+             r["drops"] > 0 and r["recomputed_tokens"] > 0 and
+             r["blocks_out"] == 0 and r["giveups"] == 0)
+    elif p in ("swap-dram", "swap-nvme"):
+        want(r, "swapped out, all back in, no drop or recompute",
+             r["blocks_out"] > 0 and r["blocks_in"] == r["blocks_out"] and
+             r["drops"] == 0 and r["recomputed_tokens"] == 0 and
+             r["giveups"] == 0)
+    elif p == "stall":
+        want(r, "waited; each give-up after a wait, recomputed",
+             r["stalls"] > 0 and r["giveups"] <= r["stalls"] and
+             (r["giveups"] > 0) == (r["recomputed_tokens"] > 0) and
+             r["drops"] == 0 and r["blocks_out"] == 0)
+    elif p == "fail":
+        want(r, "given up and recomputed, no wait, drop or swap",
+             r["giveups"] > 0 and r["recomputed_tokens"] > 0 and
+             r["stalls"] == 0 and r["drops"] == 0 and r["blocks_out"] == 0)
+for p in ("unpressured", "recompute", "swap-dram", "swap-nvme", "stall",
+          "fail"):
+    if p not in seen:
+        bad.append(f"{p}: no run in summary.json")
 for b in bad:
     print("FAIL:", b)
 sys.exit(1 if bad else 0)
