@@ -36,6 +36,7 @@ KVD_HAVE_INIH := $(shell test -f /usr/include/ini.h && echo 1)
 KVD_HAVE_MHD := $(shell test -f /usr/include/microhttpd.h && echo 1)
 KVD_HAVE_LIBNL := $(shell test -f /usr/include/libnl3/netlink/genl/genl.h && echo 1)
 KVD_HAVE_URING := $(shell pkg-config --exists liburing 2>/dev/null && echo 1)
+KVD_HAVE_HIREDIS := $(shell test -f /usr/include/hiredis/hiredis.h && echo 1)
 KVD_FEAT_CPPFLAGS :=
 KVD_FEAT_LIBS :=
 ifeq ($(KVD_HAVE_XXHASH),1)
@@ -154,6 +155,34 @@ $(B)/tests/unit/test_prefix_index_h128: tests/unit/test_prefix_index.c \
 CHECK_PROGS += $(B)/tests/unit/test_prefix_index \
 	       $(B)/asan/tests/unit/test_prefix_index.sh \
 	       $(B)/tests/unit/test_prefix_index_h128
+
+# The cluster tier's routing (against scripted cluster nodes on loopback
+# sockets) and its values, normal and sanitizer builds.
+RCL_TEST_DEPS := tests/unit/test_rcluster.c daemon/rcluster.c daemon/rcluster.h
+CVAL_TEST_DEPS := tests/unit/test_cluster_value.c daemon/cluster_value.c \
+		  daemon/cluster_value.h daemon/prefix_index.h daemon/hash128.h
+$(B)/tests/unit/test_cluster_value: $(CVAL_TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(CFLAGS_BASE) $< \
+		daemon/cluster_value.c -lcmocka $(KVD_XXH_LIBS) -o $@
+$(B)/asan/tests/unit/test_cluster_value: $(CVAL_TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(CFLAGS_BASE) \
+		$(SAN_FLAGS) $< daemon/cluster_value.c -lcmocka $(KVD_XXH_LIBS) -o $@
+CHECK_PROGS += $(B)/tests/unit/test_cluster_value \
+	       $(B)/asan/tests/unit/test_cluster_value.sh
+ifeq ($(KVD_HAVE_HIREDIS),1)
+$(B)/tests/unit/test_rcluster: $(RCL_TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(CFLAGS_BASE) $< daemon/rcluster.c \
+		-lcmocka -lhiredis -lpthread -o $@
+$(B)/asan/tests/unit/test_rcluster: $(RCL_TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(CFLAGS_BASE) $(SAN_FLAGS) $< \
+		daemon/rcluster.c -lcmocka -lhiredis -lpthread -o $@
+CHECK_PROGS += $(B)/tests/unit/test_rcluster \
+	       $(B)/asan/tests/unit/test_rcluster.sh
+endif
 
 # make bench-prefix: the prefix cache under 8 replicas of one tenant, cache
 # off and on in one run (tests/bench/bench_prefix.c starts its own kvpoold).
