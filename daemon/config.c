@@ -36,6 +36,7 @@ enum sec {
 	SEC_DAEMON,
 	SEC_POOL,
 	SEC_TENANT,
+	SEC_CLUSTER,
 };
 
 struct ps {
@@ -49,6 +50,8 @@ struct ps {
 	struct kvd_tenant_conf *tenant;	/* SEC_TENANT */
 	uint8_t tenant_keys;		/* keys set in this [tenant] */
 	int daemon_line, pool_line;	/* where those sections began */
+	int cluster_line;
+	uint32_t cluster_keys;		/* keys set in [cluster] */
 	int key_line[KVD_K_NKEYS];
 };
 
@@ -453,9 +456,21 @@ static void section(struct ps *s, const char *hdr, size_t len)
 		s->sec = SEC_POOL;
 		return;
 	}
+	if (kind == 7 && !strncmp(name, "cluster", 7) && !*arg) {
+		if (s->cluster_line) {
+			fail(s, s->line, "[cluster] given twice (first on "
+			     "line %d)", s->cluster_line);
+			return;
+		}
+		s->cluster_line = s->line;
+		s->c->has_cluster = 1;
+		kvd_cluster_opts_default(&s->c->cluster);
+		s->sec = SEC_CLUSTER;
+		return;
+	}
 	if (kind != 6 || strncmp(name, "tenant", 6)) {
 		fail(s, s->line, "unknown section [%s] (expected [daemon], "
-		     "[pool] or [tenant [POOL/]NAME])", name);
+		     "[pool], [cluster] or [tenant [POOL/]NAME])", name);
 		return;
 	}
 	if (!*arg) {
@@ -587,6 +602,26 @@ static int handler(void *user, const char *section_name, const char *name,
 		fail(s, s->line, "'%s' outside a section ([daemon], [pool] "
 		     "or [tenant NAME])", name);
 		return 0;
+	}
+	if (s->sec == SEC_CLUSTER) {
+		for (i = 0; kvd_cluster_opt_keys[i]; i++)
+			if (!strcmp(name, kvd_cluster_opt_keys[i]))
+				break;
+		if (!kvd_cluster_opt_keys[i]) {
+			fail(s, s->line, "unknown key '%s' in [cluster]", name);
+			return 0;
+		}
+		if (s->cluster_keys & (1U << i)) {
+			fail(s, s->line, "%s set twice in [cluster]", name);
+			return 0;
+		}
+		s->cluster_keys |= 1U << i;
+		msg = kvd_cluster_opt_set(&s->c->cluster, name, v);
+		if (msg) {
+			fail(s, s->line, "%s = %s: %s", name, v, msg);
+			return 0;
+		}
+		return 1;
 	}
 	if (s->sec == SEC_TENANT) {
 		for (i = 0; i < 4; i++)
@@ -776,6 +811,8 @@ void kvd_conf_to_opts(const struct kvd_conf *c, struct kvd_opts *o)
 	}
 	if (SET(KVD_K_NVME_IO))
 		o->nvme_io = c->nvme_io;
+	if (c->has_cluster)
+		o->cluster = c->cluster;
 #undef SET
 }
 

@@ -2,8 +2,8 @@
 /*
  * config.h - kvpoold's configuration file (kvpoold.conf(5)).
  *
- * An INI file parsed with libinih: [daemon], [pool] and [tenant NAME] (or
- * [tenant POOL/NAME]) sections of "key = value" lines.  kvd_conf_parse() turns the text into a
+ * An INI file parsed with libinih: [daemon], [pool], [cluster] and [tenant
+ * NAME] (or [tenant POOL/NAME]) sections of "key = value" lines.  kvd_conf_parse() turns the text into a
  * struct kvd_conf, checking every value the way the command-line flags are
  * checked; the first error comes back as "line N: ..." and the struct is
  * then unusable.  The parser touches nothing else: the daemon decides what
@@ -75,6 +75,8 @@ struct kvd_conf {
 	int log_level;			/* KVD_ERR .. KVD_DEBUG */
 	int ntenants;
 	struct kvd_tenant_conf tenants[KVD_CONF_MAX_TENANTS];
+	int has_cluster;		/* a [cluster] section */
+	struct kvd_cluster_opts cluster;
 };
 
 /*

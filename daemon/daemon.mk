@@ -9,8 +9,10 @@
 #                      (without it --user, the privilege drop, is
 #                      refused), liburing (pread/pwrite otherwise), libinih
 #                      (without it no kvpoold.conf), libmicrohttpd (without
-#                      it no /metrics) and libnl-genl-3 (without it no
-#                      tenants in the module's pools).  The build says what
+#                      it no /metrics), libnl-genl-3 (without it no
+#                      tenants in the module's pools) and libhiredis (the
+#                      cluster tier's client; without it a configured
+#                      cluster tier is refused).  The build says what
 #                      it left out; `make deps` installs them all.
 #   $(B)/daemon/kvpoold.service   the unit with this build's paths
 # The cuda backend needs no CUDA toolkit (the driver is loaded at run time).
@@ -18,12 +20,15 @@
 KVD_OBJ := $(B)/obj/daemon
 KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
 	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_spec.c \
-	    tier_dram.c tier_nvme.c swap.c config.c tenants.c reload.c metrics.c
-KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
+	    tier_dram.c tier_nvme.c swap.c config.c tenants.c reload.c metrics.c \
+	    cluster.c cluster_conf.c cluster_value.c
+KVD_OBJS = $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
 	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
 KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
 	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
 	    daemon/swap.h daemon/config.h include/kvpool_proto.h \
+	    daemon/cluster.h daemon/cluster_conf.h daemon/cluster_value.h \
+	    daemon/rcluster.h \
 	    include/kvpool_metrics.h include/kvpool_cuda.h \
 	    kernels/kvkern.h kernels/kvkern_cuda.h kernels/cuda_drv.h \
 	    kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
@@ -61,6 +66,11 @@ endif
 ifeq ($(KVD_HAVE_MHD),1)
 KVD_FEAT_CPPFLAGS += -DKVD_HAVE_MHD
 KVD_FEAT_LIBS += -lmicrohttpd
+endif
+ifeq ($(KVD_HAVE_HIREDIS),1)
+KVD_SRCS += rcluster.c
+KVD_FEAT_CPPFLAGS += -DKVD_HAVE_HIREDIS
+KVD_FEAT_LIBS += -lhiredis
 endif
 ifeq ($(KVD_HAVE_LIBNL),1)
 KVD_FEAT_CPPFLAGS += -DKVD_HAVE_LIBNL $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
@@ -104,6 +114,9 @@ ifneq ($(KVD_HAVE_MHD),1)
 endif
 ifneq ($(KVD_HAVE_LIBNL),1)
 	@echo "daemon: no libnl-genl-3 headers: kvpoold manages no tenants in the module's pools"
+endif
+ifneq ($(KVD_HAVE_HIREDIS),1)
+	@echo "daemon: no <hiredis/hiredis.h> (libhiredis-dev): kvpoold refuses a cluster tier"
 endif
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $(KVD_OBJS) $(KVD_LIBS)
 

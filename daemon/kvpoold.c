@@ -32,6 +32,7 @@
 #include "config.h"
 #include "kvpoold.h"
 #include "prefix.h"
+#include "cluster.h"
 
 static int log_level = KVD_NOTICE;
 static bool log_syslog;
@@ -112,6 +113,14 @@ static void usage(FILE *f)
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
 "      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
 "                            every key collides; default 128)\n"
+"      --cluster-nodes HOST:PORT[,...]  a Redis Cluster below the tiers for\n"
+"                            prefix blocks (off); --cluster-name NAME,\n"
+"                            --cluster-keys DIR, --cluster-policy\n"
+"                            through|back|read, --cluster-deadline-ms N,\n"
+"                            --cluster-heartbeat-ms N,\n"
+"                            --cluster-stream-maxlen N, --cluster-value-ttl-s\n"
+"                            N, --cluster-queue-bytes N, --cluster-fetch-bytes\n"
+"                            N: kvpoold.conf(5) [cluster]\n"
 "  -u, --user NAME           drop to this user after start (as root)\n"
 "  -g, --admin-group NAME    group allowed to change tenants\n"
 "      --syslog              log to syslog even in the foreground\n"
@@ -141,6 +150,7 @@ enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
 	O_SYSLOG, O_BLIMIT, O_METRICS, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
 	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID,
+	O_CLUSTER,	/* + index in kvd_cluster_opt_keys[] */
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -173,6 +183,21 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "prefix-hash-bits", required_argument, NULL, O_PFXBITS },
 		{ "max-clients", required_argument, NULL, O_MAXCL },
 		{ "max-clients-per-uid", required_argument, NULL, O_MAXCLUID },
+		{ "cluster-nodes", required_argument, NULL, O_CLUSTER + 0 },
+		{ "cluster-name", required_argument, NULL, O_CLUSTER + 1 },
+		{ "cluster-keys", required_argument, NULL, O_CLUSTER + 2 },
+		{ "cluster-policy", required_argument, NULL, O_CLUSTER + 3 },
+		{ "cluster-deadline-ms", required_argument, NULL, O_CLUSTER + 4 },
+		{ "cluster-heartbeat-ms", required_argument, NULL,
+		  O_CLUSTER + 5 },
+		{ "cluster-stream-maxlen", required_argument, NULL,
+		  O_CLUSTER + 6 },
+		{ "cluster-value-ttl-s", required_argument, NULL,
+		  O_CLUSTER + 7 },
+		{ "cluster-queue-bytes", required_argument, NULL,
+		  O_CLUSTER + 8 },
+		{ "cluster-fetch-bytes", required_argument, NULL,
+		  O_CLUSTER + 9 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -288,6 +313,22 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			usage(stdout);
 			exit(0);
 		default:
+			if (ch >= O_CLUSTER &&
+			    ch < O_CLUSTER + KVD_CLUSTER_NOPTS) {
+				const char *key =
+					kvd_cluster_opt_keys[ch - O_CLUSTER];
+				const char *msg =
+					kvd_cluster_opt_set(&o->cluster, key,
+							    optarg);
+
+				if (msg) {
+					fprintf(stderr, "kvpoold: bad value "
+						"for option: %s (%s: %s)\n",
+						optarg, key, msg);
+					return -EINVAL;
+				}
+				break;
+			}
 			usage(stderr);
 			return -EINVAL;
 		}
@@ -508,6 +549,9 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 		kvd_log(KVD_ERR, "prefix cache: %s", strerror(-r));
 		return r;
 	}
+	r = kvd_cluster_init(d);
+	if (r)
+		return r;
 	r = kvd_swap_start(d);
 	if (r) {
 		kvd_log(KVD_ERR, "swap workers: %s", strerror(-r));
@@ -545,6 +589,7 @@ static void opts_defaults(struct kvd_opts *o)
 	o->max_clients = 256;
 	o->max_clients_per_uid = 64;
 	o->log_level = KVD_NOTICE;
+	kvd_cluster_opts_default(&o->cluster);
 }
 
 /*
@@ -748,6 +793,8 @@ int main(int argc, char **argv)
 	if (!r)
 		r = kvd_prefix_start(d);
 	if (!r)
+		r = kvd_cluster_start(d);
+	if (!r)
 		r = kvd_metrics_start(d);
 	if (r) {
 		if (d->listen_fd >= 0)
@@ -773,6 +820,7 @@ int main(int argc, char **argv)
 	kvd_clients_stop(d);
 	kvd_swap_stop(d);
 	kvd_prefix_fini(d);
+	kvd_cluster_stop(d);
 	kvd_log(KVD_NOTICE, "deepest connection stack: %llu KiB of %llu KiB",
 		(unsigned long long)atomic_load(&d->stack_depth) / 1024,
 		(unsigned long long)kvd_client_stack_bytes() / 1024);

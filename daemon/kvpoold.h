@@ -27,6 +27,7 @@
 #include "kvpool_ledger.h"
 #include "kvpool_proto.h"
 #include "../kernels/kvkern.h"
+#include "cluster_conf.h"
 
 struct kvd;
 struct kvd_client;
@@ -279,6 +280,7 @@ struct kvd_opts {
 	const char *nvme_io;		/* "auto", "uring", "pread" */
 	uint32_t inject_io_error;	/* tests: every Nth file I/O fails */
 	unsigned int prefix_hash_bits;	/* --prefix-hash-bits (tests) */
+	struct kvd_cluster_opts cluster;	/* [cluster], --cluster-* */
 };
 
 struct kvd_client;
@@ -316,8 +318,9 @@ struct kvd {
 	struct kvk_cpu *cpu;
 	pthread_mutex_t cpu_lock;
 
-	/* Prefix cache (prefix.c). */
+	/* Prefix cache (prefix.c) and its cluster tier (cluster.c). */
 	struct kvd_prefix *prefix;
+	struct kvd_cluster *cluster;
 
 	int listen_fd;
 	int reserve_fd;			/* spare descriptor for EMFILE */

@@ -26,6 +26,7 @@
 #include "inproc.h"
 #include "swap.h"
 #include "prefix.h"
+#include "cluster.h"
 
 #define MAX_FDS		2
 #define MAX_BATCH	4096
@@ -965,6 +966,12 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 	case KVP_OP_PREFIX_SHARE:
 		return kvd_prefix_admin(d, c->admin, h->op, body, blen, rbody,
 					rlen);
+	case KVP_OP_CLUSTER_STATUS:
+		if (blen)
+			return -EBADMSG;
+		*rlen = sizeof(struct kvp_cluster_status);
+		kvd_cluster_status(d, rbody);
+		return 0;
 	case KVP_OP_TENANT_LIST:
 	case KVP_OP_CLIENT_LIST:
 	case KVP_OP_TIER_LIST:
