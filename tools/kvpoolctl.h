@@ -30,6 +30,8 @@ int cmd_metrics(int argc, char **argv);
 /* `tenant list` (in ctl_status.c, shares the tenant table). */
 int ctl_tenant_list(int argc, char **argv);
 int cmd_prefix(int argc, char **argv);
+int cmd_cluster(int argc, char **argv);
+int cmd_route(int argc, char **argv);
 
 /* ctl_prefix.c: the prefix caches' part of status and top. */
 struct kvl_admin;
