@@ -10,11 +10,13 @@
 #                               bad input, I/O errors, kill helpers
 #   $(B)/tests/e2e/e2e-prefix   the prefix cache, one concern per command
 #   $(B)/tests/e2e/e2e-devbuf   a GPU tenant: device buffers (zero-copy)
+#   $(B)/tests/e2e/e2e-cluster  a tenant of one node of a cluster tier
 
 E2E_OUT := $(B)/tests/e2e
 E2E_CFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease -Ikernels
 E2E_PROGS := $(E2E_OUT)/e2e-tenant $(E2E_OUT)/e2e-util $(E2E_OUT)/e2e-tiers \
-	     $(E2E_OUT)/e2e-prefix $(E2E_OUT)/e2e-edits $(E2E_OUT)/e2e-devbuf
+	     $(E2E_OUT)/e2e-prefix $(E2E_OUT)/e2e-edits $(E2E_OUT)/e2e-devbuf \
+	     $(E2E_OUT)/e2e-cluster
 
 # Linked with the static libkvlease so that the VM can run them from /bin
 # (the example program and kvpool-bench use the shared one).
@@ -29,6 +31,7 @@ $(E2E_OUT)/%: tests/e2e/%.c libkvlease/kvlease.h include/kvpool_proto.h \
 # API.
 $(E2E_OUT)/e2e-prefix: E2E_XLIBS := $(KVL_EXTRA_LIBS)
 $(E2E_OUT)/e2e-tiers: E2E_XLIBS := $(KVL_EXTRA_LIBS)
+$(E2E_OUT)/e2e-cluster: E2E_XLIBS := $(KVL_EXTRA_LIBS)
 
 ALL += $(E2E_PROGS)
 
