@@ -29,6 +29,7 @@
 #include "kvpool_metrics.h"
 #include "kvpoold.h"
 #include "prefix.h"
+#include "cluster.h"
 
 #define METRICS_MAX_CONNECTIONS	16
 #define METRICS_TIMEOUT_S	10
@@ -258,6 +259,12 @@ static char *render(struct kvd *d, size_t *len)
 	f = open_memstream(&text, len);
 	if (f) {
 		r = kvp_metrics_write(f, &mp, 1, &mt);
+		if (!r) {
+			struct kvp_cluster_status cs;
+
+			kvd_cluster_status(d, &cs);
+			r = kvp_metrics_write_cluster(f, &cs);
+		}
 		if (fclose(f) || r) {
 			free(text);
 			text = NULL;

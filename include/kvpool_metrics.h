@@ -54,4 +54,10 @@ int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
 		      unsigned int npools,
 		      const struct kvp_metrics_tiers *tiers);
 
+/*
+ * The cluster tier's series (kvpool_cluster_*), nothing when it is off.
+ * 0, or -errno if writing failed.
+ */
+int kvp_metrics_write_cluster(FILE *f, const struct kvp_cluster_status *st);
+
 #endif /* KVPOOL_METRICS_H */

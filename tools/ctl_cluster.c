@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kvlease.h"
+#include "kvpool_metrics.h"
 #include "kvpoolctl.h"
 #ifdef KVL_HAVE_HIREDIS
 #include "kvroute.h"
@@ -22,6 +23,23 @@ static const char *const states[] = { "off", "unavailable", "down", "up",
 static const char *const policies[] = { "through", "back", "read" };
 static const char *const invalid[] = { "short", "format", "model", "chain",
 				       "tokens", "checksum", "type" };
+
+int ctl_cluster_metrics(FILE *f)
+{
+	struct kvl_cluster_info st;
+	struct kvp_cluster_status w;
+	struct kvl_admin *adm;
+	int r;
+
+	if (kvl_admin_open(ctl_g.socket, &adm))
+		return 0;
+	r = kvl_admin_cluster_status(adm, &st);
+	kvl_admin_close(adm);
+	if (r)
+		return 0;	/* an older kvpoold, or none */
+	memcpy(&w, &st, sizeof(w));
+	return kvp_metrics_write_cluster(f, &w);
+}
 
 /* The local kvpoold's cluster tier. */
 static int local_status(void)

@@ -804,6 +804,8 @@ static int write_metrics(FILE *f, const struct ctl_snap *s)
 	ret = tiers_to_wire(s, &mt, tr, ttn, ct);
 	if (!ret)
 		ret = kvp_metrics_write(f, &mp, 1, &mt);
+	if (!ret)
+		ret = ctl_cluster_metrics(f);
 	for (i = 0; i < KVP_MAX_TIERS; i++)
 		free(ttn[i]);
 	free(t);

@@ -9,7 +9,7 @@
 #    a private prefill and equal on both nodes; another tenant, and a
 #    tenant whose key file others may read, keep private namespaces;
 #  - the cluster view: heartbeats, the stream, kvpoolctl cluster and
-#    kvpoolctl route;
+#    kvpoolctl route; the kvpool_cluster_* metrics;
 #  - a value overwritten with garbage, truncated or from another model is
 #    a counted miss, never data;
 #  - a master slowed with DEBUG SLEEP (2 s, below the cluster's node
@@ -113,6 +113,15 @@ grep -q '^A ' "$TMP/ctl.out" && grep -q '^B ' "$TMP/ctl.out" ||
 	fail "kvpoolctl cluster --json"
 "$CTL" --socket "$SB" cluster >"$TMP/ctl.out" || fail "kvpoolctl cluster (local)"
 grep -q "fetch hits" "$TMP/ctl.out" || fail "kvpoolctl cluster shows no counters"
+# the counters in kvpoolctl metrics (the text of /metrics), promtool-clean
+"$CTL" --socket "$SB" metrics >"$TMP/metrics.prom" || fail "kvpoolctl metrics"
+grep -q '^kvpool_cluster_fetch_blocks_total{node="B",result="hit"} [1-9]' \
+	"$TMP/metrics.prom" || fail "no kvpool_cluster_* fetch hits in the metrics"
+grep -q '^kvpool_cluster_state{node="B",state="up"} 1' "$TMP/metrics.prom" ||
+	fail "no kvpool_cluster_state in the metrics"
+promtool check metrics <"$TMP/metrics.prom" >"$TMP/promtool.out" 2>&1 ||
+	fail "promtool check metrics: $(cat "$TMP/promtool.out")"
+[ -s "$TMP/promtool.out" ] && fail "promtool lint: $(cat "$TMP/promtool.out")"
 # a prompt only A holds, one both hold, one nobody holds
 "$CL" publish "$SA" app 4 $NTOK >/dev/null || fail "publish 4"
 sleep 1.5
