@@ -214,3 +214,27 @@ bench-prefix: $(KVPOOL_BENCH_PREFIX) $(B)/bin/kvpoold
 	$(KVPOOL_BENCH_PREFIX) -d $(B)/bin/kvpoold
 
 BENCH += bench-prefix
+
+# make bench-cluster: prefix blocks between two nodes through a Redis
+# Cluster started for the run (tests/bench/bench-cluster.sh drives
+# kvpool-bench-cluster, tests/bench/bench_cluster.c).
+ifeq ($(KVD_HAVE_HIREDIS),1)
+KVPOOL_BENCH_CLUSTER := $(B)/bin/kvpool-bench-cluster
+$(KVPOOL_BENCH_CLUSTER): tests/bench/bench_cluster.c daemon/rcluster.c \
+		daemon/rcluster.h daemon/cluster_value.c daemon/cluster_value.h \
+		libkvlease/kvlease.h $(KVL_A)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease -Idaemon $(KVD_XXH_CPPFLAGS) \
+		$(CFLAGS_BASE) $< daemon/rcluster.c daemon/cluster_value.c \
+		-o $@ $(KVL_A) $(KVL_EXTRA_LIBS) -lhiredis $(KVD_XXH_LIBS) \
+		-lpthread -lm
+
+ALL += $(KVPOOL_BENCH_CLUSTER)
+
+.PHONY: bench-cluster
+bench-cluster: $(KVPOOL_BENCH_CLUSTER) $(B)/bin/kvpoold $(B)/tests/e2e/e2e-cluster \
+		$(B)/tests/e2e/e2e-util $(B)/tests/e2e/e2e-tenant
+	tests/bench/bench-cluster.sh
+
+BENCH += bench-cluster
+endif

@@ -1554,6 +1554,8 @@ static struct pfx_tenant *tenant_find(struct kvd_prefix *p, const char *name)
 	return NULL;
 }
 
+#define GRANT_MIN_NS	250000000ULL
+
 /* Grant up to @n blocks into @t's hot lease, without p->lock (t->fetching
  * keeps the lease open): the count, or -errno. */
 static int grant_hot(struct kvd *d, struct pfx_lease *hot, uint32_t n,
@@ -1632,15 +1634,17 @@ static uint32_t cluster_match(struct kvd_prefix *p, struct kvd_client *c,
 	t->fetching++;
 	hot_id = t->hot.id;
 	pthread_mutex_unlock(&p->lock);
+	/* local work (the pool may have to grow a chunk): at least
+	 * GRANT_MIN_NS, the cluster's deadline aside */
 	now = kvd_now_ns();
-	r = grant_hot(d, &t->hot, (uint32_t)got, deadline > now + 20000000ULL ?
-		      deadline - now : 20000000ULL, blocks);
+	r = grant_hot(d, &t->hot, (uint32_t)got, deadline > now + GRANT_MIN_NS ?
+		      deadline - now : GRANT_MIN_NS, blocks);
 	if (r == -EDQUOT) {
 		/* at its max: its unreferenced cached blocks make room */
 		pthread_mutex_lock(&p->lock);
 		evict_lru(p, t, (uint32_t)got);
 		pthread_mutex_unlock(&p->lock);
-		r = grant_hot(d, &t->hot, (uint32_t)got, 20000000ULL, blocks);
+		r = grant_hot(d, &t->hot, (uint32_t)got, GRANT_MIN_NS, blocks);
 	}
 	granted = r > 0 ? (uint32_t)r : 0;
 	/* the bytes, then the entries */

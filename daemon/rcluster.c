@@ -529,6 +529,8 @@ static int exec_impl(struct rc_cluster *c, struct rc_cmd *cmds, size_t n,
 		}
 		for (k = 0; k < np; k++) {
 			struct rc_node *node = &c->nodes[pn[k]];
+			unsigned int reads;
+			bool rerr = false;
 			redisReply *r;
 			int wdone;
 
@@ -556,8 +558,25 @@ static int exec_impl(struct rc_cluster *c, struct rc_cmd *cmds, size_t n,
 			}
 			if (!(pf[k].revents & (POLLIN | POLLERR | POLLHUP)))
 				continue;
-			if (redisBufferRead(node->ctx) != REDIS_OK) {
-				/* take the complete replies it did get */
+			/* read what the socket has (a large value comes in
+			 * many reads) before polling again */
+			for (reads = 0; reads < 256 && node->fifo_n; reads++) {
+				size_t had = node->ctx->reader->len;
+
+				if (redisBufferRead(node->ctx) != REDIS_OK) {
+					rerr = true;
+					break;
+				}
+				while (node->fifo_n &&
+				       redisGetReplyFromReader(node->ctx,
+							(void **)&r) ==
+				       REDIS_OK && r)
+					on_reply(c, pn[k], r, cmds, ss, n);
+				if (node->ctx->reader->len == had)
+					break;	/* nothing more for now */
+			}
+			if (rerr) {
+				/* the complete replies it did get are taken */
 				while (node->fifo_n &&
 				       redisGetReplyFromReader(node->ctx,
 							(void **)&r) ==
@@ -566,10 +585,6 @@ static int exec_impl(struct rc_cluster *c, struct rc_cmd *cmds, size_t n,
 				node_fail(c, pn[k], cmds, ss, n, now);
 				continue;
 			}
-			while (node->fifo_n &&
-			       redisGetReplyFromReader(node->ctx, (void **)&r) ==
-			       REDIS_OK && r)
-				on_reply(c, pn[k], r, cmds, ss, n);
 			if (node->ctx->err)
 				node_fail(c, pn[k], cmds, ss, n, now);
 		}
