@@ -139,7 +139,32 @@ grep -q '"blocks":8' "$TMP/route.out" || fail "route: prompt 2 not held"
 "$CTL" route --nodes "$RSEEDS" --model e2e-model@1 --key "$TMP/keys/app" \
 	--tokens "$TMP/tok99" >"$TMP/route.out" || fail "route (nowhere)"
 grep -q 'blocks 0 ' "$TMP/route.out" || fail "route found an unknown prompt"
-echo "kvpoolctl cluster and route answer from heartbeats and streams"
+# the same question from Python, through libkvroute and ctypes
+KVR_LIB=${KVR_LIB:-build/lib/libkvroute.so.1}
+[ -f "$KVR_LIB" ] || fail "missing $KVR_LIB (run make)"
+python3 - "$KVR_LIB" "$RSEEDS" "$TMP/keys/app" "$TMP/tok4" \
+	>"$TMP/py.out" 2>&1 <<'PY' || fail "libkvroute from Python: $(cat "$TMP/py.out")"
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+class Route(ctypes.Structure):
+    _fields_ = [("node", ctypes.c_char * 64), ("blocks", ctypes.c_uint32),
+                ("tokens", ctypes.c_uint32), ("free", ctypes.c_uint64),
+                ("nodes", ctypes.c_uint32), ("pad", ctypes.c_uint32),
+                ("reserved", ctypes.c_uint64 * 4)]
+r = ctypes.c_void_p()
+assert lib.kvr_open(sys.argv[2].encode(), 0, ctypes.byref(r)) == 0
+key = open(sys.argv[3], "rb").read()
+prompt = [int(x) for x in open(sys.argv[4]).read().split()]
+toks = (ctypes.c_uint32 * len(prompt))(*prompt)
+rt = Route()
+ret = lib.kvr_route(r, key, len(key), b"e2e-model@1", toks, len(prompt),
+                    ctypes.byref(rt))
+lib.kvr_close(r)
+assert ret == 0, ret
+print(rt.node.decode(), rt.blocks, rt.tokens)
+assert rt.node == b"A" and rt.blocks == 8 and rt.tokens == 512
+PY
+echo "kvpoolctl cluster and route, and libkvroute from Python, answer from heartbeats and streams"
 
 # ---- values that are not data: counted misses ---------------------------------------
 "$REDIS_CLI" -c -p "$P0" keys 'x' >/dev/null
