@@ -453,6 +453,7 @@ void kvd_cluster_store(struct kvd *d, const uint8_t *salt,
 		kvc_value_encode(q->val, &kb, pay);
 		q->len = vlen;
 		q->tries = 0;
+		q->kind_again = false;
 		q->next = NULL;
 		if (last)
 			last->next = q;
@@ -568,6 +569,15 @@ int kvd_cluster_fetch(struct kvd *d, const uint8_t *salt,
 	*out = NULL;
 	if (!c || !n)
 		return 0;
+	/* no slot map (the cluster is down or not made yet): a miss at
+	 * once, nothing queued */
+	pthread_mutex_lock(&c->slock);
+	if (!c->st.slots) {
+		c->st.fetch_errors += n;
+		pthread_mutex_unlock(&c->slock);
+		return 0;
+	}
+	pthread_mutex_unlock(&c->slock);
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return 0;
@@ -867,6 +877,7 @@ static void *fetch_main(void *arg)
 	while (!c->stop) {
 		struct kvd_cluster_fetch *jobs[FETCH_BATCH];
 		unsigned int nj = 0;
+		uint64_t bytes;
 
 		if (!c->fq) {
 			struct timespec ts;
@@ -884,8 +895,16 @@ static void *fetch_main(void *arg)
 			pthread_cond_timedwait(&c->fcond, &c->flock, &ts);
 			continue;
 		}
-		while (c->fq && nj < FETCH_BATCH) {
-			jobs[nj++] = c->fq;
+		/* a round holds at most fetch_bytes of replies (and one
+		 * lookup, whatever its size) */
+		for (bytes = 0; c->fq && nj < FETCH_BATCH; nj++) {
+			uint64_t b = (uint64_t)c->fq->n *
+				     (c->fq->m.used_bytes + 4096);
+
+			if (nj && bytes + b > c->o.fetch_bytes)
+				break;
+			bytes += b;
+			jobs[nj] = c->fq;
 			c->fq = c->fq->next;
 			c->fq_n--;
 		}

@@ -140,7 +140,7 @@ node_start() {
 	name=$1
 	shift
 	"$KVPOOLD" --foreground --config "" --socket "$TMP/$name.sock" \
-		--ledger inproc --backend cpu --block-bytes 65536 \
+		--ledger inproc --backend "${NODE_BACKEND:-cpu}" --block-bytes 65536 \
 		--capacity 1024 --chunk-blocks 32 -v \
 		--cluster-nodes "$RSEEDS" --cluster-name "$name" \
 		--cluster-heartbeat-ms 500 "$@" >>"$TMP/$name.log" 2>&1 &

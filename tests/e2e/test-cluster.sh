@@ -17,7 +17,9 @@
 #  - kill -9 of a master while A publishes and B fetches (it gives its
 #    cache back after every request): no wrong block, no client error,
 #    the replica takes over, B's fetches hit again;
-#  - write-back (node C): stored only when evicted, then served to B.
+#  - write-back (node C): stored only when evicted, then served to B;
+#  - the cuda backend against the driver test double (node D, when it is
+#    built): its device blocks stored and fetched, bit-equal.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/cluster-lib.sh"
 CTL=${KVPOOLCTL:-build/bin/kvpoolctl}
@@ -265,6 +267,25 @@ sleep 1
 "$CL" wait "$TMP/C.sock" put_blocks 8 10000 || fail "evicted blocks not stored"
 hit_until "$SB" app 7 $NTOK 8 "$TMP/t11.out"
 echo "write-back: C stored its blocks when it evicted them; B: $(cat "$TMP/t11.out")"
+
+# ---- the cuda backend (the driver test double) ---------------------------------------
+# its blocks are device memory: stored through the top pool's read op,
+# fetched into it through its write op
+FAKE=build/tests/cudafake/libcuda.so.1
+if [ -f "$FAKE" ]; then
+	# shellcheck disable=SC2086
+	KVPOOL_LIBCUDA=$PWD/$FAKE KVPOOL_FAKE_CUDA_EXEC=1 \
+	KVPOOL_FAKE_CUDA_LOG=$TMP/cuda.log NODE_BACKEND=cuda \
+		node_start D $OPTS
+	grep -q "cuda backend" "$TMP/D.log" || fail "D does not use the cuda backend"
+	"$CL" wait "$TMP/D.sock" state 3 20000 || fail "D did not join"
+	"$CL" publish "$TMP/D.sock" app 11 $NTOK >/dev/null || fail "publish on D"
+	hit_until "$SB" app 11 $NTOK 8 "$TMP/t12.out"
+	hit_until "$TMP/D.sock" app 2 $NTOK 8 "$TMP/t13.out"
+	echo "cuda backend (test double): B hit D's device blocks, D fetched A's into device blocks"
+else
+	echo "no $FAKE (built with nvcc): the cuda backend's part is not run"
+fi
 
 "$CL" stats "$SB"
 for n in A B C; do
