@@ -12,6 +12,8 @@
 #    kvpoolctl route; the kvpool_cluster_* metrics;
 #  - a value overwritten with garbage, truncated or from another model is
 #    a counted miss, never data;
+#  - a full cluster (maxmemory reached, noeviction): OOM replies are
+#    counted, publishing and matching go on;
 #  - a master slowed with DEBUG SLEEP (2 s, below the cluster's node
 #    timeout): MATCH returns by its deadline (1 s);
 #  - kill -9 of a master while A publishes and B fetches (it gives its
@@ -226,6 +228,21 @@ echo "a master in DEBUG SLEEP 2: $(cat "$TMP/t7.out")"
 [ "${ms:-9999}" -lt 1800 ] || fail "MATCH waited for the slow master (${ms} ms)"
 [ "$(stat "$SB" fetch_timeouts)" -gt "$t0" ] || fail "no fetch timed out"
 hit_until "$SB" app 5 $NTOK 8 "$TMP/t7.out"
+
+# ---- a full cluster: OOM replies -------------------------------------------------------------
+for p in $(redis_masters); do
+	"$REDIS_CLI" -p "$p" config set maxmemory-policy noeviction >/dev/null
+	"$REDIS_CLI" -p "$p" config set maxmemory 1 >/dev/null
+done
+o0=$(stat "$SA" put_oom)
+"$CL" publish "$SA" app 9 $NTOK >/dev/null || fail "publish into a full cluster"
+"$CL" wait "$SA" put_oom $((o0 + 1)) 10000 || fail "no OOM counted"
+"$CL" hit "$SB" app 9 $NTOK 0 >"$TMP/t14.out" || fail "hit while the cluster is full"
+for p in $(redis_masters); do
+	"$REDIS_CLI" -p "$p" config set maxmemory 512mb >/dev/null
+	"$REDIS_CLI" -p "$p" config set maxmemory-policy allkeys-lru >/dev/null
+done
+echo "a full cluster: stores refused with OOM ($(stat "$SA" put_oom) counted), B: $(cat "$TMP/t14.out")"
 
 # ---- kill -9 of a master under load --------------------------------------------------------
 rm -f "$TMP/stop"
