@@ -480,6 +480,51 @@ void kvd_cluster_store(struct kvd *d, const uint8_t *salt,
 		count(c, &c->st.put_dropped, dropped);
 }
 
+void kvd_cluster_store_bytes(struct kvd *d, const uint8_t *salt,
+			     const struct pfx_key *model,
+			     const struct kvd_cluster_blk *b, const void *bytes)
+{
+	struct kvd_cluster *c = d->cluster;
+	struct kvc_block kb;
+	struct cl_model m;
+	struct cl_put *q;
+	size_t vlen;
+
+	if (!c || c->o.policy == KVP_CLUSTER_READ)
+		return;
+	if (!model_get(c, model, &m)) {
+		count(c, &c->st.put_dropped, 1);
+		return;
+	}
+	block_of(&kb, &m, salt);
+	kb.key = b->key;
+	kb.parent = b->parent;
+	kb.tokens = b->tokens;
+	vlen = kvc_value_bytes(&kb);
+	pthread_mutex_lock(&c->wlock);
+	q = c->pq_bytes + vlen > c->o.queue_bytes ? NULL :
+	    malloc(sizeof(*q) + vlen);
+	if (!q) {
+		pthread_mutex_unlock(&c->wlock);
+		count(c, &c->st.put_dropped, 1);
+		return;
+	}
+	kvc_key(q->key, &kb);
+	kvc_value_encode(q->val, &kb, bytes);
+	q->len = vlen;
+	q->tries = 0;
+	q->kind_again = false;
+	q->next = NULL;
+	if (c->pq_tail)
+		c->pq_tail->next = q;
+	else
+		c->pq = q;
+	c->pq_tail = q;
+	c->pq_bytes += vlen;
+	pthread_cond_signal(&c->wcond);
+	pthread_mutex_unlock(&c->wlock);
+}
+
 void kvd_cluster_event(struct kvd *d, bool stored, const struct pfx_key *model,
 		       const struct pfx_key *keys, uint32_t n)
 {

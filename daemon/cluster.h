@@ -64,6 +64,11 @@ void kvd_cluster_store(struct kvd *d, const uint8_t *salt,
 		       const struct pfx_key *model,
 		       const struct kvd_cluster_blk *b, uint32_t n,
 		       bool may_wait);
+/* The same for one block whose bytes are at @bytes (the end of the
+ * demotion chain, prefix_tier.c); b->block is not used. */
+void kvd_cluster_store_bytes(struct kvd *d, const uint8_t *salt,
+			     const struct pfx_key *model,
+			     const struct kvd_cluster_blk *b, const void *bytes);
 /* Blocks that entered (@stored) or left this node's cache. */
 void kvd_cluster_event(struct kvd *d, bool stored,
 		       const struct pfx_key *model, const struct pfx_key *keys,

@@ -231,6 +231,7 @@ static const struct key keys[] = {
 	{ "backing_limit", SEC_POOL, KVD_K_BACKING_LIMIT },
 	{ "tier", SEC_POOL, KVD_K_TIER },		/* repeatable */
 	{ "nvme_io", SEC_POOL, KVD_K_NVME_IO },
+	{ "prefix_demote", SEC_POOL, KVD_K_PREFIX_DEMOTE },
 };
 
 static const char *const backends[] = { "auto", "cpu", "cuda", NULL };
@@ -350,6 +351,11 @@ static const char *set_key(struct kvd_conf *c, enum kvd_conf_key k,
 		if (!one_of(v, nvme_ios))
 			return "must be auto, uring or pread";
 		return copy_str(c->nvme_io, sizeof(c->nvme_io), v) ? "?" : NULL;
+	case KVD_K_PREFIX_DEMOTE:
+		if (strcmp(v, "yes") && strcmp(v, "no"))
+			return "must be yes or no";
+		c->prefix_demote = !strcmp(v, "yes");
+		return NULL;
 	default:
 		return "unknown key";
 	}
@@ -811,6 +817,8 @@ void kvd_conf_to_opts(const struct kvd_conf *c, struct kvd_opts *o)
 	}
 	if (SET(KVD_K_NVME_IO))
 		o->nvme_io = c->nvme_io;
+	if (SET(KVD_K_PREFIX_DEMOTE))
+		o->prefix_demote = c->prefix_demote;
 	if (c->has_cluster)
 		o->cluster = c->cluster;
 #undef SET

@@ -36,7 +36,7 @@ enum kvd_conf_key {
 	KVD_K_METRICS_LISTEN,
 	KVD_K_POOL_NAME, KVD_K_BLOCK_BYTES, KVD_K_CAPACITY, KVD_K_CHUNK_BLOCKS,
 	KVD_K_DEFAULT_MAX, KVD_K_SHRINK_DELAY_MS, KVD_K_BACKING_LIMIT,
-	KVD_K_TIER, KVD_K_NVME_IO,
+	KVD_K_TIER, KVD_K_NVME_IO, KVD_K_PREFIX_DEMOTE,
 	KVD_K_NKEYS,
 };
 
@@ -71,6 +71,7 @@ struct kvd_conf {
 	int ntiers;			/* tier = lines, in order */
 	struct kvd_tier_spec tiers[KVD_MAX_TIERS - 1];
 	char nvme_io[8];
+	int prefix_demote;		/* prefix_demote = yes */
 	int cuda_device;
 	int log_level;			/* KVD_ERR .. KVD_DEBUG */
 	int ntenants;

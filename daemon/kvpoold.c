@@ -33,6 +33,7 @@
 #include "kvpoold.h"
 #include "prefix.h"
 #include "cluster.h"
+#include "prefix_tier.h"
 
 static int log_level = KVD_NOTICE;
 static bool log_syslog;
@@ -113,6 +114,9 @@ static void usage(FILE *f)
 "      --cuda-device N       CUDA device ordinal (default 0)\n"
 "      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
 "                            every key collides; default 128)\n"
+"      --prefix-demote       evicted prefix-cache blocks go down the lower\n"
+"                            tiers (dram, nvme, then the cluster tier)\n"
+"                            instead of being dropped\n"
 "      --cluster-nodes HOST:PORT[,...]  a Redis Cluster below the tiers for\n"
 "                            prefix blocks (off); --cluster-name NAME,\n"
 "                            --cluster-keys DIR, --cluster-policy\n"
@@ -150,6 +154,7 @@ enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
 	O_SYSLOG, O_BLIMIT, O_METRICS, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
 	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID,
+	O_DEMOTE,
 	O_CLUSTER,	/* + index in kvd_cluster_opt_keys[] */
 };
 
@@ -183,6 +188,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "prefix-hash-bits", required_argument, NULL, O_PFXBITS },
 		{ "max-clients", required_argument, NULL, O_MAXCL },
 		{ "max-clients-per-uid", required_argument, NULL, O_MAXCLUID },
+		{ "prefix-demote", no_argument, NULL, O_DEMOTE },
 		{ "cluster-nodes", required_argument, NULL, O_CLUSTER + 0 },
 		{ "cluster-name", required_argument, NULL, O_CLUSTER + 1 },
 		{ "cluster-keys", required_argument, NULL, O_CLUSTER + 2 },
@@ -222,6 +228,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		case 'v': o->log_level++; break;
 		case 'q': o->log_level = KVD_ERR; break;
 		case O_SYSLOG: o->use_syslog = true; break;
+		case O_DEMOTE: o->prefix_demote = true; break;
 		case O_BLOCK:
 			if (parse_u64(optarg, 1ULL << 30, &v) || !v ||
 			    v % 256)
@@ -550,6 +557,8 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 		return r;
 	}
 	r = kvd_cluster_init(d);
+	if (!r)
+		r = kvd_ptier_init(d);
 	if (r)
 		return r;
 	r = kvd_swap_start(d);
@@ -795,6 +804,8 @@ int main(int argc, char **argv)
 	if (!r)
 		r = kvd_cluster_start(d);
 	if (!r)
+		r = kvd_ptier_start(d);
+	if (!r)
 		r = kvd_metrics_start(d);
 	if (r) {
 		if (d->listen_fd >= 0)
@@ -820,6 +831,7 @@ int main(int argc, char **argv)
 	kvd_clients_stop(d);
 	kvd_swap_stop(d);
 	kvd_prefix_fini(d);
+	kvd_ptier_stop(d);
 	kvd_cluster_stop(d);
 	kvd_log(KVD_NOTICE, "deepest connection stack: %llu KiB of %llu KiB",
 		(unsigned long long)atomic_load(&d->stack_depth) / 1024,

@@ -280,6 +280,8 @@ struct kvd_opts {
 	const char *nvme_io;		/* "auto", "uring", "pread" */
 	uint32_t inject_io_error;	/* tests: every Nth file I/O fails */
 	unsigned int prefix_hash_bits;	/* --prefix-hash-bits (tests) */
+	bool prefix_demote;		/* --prefix-demote: evicted prefix
+					 * blocks go down the tiers */
 	struct kvd_cluster_opts cluster;	/* [cluster], --cluster-* */
 };
 
@@ -321,6 +323,7 @@ struct kvd {
 	/* Prefix cache (prefix.c) and its cluster tier (cluster.c). */
 	struct kvd_prefix *prefix;
 	struct kvd_cluster *cluster;
+	struct kvd_ptier *ptier;	/* its demotion chain (prefix_tier.c) */
 
 	int listen_fd;
 	int reserve_fd;			/* spare descriptor for EMFILE */

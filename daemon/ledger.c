@@ -27,6 +27,7 @@
 #include "kvpoold.h"
 #include "inproc.h"
 #include "prefix.h"
+#include "prefix_tier.h"
 
 /* ---- in-process callbacks (p->lock held) ------------------------------- */
 
@@ -352,6 +353,8 @@ static void on_grow(struct kvd_pool *p, uint32_t want)
 		/* Room inside what is backed, before the waiters give up. */
 		if (p == p->d->top)
 			kvd_prefix_evict_pool(p->d, "", target - p->mapped);
+		else
+			kvd_ptier_short(p, target - p->mapped);
 		ledger_grow(p, 0, KVPOOL_GROW_FAILED);
 	} else {
 		kvd_log(KVD_DEBUG, "%s: backed %u blocks", p->name, target);
@@ -402,6 +405,8 @@ void kvd_owner_events(struct kvd_pool *p)
 			if (p == p->d->top)
 				kvd_prefix_evict_pool(p->d, ev[i].tenant,
 						      ev[i].blocks);
+			else	/* demoted prefix blocks go on down */
+				kvd_ptier_short(p, ev[i].blocks);
 			break;
 		case KVPOOL_EVENT_CLIENT_CLOSED:
 			kvd_log(KVD_DEBUG, "%s: lease %llu closed, %u blocks "

@@ -45,6 +45,7 @@
 #include "prefix_index.h"
 #include "cluster.h"
 #include "inproc.h"
+#include "prefix_tier.h"
 
 #define SET_EMPTY	UINT32_MAX
 
@@ -670,7 +671,8 @@ static uint32_t cluster_match(struct kvd_prefix *p, struct kvd_client *c,
 			      const struct pfx_key *model, const uint8_t *salt,
 			      uint32_t tpb, const uint32_t *tokens, uint32_t m,
 			      uint32_t nb, const struct pfx_key *parent,
-			      const struct pfx_entry *pe, uint32_t *out);
+			      const struct pfx_entry *pe, uint32_t *out,
+			      bool cl);
 static void cluster_published(struct kvd_prefix *p, const uint8_t *salt,
 			      struct pfx_entry **added, uint32_t n);
 
@@ -688,7 +690,7 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 	struct pfx_tenant *t;
 	uint64_t parent_id = 0;
 	uint8_t *scratch, salt[PFX_SALT_BYTES];
-	bool remote = false;
+	bool remote = false, cl = false;
 	int r;
 
 	if (q->flags || q->reserved[0] || q->reserved[1])
@@ -764,7 +766,8 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 	r = (int)m;
 	rep->blocks = m;
 	rep->tokens = m * tpb;
-	remote = m < nb && clustered(t);
+	cl = clustered(t);
+	remote = m < nb && (cl || kvd_ptier_on(p->d));
 	if (remote)
 		memcpy(salt, t->ns->salt, sizeof(salt));
 out_unlock:
@@ -772,7 +775,7 @@ out_unlock:
 	if (remote) {
 		m += cluster_match(p, c, tname, pc, &pc->model[q->layout_id],
 				   salt, tpb, tokens, m, nb, &parent,
-				   m ? es[m - 1] : NULL, out);
+				   m ? es[m - 1] : NULL, out, cl);
 		r = (int)m;
 		rep->blocks = m;
 		rep->tokens = m * tpb;
@@ -1087,6 +1090,7 @@ static uint32_t flush_locked(struct kvd_prefix *p, struct pfx_tenant *t)
 	t->flushing = true;	/* given back, not demoted */
 	n = evict_lru(p, t, t->lru.n);
 	t->flushing = false;
+	kvd_ptier_flush(p->d, t->name);	/* and what it demoted */
 	for (i = 0; i <= p->ix.bmask; i++) {
 		struct pfx_entry *e;
 
@@ -1495,27 +1499,33 @@ static bool clustered(const struct pfx_tenant *t)
 	return t->cluster && t->ns == &t->own;
 }
 
-/* @e leaves the cache (p->lock held): the cluster view hears of it and,
- * with write-back, the block goes to the cluster (the copy is made now:
- * the block is still the cache's). */
+/* @e leaves the cache (p->lock held): when evicted (@demote) it goes down
+ * the chain (the lower tiers, or with write-back straight to the cluster
+ * when there are none; its bytes are copied now: the block is still the
+ * cache's), and the cluster view hears of it. */
 static void cluster_leaving(struct kvd_prefix *p, struct pfx_tenant *t,
 			    struct pfx_entry *e, bool demote)
 {
 	struct kvd *d = p->d;
+	bool cl = kvd_cluster_on(d) && clustered(t);
+	bool back = cl && kvd_cluster_policy(d) == KVP_CLUSTER_BACK;
 
-	if (!kvd_cluster_on(d) || !clustered(t))
-		return;
-	if (demote && !t->flushing &&
-	    kvd_cluster_policy(d) == KVP_CLUSTER_BACK) {
+	if (demote && !t->flushing && (back || kvd_ptier_on(d))) {
 		struct kvd_cluster_blk b = {
 			.key = e->key, .parent = e->pkey, .tokens = e->tokens,
 			.block = e->block,
 		};
 
 		/* never waits: the owner thread evicts too */
-		kvd_cluster_store(d, t->ns->salt, &e->model, &b, 1, false);
+		if (kvd_ptier_on(d))
+			kvd_ptier_demote(d, t->name, t->ns->salt, &e->model,
+					 e->ntok, &b, back);
+		else
+			kvd_cluster_store(d, t->ns->salt, &e->model, &b, 1,
+					  false);
 	}
-	kvd_cluster_event(d, false, &e->model, &e->key, 1);
+	if (cl)
+		kvd_cluster_event(d, false, &e->model, &e->key, 1);
 }
 
 /* New entries of one publish (referenced by the publisher, so stable
@@ -1577,59 +1587,48 @@ static int grant_hot(struct kvd *d, struct pfx_lease *hot, uint32_t n,
 	return (int)q.granted;
 }
 
+/* Where fetched blocks come from: the lower tiers, or the cluster. */
+enum { SRC_TIERS, SRC_CLUSTER };
+
+static const void *src_payload(int src, void *f, uint32_t i, uint64_t *bytes)
+{
+	return src == SRC_TIERS ? kvd_ptier_payload(f, i, bytes) :
+				  kvd_cluster_payload(f, i, bytes);
+}
+
 /*
- * MATCH found blocks [0, m) of @tokens locally (the last one @pe, its key
- * @parent): look the rest of the chain up in the cluster (one round, up
- * to the first miss, waiting at most the deadline), lease blocks for what
- * arrived in the caller's tenant's hot lease (charged to the tenant; at
- * its max, its own unreferenced cached blocks go first), write the bytes
- * into them and cache them, referenced by the caller, exactly as if it
- * had published them.  Returns the blocks added at out[m...].
+ * Cache @got fetched blocks of the chain (their keys @keys, the blocks of
+ * @tokens from @first on; *pe the entry before them, *pk its key) for the
+ * caller: blocks in the tenant's hot lease (charged to it; at its max its
+ * own unreferenced cached blocks go first), the bytes written into them,
+ * entries referenced by the caller, as a publish makes them.  Returns the
+ * blocks added at out[first...]; *pe and *pk move to the last one.
  */
-static uint32_t cluster_match(struct kvd_prefix *p, struct kvd_client *c,
-			      const char *tname, struct kvd_prefix_conn *pc,
-			      const struct pfx_key *model, const uint8_t *salt,
-			      uint32_t tpb, const uint32_t *tokens, uint32_t m,
-			      uint32_t nb, const struct pfx_key *parent,
-			      const struct pfx_entry *pe, uint32_t *out)
+static uint32_t adopt(struct kvd_prefix *p, const char *tname,
+		      struct kvd_prefix_conn *pc, const struct pfx_key *model,
+		      const uint8_t *salt, uint32_t tpb, const uint32_t *tokens,
+		      uint32_t first, const struct pfx_key *keys, uint32_t got,
+		      int src, void *f, bool need_cluster, uint64_t deadline,
+		      const struct pfx_entry **pe, struct pfx_key *pk,
+		      uint32_t *out)
 {
 	struct kvd *d = p->d;
-	uint64_t deadline = kvd_now_ns() +
-			    (uint64_t)d->o.cluster.deadline_ms * 1000000ULL;
-	struct kvd_cluster_fetch *f = NULL;
-	struct pfx_key *keys = NULL, prev = *parent;
-	uint32_t want = nb - m, max = kvd_cluster_fetch_max(d, model);
-	uint32_t *blocks = NULL, i, added = 0, granted = 0;
-	uint8_t *scratch = malloc(48 + (size_t)tpb * sizeof(uint32_t));
+	uint32_t *blocks = malloc((size_t)got * sizeof(*blocks));
+	uint32_t i, added = 0, granted;
 	struct pfx_tenant *t;
-	uint64_t hot_id = 0, now;
-	int got, r;
+	uint64_t hot_id, now;
+	int r;
 
-	if (want > max)
-		want = max;
-	keys = malloc((want ? want : 1) * sizeof(*keys));
-	if (!want || !keys || !scratch)
-		goto out;
-	for (i = 0; i < want; i++) {
-		pfx_key_compute(&p->ix, &keys[i], salt, &prev, model,
-				tokens + (size_t)(m + i) * tpb, tpb, scratch);
-		prev = keys[i];
-	}
-	got = kvd_cluster_fetch(d, salt, model, keys, parent,
-				tokens + (size_t)m * tpb, want, &f);
-	if (got <= 0)
-		goto out;
-	blocks = malloc((size_t)got * sizeof(*blocks));
 	if (!blocks)
-		goto out;
-
-	/* blocks for them in the hot lease */
+		return 0;
 	pthread_mutex_lock(&p->lock);
 	t = tenant_find(p, tname);
-	if (!t || !clustered(t) || memcmp(t->ns->salt, salt, PFX_SALT_BYTES) ||
-	    (pe && !pe->indexed) || tenant_leases_open(p, t)) {
+	if (!t || (need_cluster && !clustered(t)) ||
+	    memcmp(t->ns->salt, salt, PFX_SALT_BYTES) ||
+	    (*pe && !(*pe)->indexed) || tenant_leases_open(p, t)) {
 		pthread_mutex_unlock(&p->lock);
-		goto out;
+		free(blocks);
+		return 0;
 	}
 	t->fetching++;
 	hot_id = t->hot.id;
@@ -1637,63 +1636,60 @@ static uint32_t cluster_match(struct kvd_prefix *p, struct kvd_client *c,
 	/* local work (the pool may have to grow a chunk): at least
 	 * GRANT_MIN_NS, the cluster's deadline aside */
 	now = kvd_now_ns();
-	r = grant_hot(d, &t->hot, (uint32_t)got, deadline > now + GRANT_MIN_NS ?
+	r = grant_hot(d, &t->hot, got, deadline > now + GRANT_MIN_NS ?
 		      deadline - now : GRANT_MIN_NS, blocks);
 	if (r == -EDQUOT) {
 		/* at its max: its unreferenced cached blocks make room */
 		pthread_mutex_lock(&p->lock);
-		evict_lru(p, t, (uint32_t)got);
+		evict_lru(p, t, got);
 		pthread_mutex_unlock(&p->lock);
-		r = grant_hot(d, &t->hot, (uint32_t)got, GRANT_MIN_NS, blocks);
+		r = grant_hot(d, &t->hot, got, GRANT_MIN_NS, blocks);
 	}
 	granted = r > 0 ? (uint32_t)r : 0;
-	/* the bytes, then the entries */
 	for (i = 0; i < granted; i++) {
 		uint64_t bytes;
-		const void *pay = kvd_cluster_payload(f, i, &bytes);
+		const void *pay = src_payload(src, f, i, &bytes);
 
 		if (!pay || kvd_cluster_block_write(d, blocks[i], pay, bytes))
 			break;
 	}
 	pthread_mutex_lock(&p->lock);
 	t->fetching--;
-	if (i < granted || t->hot.id != hot_id || !clustered(t) ||
+	if (i < granted || t->hot.id != hot_id ||
+	    (need_cluster && !clustered(t)) ||
 	    memcmp(t->ns->salt, salt, PFX_SALT_BYTES) ||
-	    (pe && !pe->indexed) || pfx_index_reserve(&p->ix, granted) ||
+	    (*pe && !(*pe)->indexed) || pfx_index_reserve(&p->ix, granted) ||
 	    set_reserve(pc, granted)) {
 		if (t->hot.id == hot_id)
 			lease_release(d, &t->hot, blocks, granted);
 		tenant_maybe_close(p, t);
 		pthread_mutex_unlock(&p->lock);
-		goto out;
+		free(blocks);
+		return 0;
 	}
-	{
-		uint64_t parent_id = pe ? pe->id : 0;
-		struct pfx_key pk = *parent;
+	for (added = 0; added < granted; added++) {
+		const uint32_t *tok = tokens + (size_t)(first + added) * tpb;
+		uint64_t parent_id = *pe ? (*pe)->id : 0;
+		struct pfx_entry *e;
 
-		for (added = 0; added < granted; added++) {
-			const uint32_t *tok = tokens + (size_t)(m + added) * tpb;
-			struct pfx_entry *e;
-
-			/* cached meanwhile (another publish or fetch): the
-			 * caller matches it next time */
-			if (pfx_lookup(&p->ix, &keys[added], t->ns, model,
-				       parent_id, tok, tpb))
-				break;
-			e = pfx_entry_new(&p->ix, &keys[added], t->ns, t, model,
-					  parent_id, blocks[added], tok, tpb);
-			if (!e)
-				break;
-			e->depth = m + added;
-			e->pkey = pk;
-			pfx_insert(&p->ix, e);
-			e->refs = 1;
-			t->nhot++;
-			set_add(pc, e->block);
-			out[m + added] = e->block;
-			parent_id = e->id;
-			pk = keys[added];
-		}
+		/* cached meanwhile (another publish or fetch): the caller
+		 * matches it next time */
+		if (pfx_lookup(&p->ix, &keys[added], t->ns, model, parent_id,
+			       tok, tpb))
+			break;
+		e = pfx_entry_new(&p->ix, &keys[added], t->ns, t, model,
+				  parent_id, blocks[added], tok, tpb);
+		if (!e)
+			break;
+		e->depth = first + added;
+		e->pkey = *pk;
+		pfx_insert(&p->ix, e);
+		e->refs = 1;
+		t->nhot++;
+		set_add(pc, e->block);
+		out[first + added] = e->block;
+		*pe = e;
+		*pk = keys[added];
 	}
 	if (added < granted)
 		lease_release(d, &t->hot, blocks + added, granted - added);
@@ -1701,16 +1697,90 @@ static uint32_t cluster_match(struct kvd_prefix *p, struct kvd_client *c,
 	t->misses -= added;
 	t->hit_tokens += (uint64_t)added * tpb;
 	tenant_maybe_close(p, t);
-	if (added)
+	if (added && clustered(t))
 		kvd_cluster_event(d, true, model, keys, added);
 	pthread_mutex_unlock(&p->lock);
-out:
-	if (f)
-		kvd_cluster_fetch_end(d, f, added);
 	free(blocks);
+	return added;
+}
+
+/*
+ * MATCH found blocks [0, m) of @tokens locally (the last one @pe, its key
+ * @parent): look the rest of the chain up in the lower tiers (the blocks
+ * this node demoted), then, for a tenant with a cluster key, in the
+ * cluster (one round, up to the first miss, waiting at most the
+ * deadline), and cache what was found for the caller.  Returns the blocks
+ * added at out[m...].
+ */
+static uint32_t cluster_match(struct kvd_prefix *p, struct kvd_client *c,
+			      const char *tname, struct kvd_prefix_conn *pc,
+			      const struct pfx_key *model, const uint8_t *salt,
+			      uint32_t tpb, const uint32_t *tokens, uint32_t m,
+			      uint32_t nb, const struct pfx_key *parent,
+			      const struct pfx_entry *pe, uint32_t *out,
+			      bool cl)
+{
+	struct kvd *d = p->d;
+	uint64_t deadline = kvd_now_ns() +
+			    (uint64_t)d->o.cluster.deadline_ms * 1000000ULL;
+	uint32_t want = nb - m, total = 0, i, n;
+	uint8_t *scratch = malloc(48 + (size_t)tpb * sizeof(uint32_t));
+	struct pfx_key *keys = NULL, pk = *parent;
+	int src;
+
+	if (want > KVP_IO_MAX_BLOCKS)
+		want = KVP_IO_MAX_BLOCKS;
+	keys = malloc((want ? want : 1) * sizeof(*keys));
+	if (!want || !keys || !scratch)
+		goto out;
+	for (i = 0; i < want; i++) {
+		pfx_key_compute(&p->ix, &keys[i], salt, &pk, model,
+				tokens + (size_t)(m + i) * tpb, tpb, scratch);
+		pk = keys[i];
+	}
+	pk = *parent;
+	for (src = SRC_TIERS; src <= SRC_CLUSTER && total < want; src++) {
+		void *f = NULL;
+		uint32_t added;
+		int got;
+
+		n = want - total;
+		if (src == SRC_TIERS) {
+			if (!kvd_ptier_on(d))
+				continue;
+			got = kvd_ptier_fetch(d, salt, model, keys + total, &pk,
+					      tokens + (size_t)(m + total) * tpb,
+					      tpb, n,
+					      (struct kvd_ptier_fetch **)&f);
+		} else {
+			uint32_t max = kvd_cluster_fetch_max(d, model);
+
+			if (!cl)
+				break;
+			if (n > max)
+				n = max;
+			got = kvd_cluster_fetch(d, salt, model, keys + total,
+						&pk, tokens +
+						(size_t)(m + total) * tpb, n,
+						(struct kvd_cluster_fetch **)&f);
+		}
+		if (got <= 0)
+			continue;
+		added = adopt(p, tname, pc, model, salt, tpb, tokens,
+			      m + total, keys + total, (uint32_t)got, src, f,
+			      src == SRC_CLUSTER, deadline, &pe, &pk, out);
+		if (src == SRC_TIERS)
+			kvd_ptier_fetch_end(d, f, added);
+		else
+			kvd_cluster_fetch_end(d, f, added);
+		total += added;
+		if (added < (uint32_t)got)
+			break;		/* no room, or cached meanwhile */
+	}
+out:
 	free(keys);
 	free(scratch);
-	return added;
+	return total;
 }
 
 uint32_t kvd_prefix_entries(struct kvd *d)

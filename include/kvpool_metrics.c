@@ -214,7 +214,8 @@ static const char *tier_kind(uint32_t k)
 
 enum tier_val {
 	RV_CAPACITY, RV_BACKED, RV_USED, RV_BYTES_IN, RV_BYTES_OUT,
-	RV_BLOCKS_IN, RV_BLOCKS_OUT, RV_ERRORS,
+	RV_BLOCKS_IN, RV_BLOCKS_OUT, RV_ERRORS, RV_PFX, RV_PFX_IN,
+	RV_PFX_OUT,
 };
 
 static uint64_t tier_val(const struct kvp_tier_rec *x, enum tier_val v)
@@ -228,6 +229,9 @@ static uint64_t tier_val(const struct kvp_tier_rec *x, enum tier_val v)
 	case RV_BLOCKS_IN: return x->blocks_in;
 	case RV_BLOCKS_OUT: return x->blocks_out;
 	case RV_ERRORS: return x->errors;
+	case RV_PFX: return x->prefix_blocks;
+	case RV_PFX_IN: return x->prefix_in;
+	case RV_PFX_OUT: return x->prefix_out;
 	}
 	return 0;
 }
@@ -251,6 +255,13 @@ static const struct {
 	  "Blocks copied out of this tier by swaps.", RV_BLOCKS_OUT },
 	{ "kvpool_tier_swap_errors_total", "counter",
 	  "Swaps with this tier at one end that failed.", RV_ERRORS },
+	{ "kvpool_tier_prefix_blocks", "gauge",
+	  "Evicted prefix-cache blocks held in this tier.", RV_PFX },
+	{ "kvpool_tier_prefix_demoted_blocks_total", "counter",
+	  "Prefix-cache blocks demoted into this tier.", RV_PFX_IN },
+	{ "kvpool_tier_prefix_promoted_blocks_total", "counter",
+	  "Prefix-cache blocks found in this tier and copied up.",
+	  RV_PFX_OUT },
 };
 
 static void tier_labels(FILE *f, const char *name,

@@ -728,7 +728,10 @@ struct kvp_tier_rec {
 	uint64_t copy_out_ns;		/* time copying out of it */
 	uint64_t errors;		/* jobs that failed */
 	uint64_t lat_us[KVP_LAT_BUCKETS];	/* job latency, submit to done */
-	uint64_t reserved[4];
+	uint64_t prefix_blocks;		/* demoted prefix blocks held here */
+	uint64_t prefix_in;		/* prefix blocks demoted into it */
+	uint64_t prefix_out;		/* and promoted out of it */
+	uint64_t reserved[1];
 };
 
 /* kvp_tier_attach.flags */

@@ -1010,6 +1010,9 @@ static void fill_tier(void *out, size_t i, const void *rec)
 	t->copy_in_ns = r->copy_in_ns;
 	t->copy_out_ns = r->copy_out_ns;
 	t->errors = r->errors;
+	t->prefix_blocks = r->prefix_blocks;
+	t->prefix_in = r->prefix_in;
+	t->prefix_out = r->prefix_out;
 	for (k = 0; k < 16 && k < KVP_LAT_BUCKETS; k++)
 		t->lat_us[k] = r->lat_us[k];
 	t->mapped_bytes = p->mapped_bytes;

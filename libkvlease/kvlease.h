@@ -768,7 +768,9 @@ struct kvl_tier_stats {
 	uint64_t errors;
 	uint64_t lat_us[16];		/* copies of [2^i, 2^(i+1)) us */
 	uint64_t mapped_bytes;		/* memory or file space backed now */
-	uint64_t reserved[3];
+	uint64_t prefix_blocks;		/* demoted prefix-cache blocks here */
+	uint64_t prefix_in;		/* prefix blocks demoted into it */
+	uint64_t prefix_out;		/* and promoted out of it */
 };
 #define KVL_TIER_F_DIRECT	(1U << 0)	/* file opened O_DIRECT */
 #define KVL_TIER_F_URING	(1U << 1)	/* file I/O through io_uring */

@@ -707,6 +707,9 @@ static int tiers_to_wire(const struct ctl_snap *s, struct kvp_metrics_tiers *m,
 		r->copy_in_ns = x->copy_in_ns;
 		r->copy_out_ns = x->copy_out_ns;
 		r->errors = x->errors;
+		r->prefix_blocks = x->prefix_blocks;
+		r->prefix_in = x->prefix_in;
+		r->prefix_out = x->prefix_out;
 		memcpy(r->lat_us, x->lat_us, sizeof(r->lat_us));
 		if (i) {
 			ttn[i] = tenants_to_wire(s->ttenants[i],

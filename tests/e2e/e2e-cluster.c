@@ -20,6 +20,8 @@
  *        request fetches from the cluster); prints requests, hits and
  *        wrong blocks (any wrong block or error fails at once)
  *   e2e-cluster evict SOCK TENANT N     give back N unreferenced blocks
+ *   e2e-cluster tierlease SOCK TENANT TIER N  lease N blocks in a lower
+ *        tier, waiting up to 5 s for room, and give them back
  *   e2e-cluster tokens SEED NTOK        the token ids, one per line
  *   e2e-cluster stats SOCK              the daemon's cluster counters
  *   e2e-cluster wait SOCK FIELD MIN MS  until counter FIELD >= MIN
@@ -349,6 +351,26 @@ static int cmd_evict(const char *tenant, uint32_t n)
 	return 0;
 }
 
+/* Lease N blocks in a lower tier, waiting (5 s at most) for room. */
+static int cmd_tierlease(const char *tenant, uint32_t tier, uint32_t n)
+{
+	struct kvl_ctx *ctx = open_ctx(tenant);
+	uint32_t *b = malloc(n * sizeof(*b));
+	int r = kvl_tier_join(ctx, tier);
+
+	if (!r)
+		r = kvl_tier_lease(ctx, tier, n, 0, 5000000000ULL, b);
+	if (r < 0)
+		FAIL("tier %u lease of %u: %s", tier, n, strerror(-r));
+	printf("leased %d\n", r);
+	r = kvl_tier_release(ctx, tier, b, (uint32_t)r);
+	if (r < 0)
+		FAIL("tier release: %s", strerror(-r));
+	kvl_close(ctx);
+	free(b);
+	return 0;
+}
+
 static void get_status(struct kvl_cluster_info *st)
 {
 	struct kvl_admin *adm;
@@ -468,6 +490,8 @@ int main(int argc, char **argv)
 				argc == 8);
 	if (!strcmp(argv[1], "evict") && argc == 5)
 		return cmd_evict(argv[3], num(argv[4]));
+	if (!strcmp(argv[1], "tierlease") && argc == 6)
+		return cmd_tierlease(argv[3], num(argv[4]), num(argv[5]));
 	if (!strcmp(argv[1], "stats") && argc == 3)
 		return cmd_stats();
 	if (!strcmp(argv[1], "wait") && argc == 6)

@@ -48,7 +48,8 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-fd-exhaust test-conn-limit test-bad-names test-lease-timeout \
 	     test-tenant-set test-list-visibility test-socket-path \
 	     test-attn-bounds test-owner-progress test-config-reload \
-	     test-tiers-config test-metrics-http test-cluster
+	     test-tiers-config test-metrics-http test-cluster \
+	     test-prefix-demote
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
 
 # The same end-to-end run inside the VM, ledger in /dev/kvpool.

@@ -19,7 +19,9 @@
 #  - kill -9 of a master while A publishes and B fetches (it gives its
 #    cache back after every request): no wrong block, no client error,
 #    the replica takes over, B's fetches hit again;
-#  - write-back (node C): stored only when evicted, then served to B;
+#  - write-back (node C, with a dram tier where the tenant may hold
+#    nothing): stored only when evicted, at the end of the demotion
+#    chain, then served to B;
 #  - the cuda backend against the driver test double (node D, when it is
 #    built): its device blocks stored and fetched, bit-equal.
 . "$(dirname "$0")/lib.sh"
@@ -275,7 +277,8 @@ echo "after the failover: B's load fetched $((h1 - h0)) blocks in 3 s; $(cat "$T
 
 # ---- write-back --------------------------------------------------------------------------
 # shellcheck disable=SC2086
-node_start C $OPTS --cluster-policy back
+node_start C $OPTS --cluster-policy back --prefix-demote --tier dram:64 \
+	--tenant dram/app:0
 "$CL" wait "$TMP/C.sock" state 3 20000 || fail "C did not join"
 "$CL" publish "$TMP/C.sock" app 7 $NTOK >/dev/null || fail "publish on C"
 sleep 1
@@ -283,7 +286,7 @@ sleep 1
 "$CL" evict "$TMP/C.sock" app 8 >"$TMP/t11.out" || fail "evict on C"
 "$CL" wait "$TMP/C.sock" put_blocks 8 10000 || fail "evicted blocks not stored"
 hit_until "$SB" app 7 $NTOK 8 "$TMP/t11.out"
-echo "write-back: C stored its blocks when it evicted them; B: $(cat "$TMP/t11.out")"
+echo "write-back: C's evicted blocks went down its tiers (dram, where app may hold none) to the cluster; B: $(cat "$TMP/t11.out")"
 
 # ---- the cuda backend (the driver test double) ---------------------------------------
 # its blocks are device memory: stored through the top pool's read op,

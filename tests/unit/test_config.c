@@ -69,6 +69,7 @@ static void test_full_file(void **state)
 		"tier = dram:8G\n"
 		"tier = nvme:/var/lib/kvpool/kv.pool:1T:ssd\n"
 		"nvme_io = pread\n"
+		"prefix_demote = no\n"
 		"[tenant chat]\n"
 		"max = 4096\n"
 		"min = 512\n"
@@ -115,7 +116,7 @@ static void test_full_file(void **state)
 	assert_int_equal(conf.tenants[0].min, 512);
 	assert_int_equal(conf.tenants[0].uid, 1000);
 	assert_int_equal(conf.tenants[0].gid, 0);
-	assert_int_equal(conf.tenants[0].line, 25);
+	assert_int_equal(conf.tenants[0].line, 26);
 	assert_string_equal(conf.tenants[1].name, "batch");
 	assert_int_equal(conf.tenants[1].max, KVPOOL_UNLIMITED);
 	assert_int_equal(conf.tenants[1].min, 0);
@@ -124,12 +125,12 @@ static void test_full_file(void **state)
 	/* an empty section is still a tenant, with the defaults */
 	assert_string_equal(conf.tenants[2].name, "idle");
 	assert_int_equal(conf.tenants[2].max, KVPOOL_UNLIMITED);
-	assert_int_equal(conf.tenants[2].line, 32);
+	assert_int_equal(conf.tenants[2].line, 33);
 	/* the same name in a lower pool is another tenant */
 	assert_string_equal(conf.tenants[3].pool, "ssd");
 	assert_string_equal(conf.tenants[3].name, "chat");
 	assert_int_equal(conf.tenants[3].max, 100000);
-	assert_int_equal(conf.tenants[3].line, 33);
+	assert_int_equal(conf.tenants[3].line, 34);
 }
 
 static void test_empty_and_comments(void **state)
@@ -421,6 +422,12 @@ static void test_to_opts(void **state)
 	assert_int_equal(o.tiers[0].capacity, 64);
 	assert_string_equal(o.tiers[1].path, "/tmp/f");
 	assert_string_equal(o.nvme_io, "uring");
+	assert_false(o.prefix_demote);
+	assert_int_equal(parse("[pool]\nprefix_demote = yes\n"), 0);
+	kvd_conf_to_opts(&conf, &o);
+	assert_true(o.prefix_demote);
+	bad("[pool]\nprefix_demote = maybe\n",
+	    "line 2: prefix_demote = maybe: must be yes or no");
 }
 
 /* [cluster]: the cluster tier's keys, checked as the --cluster-* flags. */
