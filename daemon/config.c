@@ -36,6 +36,7 @@ enum sec {
 	SEC_DAEMON,
 	SEC_POOL,
 	SEC_TENANT,
+	SEC_CLUSTER,
 };
 
 struct ps {
@@ -49,6 +50,8 @@ struct ps {
 	struct kvd_tenant_conf *tenant;	/* SEC_TENANT */
 	uint8_t tenant_keys;		/* keys set in this [tenant] */
 	int daemon_line, pool_line;	/* where those sections began */
+	int cluster_line;
+	uint32_t cluster_keys;		/* keys set in [cluster] */
 	int key_line[KVD_K_NKEYS];
 };
 
@@ -239,6 +242,7 @@ static const struct key keys[] = {
 	{ "nvme_io", SEC_POOL, KVD_K_NVME_IO },
 	{ "metrics_scope", SEC_DAEMON, KVD_K_METRICS_SCOPE },
 	{ "prefix_lend_percent", SEC_POOL, KVD_K_PREFIX_LEND_PERCENT },
+	{ "prefix_demote", SEC_POOL, KVD_K_PREFIX_DEMOTE },
 };
 
 static const char *const backends[] = { "auto", "cpu", "cuda", NULL };
@@ -369,6 +373,11 @@ static const char *set_key(struct kvd_conf *c, enum kvd_conf_key k,
 		if (!one_of(v, nvme_ios))
 			return "must be auto, uring or pread";
 		return copy_str(c->nvme_io, sizeof(c->nvme_io), v) ? "?" : NULL;
+	case KVD_K_PREFIX_DEMOTE:
+		if (strcmp(v, "yes") && strcmp(v, "no"))
+			return "must be yes or no";
+		c->prefix_demote = !strcmp(v, "yes");
+		return NULL;
 	default:
 		return "unknown key";
 	}
@@ -475,9 +484,21 @@ static void section(struct ps *s, const char *hdr, size_t len)
 		s->sec = SEC_POOL;
 		return;
 	}
+	if (kind == 7 && !strncmp(name, "cluster", 7) && !*arg) {
+		if (s->cluster_line) {
+			fail(s, s->line, "[cluster] given twice (first on "
+			     "line %d)", s->cluster_line);
+			return;
+		}
+		s->cluster_line = s->line;
+		s->c->has_cluster = 1;
+		kvd_cluster_opts_default(&s->c->cluster);
+		s->sec = SEC_CLUSTER;
+		return;
+	}
 	if (kind != 6 || strncmp(name, "tenant", 6)) {
 		fail(s, s->line, "unknown section [%s] (expected [daemon], "
-		     "[pool] or [tenant [POOL/]NAME])", name);
+		     "[pool], [cluster] or [tenant [POOL/]NAME])", name);
 		return;
 	}
 	if (!*arg) {
@@ -609,6 +630,26 @@ static int handler(void *user, const char *section_name, const char *name,
 		fail(s, s->line, "'%s' outside a section ([daemon], [pool] "
 		     "or [tenant NAME])", name);
 		return 0;
+	}
+	if (s->sec == SEC_CLUSTER) {
+		for (i = 0; kvd_cluster_opt_keys[i]; i++)
+			if (!strcmp(name, kvd_cluster_opt_keys[i]))
+				break;
+		if (!kvd_cluster_opt_keys[i]) {
+			fail(s, s->line, "unknown key '%s' in [cluster]", name);
+			return 0;
+		}
+		if (s->cluster_keys & (1U << i)) {
+			fail(s, s->line, "%s set twice in [cluster]", name);
+			return 0;
+		}
+		s->cluster_keys |= 1U << i;
+		msg = kvd_cluster_opt_set(&s->c->cluster, name, v);
+		if (msg) {
+			fail(s, s->line, "%s = %s: %s", name, v, msg);
+			return 0;
+		}
+		return 1;
 	}
 	if (s->sec == SEC_TENANT) {
 		for (i = 0; i < 4; i++)
@@ -802,6 +843,10 @@ void kvd_conf_to_opts(const struct kvd_conf *c, struct kvd_opts *o)
 		o->metrics_scope = c->metrics_scope;
 	if (SET(KVD_K_PREFIX_LEND_PERCENT))
 		o->prefix_lend_percent = c->prefix_lend_percent;
+	if (SET(KVD_K_PREFIX_DEMOTE))
+		o->prefix_demote = c->prefix_demote;
+	if (c->has_cluster)
+		o->cluster = c->cluster;
 #undef SET
 }
 

@@ -2,8 +2,8 @@
 /*
  * config.h - kvpoold's configuration file (kvpoold.conf(5)).
  *
- * An INI file parsed with libinih: [daemon], [pool] and [tenant NAME] (or
- * [tenant POOL/NAME]) sections of "key = value" lines.  kvd_conf_parse() turns the text into a
+ * An INI file parsed with libinih: [daemon], [pool], [cluster] and [tenant
+ * NAME] (or [tenant POOL/NAME]) sections of "key = value" lines.  kvd_conf_parse() turns the text into a
  * struct kvd_conf, checking every value the way the command-line flags are
  * checked; the first error comes back as "line N: ..." and the struct is
  * then unusable.  The parser touches nothing else: the daemon decides what
@@ -37,7 +37,7 @@ enum kvd_conf_key {
 	KVD_K_POOL_NAME, KVD_K_BLOCK_BYTES, KVD_K_CAPACITY, KVD_K_CHUNK_BLOCKS,
 	KVD_K_DEFAULT_MAX, KVD_K_SHRINK_DELAY_MS, KVD_K_BACKING_LIMIT,
 	KVD_K_TIER, KVD_K_NVME_IO,
-	KVD_K_METRICS_SCOPE, KVD_K_PREFIX_LEND_PERCENT,
+	KVD_K_METRICS_SCOPE, KVD_K_PREFIX_LEND_PERCENT, KVD_K_PREFIX_DEMOTE,
 	KVD_K_NKEYS,
 };
 
@@ -74,10 +74,13 @@ struct kvd_conf {
 	char nvme_io[8];
 	int metrics_scope;		/* KVP_METRICS_PUBLIC / _OPERATOR */
 	uint32_t prefix_lend_percent;
+	int prefix_demote;		/* prefix_demote = yes */
 	int cuda_device;
 	int log_level;			/* KVD_ERR .. KVD_DEBUG */
 	int ntenants;
 	struct kvd_tenant_conf tenants[KVD_CONF_MAX_TENANTS];
+	int has_cluster;		/* a [cluster] section */
+	struct kvd_cluster_opts cluster;
 };
 
 /*

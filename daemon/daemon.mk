@@ -9,8 +9,10 @@
 #                      (without it --user, the privilege drop, is
 #                      refused), liburing (pread/pwrite otherwise), libinih
 #                      (without it no kvpoold.conf), libmicrohttpd (without
-#                      it no /metrics) and libnl-genl-3 (without it no
-#                      tenants in the module's pools).  The build says what
+#                      it no /metrics), libnl-genl-3 (without it no
+#                      tenants in the module's pools) and libhiredis (the
+#                      cluster tier's client; without it a configured
+#                      cluster tier is refused).  The build says what
 #                      it left out; `make deps` installs them all.
 #   $(B)/daemon/kvpoold.service   the unit with this build's paths
 # The cuda backend needs no CUDA toolkit (the driver is loaded at run time).
@@ -19,12 +21,15 @@ KVD_OBJ := $(B)/obj/daemon
 KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
 	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_spec.c \
 	    tier_dram.c tier_nvme.c swap.c config.c tenants.c reload.c metrics.c \
-	    scrub.c
-KVD_OBJS := $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
+	    scrub.c cluster.c cluster_conf.c cluster_value.c prefix_tier.c
+KVD_OBJS = $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
 	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
 KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
 	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
 	    daemon/swap.h daemon/config.h daemon/scrub.h include/kvpool_proto.h \
+	    daemon/cluster.h daemon/cluster_conf.h daemon/cluster_value.h \
+	    daemon/prefix_tier.h \
+	    daemon/rcluster.h \
 	    include/kvpool_metrics.h include/kvpool_cuda.h \
 	    kernels/kvkern.h kernels/kvkern_cuda.h kernels/cuda_drv.h \
 	    kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
@@ -37,6 +42,7 @@ KVD_HAVE_INIH := $(shell test -f /usr/include/ini.h && echo 1)
 KVD_HAVE_MHD := $(shell test -f /usr/include/microhttpd.h && echo 1)
 KVD_HAVE_LIBNL := $(shell test -f /usr/include/libnl3/netlink/genl/genl.h && echo 1)
 KVD_HAVE_URING := $(shell pkg-config --exists liburing 2>/dev/null && echo 1)
+KVD_HAVE_HIREDIS := $(shell test -f /usr/include/hiredis/hiredis.h && echo 1)
 KVD_FEAT_CPPFLAGS :=
 KVD_FEAT_LIBS :=
 ifeq ($(KVD_HAVE_XXHASH),1)
@@ -61,6 +67,11 @@ endif
 ifeq ($(KVD_HAVE_MHD),1)
 KVD_FEAT_CPPFLAGS += -DKVD_HAVE_MHD
 KVD_FEAT_LIBS += -lmicrohttpd
+endif
+ifeq ($(KVD_HAVE_HIREDIS),1)
+KVD_SRCS += rcluster.c
+KVD_FEAT_CPPFLAGS += -DKVD_HAVE_HIREDIS
+KVD_FEAT_LIBS += -lhiredis
 endif
 ifeq ($(KVD_HAVE_LIBNL),1)
 KVD_FEAT_CPPFLAGS += -DKVD_HAVE_LIBNL $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
@@ -104,6 +115,9 @@ ifneq ($(KVD_HAVE_MHD),1)
 endif
 ifneq ($(KVD_HAVE_LIBNL),1)
 	@echo "daemon: no libnl-genl-3 headers: kvpoold manages no tenants in the module's pools"
+endif
+ifneq ($(KVD_HAVE_HIREDIS),1)
+	@echo "daemon: no <hiredis/hiredis.h> (libhiredis-dev): kvpoold refuses a cluster tier"
 endif
 	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $(KVD_OBJS) $(KVD_LIBS)
 
@@ -171,6 +185,34 @@ $(B)/asan/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c \
 
 CHECK_PROGS += $(B)/tests/unit/test_scrub $(B)/asan/tests/unit/test_scrub.sh
 
+# The cluster tier's routing (against scripted cluster nodes on loopback
+# sockets) and its values, normal and sanitizer builds.
+RCL_TEST_DEPS := tests/unit/test_rcluster.c daemon/rcluster.c daemon/rcluster.h
+CVAL_TEST_DEPS := tests/unit/test_cluster_value.c daemon/cluster_value.c \
+		  daemon/cluster_value.h daemon/prefix_index.h daemon/hash128.h
+$(B)/tests/unit/test_cluster_value: $(CVAL_TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(CFLAGS_BASE) $< \
+		daemon/cluster_value.c -lcmocka $(KVD_XXH_LIBS) -o $@
+$(B)/asan/tests/unit/test_cluster_value: $(CVAL_TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(CFLAGS_BASE) \
+		$(SAN_FLAGS) $< daemon/cluster_value.c -lcmocka $(KVD_XXH_LIBS) -o $@
+CHECK_PROGS += $(B)/tests/unit/test_cluster_value \
+	       $(B)/asan/tests/unit/test_cluster_value.sh
+ifeq ($(KVD_HAVE_HIREDIS),1)
+$(B)/tests/unit/test_rcluster: $(RCL_TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(CFLAGS_BASE) $< daemon/rcluster.c \
+		-lcmocka -lhiredis -lpthread -o $@
+$(B)/asan/tests/unit/test_rcluster: $(RCL_TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(CFLAGS_BASE) $(SAN_FLAGS) $< \
+		daemon/rcluster.c -lcmocka -lhiredis -lpthread -o $@
+CHECK_PROGS += $(B)/tests/unit/test_rcluster \
+	       $(B)/asan/tests/unit/test_rcluster.sh
+endif
+
 # make bench-prefix: the prefix cache under 8 replicas of one tenant, cache
 # off and on in one run (tests/bench/bench_prefix.c starts its own kvpoold).
 KVPOOL_BENCH_PREFIX := $(B)/bin/kvpool-bench-prefix
@@ -205,3 +247,27 @@ bench-scrub: $(KVPOOL_BENCH_SCRUB) $(B)/bin/kvpoold
 	$(KVPOOL_BENCH_SCRUB) -d $(B)/bin/kvpoold
 
 BENCH += bench-scrub
+
+# make bench-cluster: prefix blocks between two nodes through a Redis
+# Cluster started for the run (tests/bench/bench-cluster.sh drives
+# kvpool-bench-cluster, tests/bench/bench_cluster.c).
+ifeq ($(KVD_HAVE_HIREDIS),1)
+KVPOOL_BENCH_CLUSTER := $(B)/bin/kvpool-bench-cluster
+$(KVPOOL_BENCH_CLUSTER): tests/bench/bench_cluster.c daemon/rcluster.c \
+		daemon/rcluster.h daemon/cluster_value.c daemon/cluster_value.h \
+		libkvlease/kvlease.h $(KVL_A)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease -Idaemon $(KVD_XXH_CPPFLAGS) \
+		$(CFLAGS_BASE) $< daemon/rcluster.c daemon/cluster_value.c \
+		-o $@ $(KVL_A) $(KVL_EXTRA_LIBS) -lhiredis $(KVD_XXH_LIBS) \
+		-lpthread -lm
+
+ALL += $(KVPOOL_BENCH_CLUSTER)
+
+.PHONY: bench-cluster
+bench-cluster: $(KVPOOL_BENCH_CLUSTER) $(B)/bin/kvpoold $(B)/tests/e2e/e2e-cluster \
+		$(B)/tests/e2e/e2e-util $(B)/tests/e2e/e2e-tenant
+	tests/bench/bench-cluster.sh
+
+BENCH += bench-cluster
+endif

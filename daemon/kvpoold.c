@@ -32,6 +32,8 @@
 #include "config.h"
 #include "kvpoold.h"
 #include "prefix.h"
+#include "cluster.h"
+#include "prefix_tier.h"
 
 static int log_level = KVD_NOTICE;
 static bool log_syslog;
@@ -120,6 +122,17 @@ static void usage(FILE *f)
 "                            (default 0: one per CPU kvpoold may run on)\n"
 "      --prefix-hash-bits N  tests: keep N bits of prefix-cache keys (0:\n"
 "                            every key collides; default 128)\n"
+"      --prefix-demote       evicted prefix-cache blocks go down the lower\n"
+"                            tiers (dram, nvme, then the cluster tier)\n"
+"                            instead of being dropped\n"
+"      --cluster-nodes HOST:PORT[,...]  a Redis Cluster below the tiers for\n"
+"                            prefix blocks (off); --cluster-name NAME,\n"
+"                            --cluster-keys DIR, --cluster-policy\n"
+"                            through|back|read, --cluster-deadline-ms N,\n"
+"                            --cluster-heartbeat-ms N,\n"
+"                            --cluster-stream-maxlen N, --cluster-value-ttl-s\n"
+"                            N, --cluster-queue-bytes N, --cluster-fetch-bytes\n"
+"                            N: kvpoold.conf(5) [cluster]\n"
 "  -u, --user NAME           drop to this user after start (as root)\n"
 "  -g, --admin-group NAME    group allowed to change tenants\n"
 "      --syslog              log to syslog even in the foreground\n"
@@ -149,7 +162,8 @@ enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
 	O_SYSLOG, O_BLIMIT, O_METRICS, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
 	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID, O_MSCOPE, O_PFXLEND,
-	O_KTHREADS,
+	O_KTHREADS, O_DEMOTE,
+	O_CLUSTER,	/* + index in kvd_cluster_opt_keys[] */
 };
 
 static int parse(struct kvd_opts *o, int argc, char **argv)
@@ -185,6 +199,22 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "metrics-scope", required_argument, NULL, O_MSCOPE },
 		{ "prefix-lend-percent", required_argument, NULL, O_PFXLEND },
 		{ "kernel-threads", required_argument, NULL, O_KTHREADS },
+		{ "prefix-demote", no_argument, NULL, O_DEMOTE },
+		{ "cluster-nodes", required_argument, NULL, O_CLUSTER + 0 },
+		{ "cluster-name", required_argument, NULL, O_CLUSTER + 1 },
+		{ "cluster-keys", required_argument, NULL, O_CLUSTER + 2 },
+		{ "cluster-policy", required_argument, NULL, O_CLUSTER + 3 },
+		{ "cluster-deadline-ms", required_argument, NULL, O_CLUSTER + 4 },
+		{ "cluster-heartbeat-ms", required_argument, NULL,
+		  O_CLUSTER + 5 },
+		{ "cluster-stream-maxlen", required_argument, NULL,
+		  O_CLUSTER + 6 },
+		{ "cluster-value-ttl-s", required_argument, NULL,
+		  O_CLUSTER + 7 },
+		{ "cluster-queue-bytes", required_argument, NULL,
+		  O_CLUSTER + 8 },
+		{ "cluster-fetch-bytes", required_argument, NULL,
+		  O_CLUSTER + 9 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -209,6 +239,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		case 'v': o->log_level++; break;
 		case 'q': o->log_level = KVD_ERR; break;
 		case O_SYSLOG: o->use_syslog = true; break;
+		case O_DEMOTE: o->prefix_demote = true; break;
 		case O_BLOCK:
 			if (parse_u64(optarg, 1ULL << 30, &v) || !v ||
 			    v % 256)
@@ -315,6 +346,22 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 			usage(stdout);
 			exit(0);
 		default:
+			if (ch >= O_CLUSTER &&
+			    ch < O_CLUSTER + KVD_CLUSTER_NOPTS) {
+				const char *key =
+					kvd_cluster_opt_keys[ch - O_CLUSTER];
+				const char *msg =
+					kvd_cluster_opt_set(&o->cluster, key,
+							    optarg);
+
+				if (msg) {
+					fprintf(stderr, "kvpoold: bad value "
+						"for option: %s (%s: %s)\n",
+						optarg, key, msg);
+					return -EINVAL;
+				}
+				break;
+			}
 			usage(stderr);
 			return -EINVAL;
 		}
@@ -543,6 +590,11 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 		kvd_log(KVD_ERR, "prefix cache: %s", strerror(-r));
 		return r;
 	}
+	r = kvd_cluster_init(d);
+	if (!r)
+		r = kvd_ptier_init(d);
+	if (r)
+		return r;
 	r = kvd_swap_start(d);
 	if (r) {
 		kvd_log(KVD_ERR, "swap workers: %s", strerror(-r));
@@ -581,6 +633,7 @@ static void opts_defaults(struct kvd_opts *o)
 	o->max_clients = 256;
 	o->max_clients_per_uid = 64;
 	o->log_level = KVD_NOTICE;
+	kvd_cluster_opts_default(&o->cluster);
 }
 
 /*
@@ -784,6 +837,10 @@ int main(int argc, char **argv)
 	if (!r)
 		r = kvd_prefix_start(d);
 	if (!r)
+		r = kvd_cluster_start(d);
+	if (!r)
+		r = kvd_ptier_start(d);
+	if (!r)
 		r = kvd_metrics_start(d);
 	if (r) {
 		if (d->listen_fd >= 0)
@@ -809,6 +866,8 @@ int main(int argc, char **argv)
 	kvd_clients_stop(d);
 	kvd_swap_stop(d);
 	kvd_prefix_fini(d);
+	kvd_ptier_stop(d);
+	kvd_cluster_stop(d);
 	kvd_log(KVD_NOTICE, "deepest connection stack: %llu KiB of %llu KiB",
 		(unsigned long long)atomic_load(&d->stack_depth) / 1024,
 		(unsigned long long)kvd_client_stack_bytes() / 1024);

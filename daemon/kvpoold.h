@@ -28,6 +28,7 @@
 #include "kvpool_ledger.h"
 #include "kvpool_proto.h"
 #include "../kernels/kvkern.h"
+#include "cluster_conf.h"
 
 struct kvd;
 struct kvd_client;
@@ -296,6 +297,9 @@ struct kvd_opts {
 	 * namespace may hold referenced in its prefix cache. */
 	uint32_t prefix_lend_percent;
 	uint32_t kernel_threads;	/* cpu backend: 0 = the CPUs it may use */
+	bool prefix_demote;		/* --prefix-demote: evicted prefix
+					 * blocks go down the tiers */
+	struct kvd_cluster_opts cluster;	/* [cluster], --cluster-* */
 };
 
 /* kvd_opts.metrics_scope: the values of enum kvp_metrics_scope
@@ -338,8 +342,10 @@ struct kvd {
 	struct kvk_cpu *cpu;
 	pthread_mutex_t cpu_lock;
 
-	/* Prefix cache (prefix.c). */
+	/* Prefix cache (prefix.c) and its cluster tier (cluster.c). */
 	struct kvd_prefix *prefix;
+	struct kvd_cluster *cluster;
+	struct kvd_ptier *ptier;	/* its demotion chain (prefix_tier.c) */
 
 	int listen_fd;
 	int reserve_fd;			/* spare descriptor for EMFILE */
@@ -420,6 +426,9 @@ void kvd_backing_trim(struct kvd_pool *p);
  * due unmap, and let it go.  An op holds it for one bounded piece of
  * work (the bounds of kvpool_proto.h) and never takes it twice. */
 void kvd_backing_rdlock(struct kvd_pool *p);
+/* The same without waiting (the owner's thread): false while an unmap
+ * is due or under way. */
+bool kvd_backing_tryrdlock(struct kvd_pool *p);
 void kvd_backing_unlock(struct kvd_pool *p);
 /* The pool's backing lock and gate (at set-up, 0 or -ENOMEM), freed at
  * the end; at a stop, ops waiting at the gate go on. */

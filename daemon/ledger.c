@@ -29,6 +29,7 @@
 #include "inproc.h"
 #include "prefix.h"
 #include "scrub.h"
+#include "prefix_tier.h"
 
 /* ---- in-process callbacks (p->lock held) ------------------------------- */
 
@@ -354,6 +355,8 @@ static void on_grow(struct kvd_pool *p, uint32_t want)
 		/* Room inside what is backed, before the waiters give up. */
 		if (p == p->d->top)
 			kvd_prefix_evict_pool(p->d, "", target - p->mapped);
+		else
+			kvd_ptier_short(p, target - p->mapped);
 		ledger_grow(p, 0, KVPOOL_GROW_FAILED);
 	} else {
 		kvd_log(KVD_DEBUG, "%s: backed %u blocks", p->name, target);
@@ -404,6 +407,8 @@ void kvd_owner_events(struct kvd_pool *p)
 			if (p == p->d->top)
 				kvd_prefix_evict_pool(p->d, ev[i].tenant,
 						      ev[i].blocks);
+			else	/* demoted prefix blocks go on down */
+				kvd_ptier_short(p, ev[i].blocks);
 			break;
 		case KVPOOL_EVENT_CLIENT_CLOSED:
 			kvd_log(KVD_DEBUG, "%s: lease %llu closed, %u blocks "
@@ -590,6 +595,15 @@ void kvd_backing_rdlock(struct kvd_pool *p)
 		pthread_mutex_unlock(&b->gate_lock);
 	}
 	pthread_rwlock_rdlock(&b->rw);
+}
+
+bool kvd_backing_tryrdlock(struct kvd_pool *p)
+{
+	struct kvd_backing *b = p->backing;
+
+	if (atomic_load(&b->gate))
+		return false;
+	return pthread_rwlock_tryrdlock(&b->rw) == 0;
 }
 
 void kvd_backing_unlock(struct kvd_pool *p)

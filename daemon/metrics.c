@@ -31,6 +31,7 @@
 #include "kvpool_metrics.h"
 #include "kvpoold.h"
 #include "prefix.h"
+#include "cluster.h"
 
 _Static_assert(KVD_METRICS_PUBLIC == (int)KVP_METRICS_PUBLIC &&
 	       KVD_METRICS_OPERATOR == (int)KVP_METRICS_OPERATOR,
@@ -272,6 +273,13 @@ static char *render(struct kvd *d, size_t *len)
 	f = open_memstream(&text, len);
 	if (f) {
 		r = kvp_metrics_write(f, &mp, 1, &mt, scope);
+		/* the cluster tier's activity: the operator's */
+		if (!r && scope == KVP_METRICS_OPERATOR) {
+			struct kvp_cluster_status cs;
+
+			kvd_cluster_status(d, &cs);
+			r = kvp_metrics_write_cluster(f, &cs);
+		}
 		if (fclose(f) || r) {
 			free(text);
 			text = NULL;

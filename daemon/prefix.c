@@ -23,7 +23,9 @@
  *    grow fails (pool-wide, never below another tenant's min), and on a
  *    client's EVICT (its own tenant: room under its max).
  * Where lower tiers exist, eviction is the place to demote instead of
- * drop (evict_blocks()).
+ * drop (evict_blocks()).  With a cluster tier (cluster.c), a tenant that
+ * has a cluster namespace key publishes to it, evicts to it and, on a
+ * local miss, fetches from it (the end of this file).
  *
  * Locking: p->lock around everything here, taken before d->top->lock.
  */
@@ -42,6 +44,9 @@
 #include "prefix.h"
 #include "prefix_index.h"
 #include "scrub.h"
+#include "cluster.h"
+#include "inproc.h"
+#include "prefix_tier.h"
 
 #define SET_EMPTY	UINT32_MAX
 
@@ -70,6 +75,9 @@ struct pfx_tenant {
 	/* Its entries that other tenants (of its shared namespace)
 	 * reference, and those one MATCH or PUBLISH is about to add. */
 	uint32_t nlent, lend_new;
+	bool cluster;			/* own.salt is its cluster key */
+	uint32_t fetching;		/* fetches granting into its hot lease */
+	bool flushing;
 	struct pfx_tenant *next;
 };
 
@@ -446,6 +454,7 @@ static struct pfx_tenant *tenant_get(struct kvd_prefix *p, const char *name)
 		free(t);
 		return NULL;
 	}
+	t->cluster = kvd_cluster_tenant_key(p->d, name, t->own.salt);
 	t->ns = &t->own;
 	t->hot.fd = t->cold.fd = -1;
 	t->next = p->tenants;
@@ -496,7 +505,7 @@ static int tenant_leases_open(struct kvd_prefix *p, struct pfx_tenant *t)
 /* An empty cache holds no lease: the tenant may then be deleted. */
 static void tenant_maybe_close(struct kvd_prefix *p, struct pfx_tenant *t)
 {
-	if (t->nhot || t->lru.n || !t->hot.id)
+	if (t->nhot || t->lru.n || t->fetching || !t->hot.id)
 		return;
 	lease_close(p->d, &t->hot);
 	lease_close(p->d, &t->cold);
@@ -595,6 +604,9 @@ out:
 	return r;
 }
 
+static void cluster_leaving(struct kvd_prefix *p, struct pfx_tenant *t,
+			    struct pfx_entry *e, bool demote);
+
 /*
  * Give back blocks of the cold lease of @t (entries already removed).
  * The one place where cached blocks leave: a lower tier would take them
@@ -626,6 +638,7 @@ static uint32_t evict_lru(struct kvd_prefix *p, struct pfx_tenant *t,
 	if (!blocks)
 		return 0;
 	while (k < n && (e = pfx_lru_oldest(&t->lru))) {
+		cluster_leaving(p, t, e, true);
 		blocks[k++] = e->block;
 		pfx_remove(&p->ix, e);
 	}
@@ -684,6 +697,7 @@ static void drop_refs(struct kvd_prefix *p, struct kvd_prefix_conn *pc,
 			struct pfx_tenant *t = cold[i]->owner;
 			uint32_t b = cold[i]->block;
 
+			cluster_leaving(p, t, cold[i], false);
 			pfx_remove(&p->ix, cold[i]);
 			t->nhot--;
 			lease_release(p->d, &t->hot, &b, 1);
@@ -751,6 +765,13 @@ static int op_layout_model(struct kvd_client *c,
 			   q->layout.rope_base, l->tokens_per_block,
 			   l->block_bytes);
 	pc->has_model |= 1U << rep->layout_id;
+	if (kvd_cluster_on(kvd_client_daemon(c))) {
+		char tname[KVPOOL_NAME_LEN];
+
+		kvd_client_tenant(c, tname);
+		kvd_cluster_model(kvd_client_daemon(c), tname,
+				  &pc->model[rep->layout_id], q->model, l);
+	}
 	return 0;
 }
 
@@ -781,6 +802,17 @@ static int req_layout(struct kvd_client *c, uint32_t id,
 	return 0;
 }
 
+static bool clustered(const struct pfx_tenant *t);
+static uint32_t cluster_match(struct kvd_prefix *p, struct kvd_client *c,
+			      const char *tname, struct kvd_prefix_conn *pc,
+			      const struct pfx_key *model, const uint8_t *salt,
+			      uint32_t tpb, const uint32_t *tokens, uint32_t m,
+			      uint32_t nb, const struct pfx_key *parent,
+			      const struct pfx_entry *pe, uint32_t *out,
+			      bool cl);
+static void cluster_published(struct kvd_prefix *p, const uint8_t *salt,
+			      struct pfx_entry **added, uint32_t n);
+
 static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 		    const struct kvp_prefix_match *q,
 		    struct kvp_prefix_match_reply *rep)
@@ -794,7 +826,8 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 	uint32_t *tokens = NULL, *out, nb, m, nwarm = 0, i, tpb;
 	struct pfx_tenant *t;
 	uint64_t parent_id = 0;
-	uint8_t *scratch;
+	uint8_t *scratch, salt[PFX_SALT_BYTES];
+	bool remote = false, cl = false;
 	int r;
 
 	if (q->flags || q->reserved[0] || q->reserved[1])
@@ -868,10 +901,23 @@ static int op_match(struct kvd_prefix *p, struct kvd_client *c,
 	r = (int)m;
 	rep->blocks = m;
 	rep->tokens = m * tpb;
-	rep->daemon_ns = kvd_now_ns() - t0;
+	cl = clustered(t);
+	remote = m < nb && (cl || kvd_ptier_on(p->d));
+	if (remote)
+		memcpy(salt, t->ns->salt, sizeof(salt));
 out_unlock:
 	lend_reset(es, m);
 	pthread_mutex_unlock(&p->lock);
+	if (remote) {
+		m += cluster_match(p, c, tname, pc, &pc->model[q->layout_id],
+				   salt, tpb, tokens, m, nb, &parent,
+				   m ? es[m - 1] : NULL, out, cl);
+		r = (int)m;
+		rep->blocks = m;
+		rep->tokens = m * tpb;
+	}
+	if (r >= 0)
+		rep->daemon_ns = kvd_now_ns() - t0;
 out_free:
 	free(tokens);
 	free(es);
@@ -887,15 +933,16 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 	const struct kvk_layout *l;
 	struct kvd_prefix_conn *pc;
 	struct pfx_entry **es = NULL, **fresh = NULL, **warm = NULL;
+	struct pfx_entry **added = NULL;
 	struct pfx_key key = { 0, 0 }, parent = { 0, 0 };
 	char tname[KVPOOL_NAME_LEN];
 	uint32_t *tokens = NULL, *blocks = NULL, *res, *move = NULL;
 	uint32_t *dedup = NULL, nmove = 0, ndedup = 0, nwarm = 0, i, tpb;
-	uint32_t n = q->nblocks;
+	uint32_t n = q->nblocks, nadded = 0;
 	struct pfx_tenant *t;
 	uint64_t parent_id = 0, lease_id = kvd_client_lease_id(c);
-	bool missed = false, *own = NULL;
-	uint8_t *scratch;
+	bool missed = false, remote = false, *own = NULL;
+	uint8_t *scratch, salt[PFX_SALT_BYTES];
 	int r;
 
 	if (q->flags || q->reserved[0] || q->reserved[1])
@@ -920,7 +967,8 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 	move = malloc(n * sizeof(*move));
 	dedup = malloc(n * sizeof(*dedup));
 	own = calloc(n, sizeof(*own));
-	if (!es || !fresh || !warm || !move || !dedup || !own) {
+	added = malloc(n * sizeof(*added));
+	if (!es || !fresh || !warm || !move || !dedup || !own || !added) {
 		r = -ENOMEM;
 		goto out_free;
 	}
@@ -997,6 +1045,7 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 				goto out_unlock;
 			}
 			e->depth = i;
+			e->pkey = parent;
 			fresh[i] = e;
 			move[nmove++] = blocks[i];
 			parent_id = e->id;
@@ -1046,6 +1095,7 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 			t->nhot++;
 			set_add(pc, e->block);
 			fresh[i] = NULL;
+			added[nadded++] = e;
 		} else if (!kvd_prefix_referenced(pc, e->block)) {
 			ref_add(pc, e);
 		}
@@ -1055,9 +1105,15 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 	rep->added = nmove;
 	rep->shared = n - nmove;
 	r = (int)nmove;
+	remote = nadded && clustered(t);
+	if (remote)
+		memcpy(salt, t->ns->salt, sizeof(salt));
 out_unlock:
 	lend_reset(es, n);
 	pthread_mutex_unlock(&p->lock);
+	/* the caller references them: they stay until it lets go */
+	if (remote)
+		cluster_published(p, salt, added, nadded);
 out_free:
 	if (fresh)
 		for (i = 0; i < n; i++)
@@ -1070,6 +1126,7 @@ out_free:
 	free(move);
 	free(dedup);
 	free(own);
+	free(added);
 	return r;
 }
 
@@ -1201,14 +1258,21 @@ static void fill_rec(struct pfx_tenant *t, struct kvp_prefix_rec *o)
 /* Flush @t (p->lock held): cold entries go, hot ones are no longer found. */
 static uint32_t flush_locked(struct kvd_prefix *p, struct pfx_tenant *t)
 {
-	uint32_t n = evict_lru(p, t, t->lru.n), i;
+	uint32_t n, i;
 
+	t->flushing = true;	/* given back, not demoted */
+	n = evict_lru(p, t, t->lru.n);
+	t->flushing = false;
+	kvd_ptier_flush(p->d, t->name);	/* and what it demoted */
 	for (i = 0; i <= p->ix.bmask; i++) {
 		struct pfx_entry *e;
 
 		for (e = p->ix.bb[i]; e; e = e->bnext)
-			if (e->owner == t)
+			if (e->owner == t) {
+				if (e->indexed)
+					cluster_leaving(p, t, e, false);
 				pfx_unindex(&p->ix, e);
+			}
 	}
 	return n;
 }
@@ -1749,4 +1813,309 @@ void kvd_prefix_fini(struct kvd *d)
 	pthread_cond_destroy(&p->polled);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
+}
+
+/* ---- the cluster tier (cluster.c) ------------------------------------------------- */
+
+/* Its keys are the same on every node: its own namespace, a cluster key. */
+static bool clustered(const struct pfx_tenant *t)
+{
+	return t->cluster && t->ns == &t->own;
+}
+
+/* @e leaves the cache (p->lock held): when evicted (@demote) it goes down
+ * the chain (the lower tiers, or with write-back straight to the cluster
+ * when there are none; its bytes are copied now: the block is still the
+ * cache's), and the cluster view hears of it. */
+static void cluster_leaving(struct kvd_prefix *p, struct pfx_tenant *t,
+			    struct pfx_entry *e, bool demote)
+{
+	struct kvd *d = p->d;
+	bool cl = kvd_cluster_on(d) && clustered(t);
+	bool back = cl && kvd_cluster_policy(d) == KVP_CLUSTER_BACK;
+
+	if (demote && !t->flushing && (back || kvd_ptier_on(d))) {
+		struct kvd_cluster_blk b = {
+			.key = e->key, .parent = e->pkey, .tokens = e->tokens,
+			.block = e->block,
+		};
+
+		/* never waits: the owner thread evicts too */
+		if (kvd_ptier_on(d))
+			kvd_ptier_demote(d, t->name, t->ns->salt, &e->model,
+					 e->ntok, &b, back);
+		else
+			kvd_cluster_store(d, t->ns->salt, &e->model, &b, 1,
+					  false);
+	}
+	if (cl)
+		kvd_cluster_event(d, false, &e->model, &e->key, 1);
+}
+
+/* New entries of one publish (referenced by the publisher, so stable
+ * without p->lock): stored with write-through, announced either way. */
+static void cluster_published(struct kvd_prefix *p, const uint8_t *salt,
+			      struct pfx_entry **added, uint32_t n)
+{
+	struct kvd_cluster_blk *b = malloc(n * sizeof(*b));
+	struct pfx_key *keys = malloc(n * sizeof(*keys));
+	uint32_t i;
+
+	if (b && keys) {
+		for (i = 0; i < n; i++) {
+			b[i].key = keys[i] = added[i]->key;
+			b[i].parent = added[i]->pkey;
+			b[i].tokens = added[i]->tokens;
+			b[i].block = added[i]->block;
+		}
+		/* one publish has one model */
+		if (kvd_cluster_policy(p->d) == KVP_CLUSTER_THROUGH)
+			kvd_cluster_store(p->d, salt, &added[0]->model, b, n,
+					  true);
+		kvd_cluster_event(p->d, true, &added[0]->model, keys, n);
+	}
+	free(b);
+	free(keys);
+}
+
+static struct pfx_tenant *tenant_find(struct kvd_prefix *p, const char *name)
+{
+	struct pfx_tenant *t;
+
+	for (t = p->tenants; t; t = t->next)
+		if (!strncmp(t->name, name, KVPOOL_NAME_LEN))
+			return t;
+	return NULL;
+}
+
+#define GRANT_MIN_NS	250000000ULL
+
+/* Grant up to @n blocks into @t's hot lease, without p->lock (t->fetching
+ * keeps the lease open): the count, or -errno. */
+static int grant_hot(struct kvd *d, struct pfx_lease *hot, uint32_t n,
+		     uint64_t timeout_ns, uint32_t *blocks)
+{
+	struct kvpool_lease_req q;
+
+	if (d->mode == KVP_MODE_INPROC)
+		return kvd_ip_grant(d->top, hot->lease, n,
+				    KVPOOL_LEASE_PARTIAL, timeout_ns, blocks,
+				    -1);
+	memset(&q, 0, sizeof(q));
+	q.blocks_ptr = (uintptr_t)blocks;
+	q.count = n;
+	q.flags = KVPOOL_LEASE_PARTIAL;
+	q.timeout_ns = timeout_ns;
+	if (ioctl(hot->fd, KVPOOL_IOC_LEASE, &q))
+		return -errno;
+	return (int)q.granted;
+}
+
+/* Where fetched blocks come from: the lower tiers, or the cluster. */
+enum { SRC_TIERS, SRC_CLUSTER };
+
+static const void *src_payload(int src, void *f, uint32_t i, uint64_t *bytes)
+{
+	return src == SRC_TIERS ? kvd_ptier_payload(f, i, bytes) :
+				  kvd_cluster_payload(f, i, bytes);
+}
+
+/*
+ * Cache @got fetched blocks of the chain (their keys @keys, the blocks of
+ * @tokens from @first on; *pe the entry before them, *pk its key) for the
+ * caller: blocks in the tenant's hot lease (charged to it; at its max its
+ * own unreferenced cached blocks go first), the bytes written into them,
+ * entries referenced by the caller, as a publish makes them.  Returns the
+ * blocks added at out[first...]; *pe and *pk move to the last one.
+ */
+static uint32_t adopt(struct kvd_prefix *p, const char *tname,
+		      struct kvd_prefix_conn *pc, const struct pfx_key *model,
+		      const uint8_t *salt, uint32_t tpb, const uint32_t *tokens,
+		      uint32_t first, const struct pfx_key *keys, uint32_t got,
+		      int src, void *f, bool need_cluster, uint64_t deadline,
+		      const struct pfx_entry **pe, struct pfx_key *pk,
+		      uint32_t *out)
+{
+	struct kvd *d = p->d;
+	uint32_t *blocks = malloc((size_t)got * sizeof(*blocks));
+	uint32_t i, added = 0, granted;
+	struct pfx_tenant *t;
+	uint64_t hot_id, now;
+	int r;
+
+	if (!blocks)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	t = tenant_find(p, tname);
+	if (!t || (need_cluster && !clustered(t)) ||
+	    memcmp(t->ns->salt, salt, PFX_SALT_BYTES) ||
+	    (*pe && !(*pe)->indexed) || tenant_leases_open(p, t)) {
+		pthread_mutex_unlock(&p->lock);
+		free(blocks);
+		return 0;
+	}
+	t->fetching++;
+	hot_id = t->hot.id;
+	pthread_mutex_unlock(&p->lock);
+	/* local work (the pool may have to grow a chunk): at least
+	 * GRANT_MIN_NS, the cluster's deadline aside */
+	now = kvd_now_ns();
+	r = grant_hot(d, &t->hot, got, deadline > now + GRANT_MIN_NS ?
+		      deadline - now : GRANT_MIN_NS, blocks);
+	if (r == -EDQUOT) {
+		/* at its max: its unreferenced cached blocks make room */
+		pthread_mutex_lock(&p->lock);
+		evict_lru(p, t, got);
+		pthread_mutex_unlock(&p->lock);
+		r = grant_hot(d, &t->hot, got, GRANT_MIN_NS, blocks);
+	}
+	granted = r > 0 ? (uint32_t)r : 0;
+	for (i = 0; i < granted; i++) {
+		uint64_t bytes;
+		const void *pay = src_payload(src, f, i, &bytes);
+
+		if (!pay || kvd_cluster_block_write(d, blocks[i], pay, bytes))
+			break;
+	}
+	pthread_mutex_lock(&p->lock);
+	t->fetching--;
+	if (i < granted || t->hot.id != hot_id ||
+	    (need_cluster && !clustered(t)) ||
+	    memcmp(t->ns->salt, salt, PFX_SALT_BYTES) ||
+	    (*pe && !(*pe)->indexed) || pfx_index_reserve(&p->ix, granted) ||
+	    set_reserve(pc, granted)) {
+		if (t->hot.id == hot_id)
+			lease_release(d, &t->hot, blocks, granted);
+		tenant_maybe_close(p, t);
+		pthread_mutex_unlock(&p->lock);
+		free(blocks);
+		return 0;
+	}
+	for (added = 0; added < granted; added++) {
+		const uint32_t *tok = tokens + (size_t)(first + added) * tpb;
+		uint64_t parent_id = *pe ? (*pe)->id : 0;
+		struct pfx_entry *e;
+
+		/* cached meanwhile (another publish or fetch): the caller
+		 * matches it next time */
+		if (pfx_lookup(&p->ix, &keys[added], t->ns, model, parent_id,
+			       tok, tpb))
+			break;
+		e = pfx_entry_new(&p->ix, &keys[added], t->ns, t, model,
+				  parent_id, blocks[added], tok, tpb);
+		if (!e)
+			break;
+		e->depth = first + added;
+		e->pkey = *pk;
+		pfx_insert(&p->ix, e);
+		e->refs = 1;
+		t->nhot++;
+		set_add(pc, e->block);
+		out[first + added] = e->block;
+		*pe = e;
+		*pk = keys[added];
+	}
+	if (added < granted)
+		lease_release(d, &t->hot, blocks + added, granted - added);
+	t->hits += added;
+	t->misses -= added;
+	t->hit_tokens += (uint64_t)added * tpb;
+	tenant_maybe_close(p, t);
+	if (added && clustered(t))
+		kvd_cluster_event(d, true, model, keys, added);
+	pthread_mutex_unlock(&p->lock);
+	free(blocks);
+	return added;
+}
+
+/*
+ * MATCH found blocks [0, m) of @tokens locally (the last one @pe, its key
+ * @parent): look the rest of the chain up in the lower tiers (the blocks
+ * this node demoted), then, for a tenant with a cluster key, in the
+ * cluster (one round, up to the first miss, waiting at most the
+ * deadline), and cache what was found for the caller.  Returns the blocks
+ * added at out[m...].
+ */
+static uint32_t cluster_match(struct kvd_prefix *p, struct kvd_client *c,
+			      const char *tname, struct kvd_prefix_conn *pc,
+			      const struct pfx_key *model, const uint8_t *salt,
+			      uint32_t tpb, const uint32_t *tokens, uint32_t m,
+			      uint32_t nb, const struct pfx_key *parent,
+			      const struct pfx_entry *pe, uint32_t *out,
+			      bool cl)
+{
+	struct kvd *d = p->d;
+	uint64_t deadline = kvd_now_ns() +
+			    (uint64_t)d->o.cluster.deadline_ms * 1000000ULL;
+	uint32_t want = nb - m, total = 0, i, n;
+	uint8_t *scratch = malloc(48 + (size_t)tpb * sizeof(uint32_t));
+	struct pfx_key *keys = NULL, pk = *parent;
+	int src;
+
+	if (want > KVP_IO_MAX_BLOCKS)
+		want = KVP_IO_MAX_BLOCKS;
+	keys = malloc((want ? want : 1) * sizeof(*keys));
+	if (!want || !keys || !scratch)
+		goto out;
+	for (i = 0; i < want; i++) {
+		pfx_key_compute(&p->ix, &keys[i], salt, &pk, model,
+				tokens + (size_t)(m + i) * tpb, tpb, scratch);
+		pk = keys[i];
+	}
+	pk = *parent;
+	for (src = SRC_TIERS; src <= SRC_CLUSTER && total < want; src++) {
+		void *f = NULL;
+		uint32_t added;
+		int got;
+
+		n = want - total;
+		if (src == SRC_TIERS) {
+			if (!kvd_ptier_on(d))
+				continue;
+			got = kvd_ptier_fetch(d, salt, model, keys + total, &pk,
+					      tokens + (size_t)(m + total) * tpb,
+					      tpb, n,
+					      (struct kvd_ptier_fetch **)&f);
+		} else {
+			uint32_t max = kvd_cluster_fetch_max(d, model);
+
+			if (!cl)
+				break;
+			if (n > max)
+				n = max;
+			got = kvd_cluster_fetch(d, salt, model, keys + total,
+						&pk, tokens +
+						(size_t)(m + total) * tpb, n,
+						(struct kvd_cluster_fetch **)&f);
+		}
+		if (got <= 0)
+			continue;
+		added = adopt(p, tname, pc, model, salt, tpb, tokens,
+			      m + total, keys + total, (uint32_t)got, src, f,
+			      src == SRC_CLUSTER, deadline, &pe, &pk, out);
+		if (src == SRC_TIERS)
+			kvd_ptier_fetch_end(d, f, added);
+		else
+			kvd_cluster_fetch_end(d, f, added);
+		total += added;
+		if (added < (uint32_t)got)
+			break;		/* no room, or cached meanwhile */
+	}
+out:
+	free(keys);
+	free(scratch);
+	return total;
+}
+
+uint32_t kvd_prefix_entries(struct kvd *d)
+{
+	struct kvd_prefix *p = d->prefix;
+	uint32_t n;
+
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	n = p->ix.nkeyed;
+	pthread_mutex_unlock(&p->lock);
+	return n;
 }

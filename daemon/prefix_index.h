@@ -30,6 +30,7 @@ struct pfx_lru;
 
 struct pfx_entry {
 	struct pfx_key key;
+	struct pfx_key pkey;		/* the parent's key (0: first block) */
 	uint64_t id;			/* unique for the index's life, > 0 */
 	uint64_t parent_id;		/* 0: the first block of a sequence */
 	uint64_t stamp;			/* LRU clock when last put on a list */

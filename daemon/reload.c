@@ -77,6 +77,10 @@ int kvd_reconfigure(struct kvd *d, const struct kvd_opts *n,
 		restart_note("tiers");
 	if (differ(o->nvme_io, n->nvme_io))
 		restart_note("nvme_io");
+	if (o->prefix_demote != n->prefix_demote)
+		restart_note("prefix_demote");
+	if (memcmp(&o->cluster, &n->cluster, sizeof(o->cluster)))
+		restart_note("[cluster]");
 
 	kvd_log_set_level(n->log_level);
 	d->o.log_level = n->log_level;

@@ -27,6 +27,7 @@
 #include "swap.h"
 #include "prefix.h"
 #include "scrub.h"
+#include "cluster.h"
 
 #define MAX_FDS		2
 #define MAX_BATCH	4096
@@ -1122,6 +1123,26 @@ static void tier_rec_hide_traffic(struct kvp_tier_rec *r)
 	r->copy_in_ns = r->copy_out_ns = 0;
 	r->errors = 0;
 	memset(r->lat_us, 0, sizeof(r->lat_us));
+	r->prefix_blocks = r->prefix_in = r->prefix_out = 0;
+}
+
+/*
+ * CLUSTER_STATUS for a peer that is not an admin: the cluster tier's
+ * configuration and health, not its activity (the fetches and stores of
+ * every tenant of the node, as the tiers' swap counters are hidden).
+ */
+static void cluster_status_hide_traffic(struct kvp_cluster_status *st)
+{
+	struct kvp_cluster_status keep = *st;
+
+	memset(st, 0, sizeof(*st));
+	memcpy(st->node, keep.node, sizeof(st->node));
+	st->state = keep.state;
+	st->policy = keep.policy;
+	st->deadline_ms = keep.deadline_ms;
+	st->masters = keep.masters;
+	st->slots = keep.slots;
+	st->tenants = keep.tenants;
 }
 
 /* ---- dispatch ----------------------------------------------------------- */
@@ -1175,6 +1196,14 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 	case KVP_OP_PREFIX_SHARE:
 		return kvd_prefix_admin(d, c->admin, h->op, body, blen, rbody,
 					rlen);
+	case KVP_OP_CLUSTER_STATUS:
+		if (blen)
+			return -EBADMSG;
+		*rlen = sizeof(struct kvp_cluster_status);
+		kvd_cluster_status(d, rbody);
+		if (!c->admin)
+			cluster_status_hide_traffic(rbody);
+		return 0;
 	case KVP_OP_TENANT_LIST:
 	case KVP_OP_CLIENT_LIST:
 	case KVP_OP_TIER_LIST:

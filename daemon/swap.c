@@ -32,6 +32,7 @@
 #include "inproc.h"
 #include "swap.h"
 #include "scrub.h"
+#include "prefix_tier.h"
 
 /* Results kept for SWAP_WAIT. */
 #define KEEP_DONE	(4 * KVP_SWAP_INFLIGHT)
@@ -1033,6 +1034,8 @@ int kvd_fill_tier_list(struct kvd *d, struct kvp_tier_rec *out,
 		o->copy_in_ns = atomic_load(&p->st.copy_in_ns);
 		o->copy_out_ns = atomic_load(&p->st.copy_out_ns);
 		o->errors = atomic_load(&p->st.errors);
+		kvd_ptier_counts(p, &o->prefix_blocks, &o->prefix_in,
+				 &o->prefix_out);
 		for (k = 0; k < KVP_LAT_BUCKETS; k++)
 			o->lat_us[k] = atomic_load(&p->st.lat_us[k]);
 	}

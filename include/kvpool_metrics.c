@@ -214,7 +214,8 @@ static const char *tier_kind(uint32_t k)
 
 enum tier_val {
 	RV_CAPACITY, RV_BACKED, RV_USED, RV_BYTES_IN, RV_BYTES_OUT,
-	RV_BLOCKS_IN, RV_BLOCKS_OUT, RV_ERRORS,
+	RV_BLOCKS_IN, RV_BLOCKS_OUT, RV_ERRORS, RV_PFX, RV_PFX_IN,
+	RV_PFX_OUT,
 };
 
 static uint64_t tier_val(const struct kvp_tier_rec *x, enum tier_val v)
@@ -228,6 +229,9 @@ static uint64_t tier_val(const struct kvp_tier_rec *x, enum tier_val v)
 	case RV_BLOCKS_IN: return x->blocks_in;
 	case RV_BLOCKS_OUT: return x->blocks_out;
 	case RV_ERRORS: return x->errors;
+	case RV_PFX: return x->prefix_blocks;
+	case RV_PFX_IN: return x->prefix_in;
+	case RV_PFX_OUT: return x->prefix_out;
 	}
 	return 0;
 }
@@ -255,6 +259,13 @@ static const struct {
 	  "Blocks copied out of this tier by swaps.", RV_BLOCKS_OUT, true },
 	{ "kvpool_tier_swap_errors_total", "counter",
 	  "Swaps with this tier at one end that failed.", RV_ERRORS, true },
+	{ "kvpool_tier_prefix_blocks", "gauge",
+	  "Evicted prefix-cache blocks held in this tier.", RV_PFX, true },
+	{ "kvpool_tier_prefix_demoted_blocks_total", "counter",
+	  "Prefix-cache blocks demoted into this tier.", RV_PFX_IN, true },
+	{ "kvpool_tier_prefix_promoted_blocks_total", "counter",
+	  "Prefix-cache blocks found in this tier and copied up.",
+	  RV_PFX_OUT, true },
 };
 
 static void tier_labels(FILE *f, const char *name,
@@ -458,4 +469,143 @@ int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
 	if (fflush(f) || ferror(f))
 		return errno ? -errno : -EIO;
 	return 0;
+}
+
+/* ---- the cluster tier ------------------------------------------------------- */
+
+static void cl_sample(FILE *f, const char *name, const char *node,
+		      const char *lkey, const char *lval, uint64_t v)
+{
+	fprintf(f, "%s{", name);
+	label(f, "node", node, 64);
+	if (lkey)
+		fprintf(f, ",%s=\"%s\"", lkey, lval);
+	fprintf(f, "} %llu\n", (unsigned long long)v);
+}
+
+static void cl_secs(FILE *f, const char *name, const char *help,
+		    const char *node, uint64_t ns)
+{
+	head(f, name, "counter", help);
+	fprintf(f, "%s{", name);
+	label(f, "node", node, 64);
+	fprintf(f, "} %.6f\n", (double)ns / 1e9);
+}
+
+int kvp_metrics_write_cluster(FILE *f, const struct kvp_cluster_status *st)
+{
+	static const char *const states[] = { "off", "unavailable", "down",
+					      "up", "partial" };
+	static const char *const reasons[] = { "short", "format", "model",
+					       "chain", "tokens", "checksum",
+					       "type" };
+	const char *n = st->node;
+	unsigned int i;
+
+	if (st->state == KVP_CLUSTER_OFF)
+		return ferror(f) ? -EIO : 0;
+	head(f, "kvpool_cluster_state", "gauge",
+	     "The cluster tier's state (value 1).");
+	fprintf(f, "kvpool_cluster_state{");
+	label(f, "node", n, sizeof(st->node));
+	fprintf(f, ",state=\"%s\"} 1\n", st->state < 5 ? states[st->state] :
+		"unknown");
+	head(f, "kvpool_cluster_masters", "gauge",
+	     "Masters in the slot map.");
+	cl_sample(f, "kvpool_cluster_masters", n, NULL, NULL, st->masters);
+	head(f, "kvpool_cluster_slots", "gauge",
+	     "Slots the slot map covers (16384: all).");
+	cl_sample(f, "kvpool_cluster_slots", n, NULL, NULL, st->slots);
+	head(f, "kvpool_cluster_tenants", "gauge",
+	     "Tenants with a cluster namespace key.");
+	cl_sample(f, "kvpool_cluster_tenants", n, NULL, NULL, st->tenants);
+	head(f, "kvpool_cluster_fetches_total", "counter",
+	     "Lookups sent to the cluster (one pipelined round each).");
+	cl_sample(f, "kvpool_cluster_fetches_total", n, NULL, NULL,
+		  st->fetches);
+	head(f, "kvpool_cluster_fetch_blocks_total", "counter",
+	     "Blocks looked up in the cluster, by outcome.");
+	cl_sample(f, "kvpool_cluster_fetch_blocks_total", n, "result", "hit",
+		  st->fetch_hits);
+	cl_sample(f, "kvpool_cluster_fetch_blocks_total", n, "result",
+		  "absent", st->fetch_absent);
+	cl_sample(f, "kvpool_cluster_fetch_blocks_total", n, "result",
+		  "error", st->fetch_errors);
+	cl_sample(f, "kvpool_cluster_fetch_blocks_total", n, "result",
+		  "timeout", st->fetch_timeouts);
+	cl_sample(f, "kvpool_cluster_fetch_blocks_total", n, "result", "late",
+		  st->fetch_late);
+	cl_sample(f, "kvpool_cluster_fetch_blocks_total", n, "result",
+		  "queue_full", st->fetch_dropped);
+	cl_sample(f, "kvpool_cluster_fetch_blocks_total", n, "result",
+		  "no_room", st->fetch_no_room);
+	head(f, "kvpool_cluster_fetch_invalid_total", "counter",
+	     "Fetched values refused (a miss, never data), by reason.");
+	for (i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++)
+		cl_sample(f, "kvpool_cluster_fetch_invalid_total", n, "reason",
+			  reasons[i], st->fetch_invalid[i]);
+	head(f, "kvpool_cluster_fetch_bytes_total", "counter",
+	     "Value bytes received.");
+	cl_sample(f, "kvpool_cluster_fetch_bytes_total", n, NULL, NULL,
+		  st->fetch_bytes);
+	cl_secs(f, "kvpool_cluster_fetch_seconds_total",
+		"Time in lookup rounds.", n, st->fetch_ns);
+	head(f, "kvpool_cluster_store_blocks_total", "counter",
+	     "Blocks written to the cluster, by outcome.");
+	cl_sample(f, "kvpool_cluster_store_blocks_total", n, "result",
+		  "stored", st->put_blocks);
+	cl_sample(f, "kvpool_cluster_store_blocks_total", n, "result", "oom",
+		  st->put_oom);
+	cl_sample(f, "kvpool_cluster_store_blocks_total", n, "result", "error",
+		  st->put_errors);
+	cl_sample(f, "kvpool_cluster_store_blocks_total", n, "result",
+		  "timeout", st->put_timeouts);
+	cl_sample(f, "kvpool_cluster_store_blocks_total", n, "result",
+		  "queue_full", st->put_dropped);
+	head(f, "kvpool_cluster_store_bytes_total", "counter",
+	     "Value bytes stored.");
+	cl_sample(f, "kvpool_cluster_store_bytes_total", n, NULL, NULL,
+		  st->put_bytes);
+	head(f, "kvpool_cluster_store_queued_bytes", "gauge",
+	     "Value bytes waiting to be stored.");
+	cl_sample(f, "kvpool_cluster_store_queued_bytes", n, NULL, NULL,
+		  st->put_queued_bytes);
+	cl_secs(f, "kvpool_cluster_store_seconds_total",
+		"Time in store rounds.", n, st->put_ns);
+	head(f, "kvpool_cluster_events_total", "counter",
+	     "Block stored/removed events for the stream, by outcome.");
+	cl_sample(f, "kvpool_cluster_events_total", n, "result", "sent",
+		  st->events);
+	cl_sample(f, "kvpool_cluster_events_total", n, "result", "dropped",
+		  st->events_dropped);
+	head(f, "kvpool_cluster_heartbeats_total", "counter",
+	     "Heartbeats, by outcome.");
+	cl_sample(f, "kvpool_cluster_heartbeats_total", n, "result", "sent",
+		  st->heartbeats);
+	cl_sample(f, "kvpool_cluster_heartbeats_total", n, "result", "failed",
+		  st->heartbeat_errors);
+	head(f, "kvpool_cluster_redirects_total", "counter",
+	     "MOVED and ASK redirections followed.");
+	cl_sample(f, "kvpool_cluster_redirects_total", n, "kind", "moved",
+		  st->moved);
+	cl_sample(f, "kvpool_cluster_redirects_total", n, "kind", "ask",
+		  st->ask);
+	head(f, "kvpool_cluster_connects_total", "counter",
+	     "Connections to cluster nodes opened, by outcome.");
+	cl_sample(f, "kvpool_cluster_connects_total", n, "result", "opened",
+		  st->connects - (st->connect_errors < st->connects ?
+				  st->connect_errors : st->connects));
+	cl_sample(f, "kvpool_cluster_connects_total", n, "result", "failed",
+		  st->connect_errors);
+	head(f, "kvpool_cluster_connections_lost_total", "counter",
+	     "Connections that failed in the middle of a round.");
+	cl_sample(f, "kvpool_cluster_connections_lost_total", n, NULL, NULL,
+		  st->io_errors);
+	head(f, "kvpool_cluster_slot_maps_total", "counter",
+	     "Slot maps read (CLUSTER SLOTS), by outcome.");
+	cl_sample(f, "kvpool_cluster_slot_maps_total", n, "result", "read",
+		  st->refreshes);
+	cl_sample(f, "kvpool_cluster_slot_maps_total", n, "result", "failed",
+		  st->refresh_errors);
+	return ferror(f) ? -EIO : 0;
 }

@@ -72,4 +72,10 @@ int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
 		      const struct kvp_metrics_tiers *tiers,
 		      enum kvp_metrics_scope scope);
 
+/*
+ * The cluster tier's series (kvpool_cluster_*), nothing when it is off.
+ * 0, or -errno if writing failed.
+ */
+int kvp_metrics_write_cluster(FILE *f, const struct kvp_cluster_status *st);
+
 #endif /* KVPOOL_METRICS_H */

@@ -167,6 +167,8 @@ enum kvp_op {
 	KVP_OP_WRITE_KV_DEV = 82, /* struct kvp_kv_dev -> - */
 	KVP_OP_READ_KV_DEV = 83, /* struct kvp_kv_dev -> - */
 	KVP_OP_ATTN_DEV = 84,	/* struct kvp_attn_dev -> - */
+	/* the cluster tier (Documentation/cluster.rst); no HELLO */
+	KVP_OP_CLUSTER_STATUS = 96, /* (no body) -> struct kvp_cluster_status */
 };
 
 /* Asynchronous records from the daemon (req_id 0, body below). */
@@ -760,7 +762,10 @@ struct kvp_tier_rec {
 	uint64_t copy_out_ns;		/* time copying out of it */
 	uint64_t errors;		/* jobs that failed */
 	uint64_t lat_us[KVP_LAT_BUCKETS];	/* job latency, submit to done */
-	uint64_t reserved[4];
+	uint64_t prefix_blocks;		/* demoted prefix blocks held here */
+	uint64_t prefix_in;		/* prefix blocks demoted into it */
+	uint64_t prefix_out;		/* and promoted out of it */
+	uint64_t reserved[1];
 };
 
 /* kvp_tier_attach.flags */
@@ -873,6 +878,83 @@ struct kvp_client_tier_rec {
 	uint64_t bytes_out;		/* copied down (to a lower tier) */
 	uint64_t bytes_in;		/* copied up */
 	uint64_t reserved[2];
+};
+
+/* ---- the cluster tier (Documentation/cluster.rst) ---------------------- */
+
+/* kvp_cluster_status.state */
+enum kvp_cluster_state {
+	KVP_CLUSTER_OFF = 0,		/* not configured */
+	KVP_CLUSTER_UNAVAILABLE = 1,	/* configured, but this build has no
+					 * cluster client (hiredis) */
+	KVP_CLUSTER_DOWN = 2,		/* no slot map: every lookup misses */
+	KVP_CLUSTER_UP = 3,		/* a slot map covering every slot */
+	KVP_CLUSTER_PARTIAL = 4,	/* a slot map with slots missing */
+};
+
+/* kvp_cluster_status.policy: when prefix blocks are written */
+enum kvp_cluster_policy {
+	KVP_CLUSTER_THROUGH = 0,	/* when published */
+	KVP_CLUSTER_BACK = 1,		/* when evicted */
+	KVP_CLUSTER_READ = 2,		/* never: fetch only */
+};
+
+/* Why a fetched value was not used (kvp_cluster_status.fetch_invalid[]). */
+enum kvp_cluster_invalid {
+	KVP_CLI_SHORT = 0,		/* truncated */
+	KVP_CLI_FORMAT,			/* not a block value (garbage, version) */
+	KVP_CLI_MODEL,			/* another model, layout or dtype */
+	KVP_CLI_CHAIN,			/* another chain or parent key */
+	KVP_CLI_TOKENS,			/* other token ids */
+	KVP_CLI_SUM,			/* checksum: corrupt or other key */
+	KVP_CLI_TYPE,			/* not a string reply */
+	KVP_CLI_MAX = 8,
+};
+
+struct kvp_cluster_status {
+	char node[64];			/* this node's name in the cluster */
+	uint32_t state;			/* enum kvp_cluster_state */
+	uint32_t policy;		/* enum kvp_cluster_policy */
+	uint32_t deadline_ms;		/* MATCH waits at most this long */
+	uint32_t masters;		/* in the fetch thread's slot map */
+	uint32_t slots;			/* slots the map covers */
+	uint32_t tenants;		/* tenants with a cluster key */
+	/* fetches (MATCH) */
+	uint64_t fetches;		/* lookups sent (one round each) */
+	uint64_t fetch_blocks;		/* blocks asked for */
+	uint64_t fetch_hits;		/* blocks fetched, verified, cached */
+	uint64_t fetch_absent;		/* not in the cluster */
+	uint64_t fetch_invalid[KVP_CLI_MAX];	/* values refused, by reason */
+	uint64_t fetch_errors;		/* node down, failover, TRYAGAIN */
+	uint64_t fetch_timeouts;	/* not there by the deadline */
+	uint64_t fetch_late;		/* answered after MATCH gave up */
+	uint64_t fetch_dropped;		/* queue full: not asked */
+	uint64_t fetch_no_room;		/* verified, but no block to hold it */
+	uint64_t fetch_bytes;		/* value bytes received */
+	uint64_t fetch_ns;		/* time in fetch rounds */
+	/* stores */
+	uint64_t put_blocks;		/* values stored */
+	uint64_t put_bytes;
+	uint64_t put_oom;		/* refused: the cluster is full */
+	uint64_t put_errors;		/* other errors, node down */
+	uint64_t put_timeouts;
+	uint64_t put_dropped;		/* queue full: not stored */
+	uint64_t put_queued_bytes;	/* waiting now */
+	uint64_t put_ns;		/* time in store rounds */
+	/* the cluster view */
+	uint64_t events;		/* stored/removed keys sent */
+	uint64_t events_dropped;	/* queue full or failed */
+	uint64_t heartbeats;
+	uint64_t heartbeat_errors;
+	/* routing (both threads) */
+	uint64_t moved;
+	uint64_t ask;
+	uint64_t connects;
+	uint64_t connect_errors;
+	uint64_t io_errors;
+	uint64_t refreshes;
+	uint64_t refresh_errors;
+	uint64_t reserved[4];
 };
 
 #endif /* KVPOOL_PROTO_H */

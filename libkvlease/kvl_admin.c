@@ -1015,9 +1015,39 @@ static void fill_tier(void *out, size_t i, const void *rec)
 	t->copy_in_ns = r->copy_in_ns;
 	t->copy_out_ns = r->copy_out_ns;
 	t->errors = r->errors;
+	t->prefix_blocks = r->prefix_blocks;
+	t->prefix_in = r->prefix_in;
+	t->prefix_out = r->prefix_out;
 	for (k = 0; k < 16 && k < KVP_LAT_BUCKETS; k++)
 		t->lat_us[k] = r->lat_us[k];
 	t->mapped_bytes = p->mapped_bytes;
+}
+
+_Static_assert(sizeof(struct kvl_cluster_info) ==
+	       sizeof(struct kvp_cluster_status),
+	       "kvl_cluster_info mirrors kvp_cluster_status");
+
+int kvl_admin_cluster_status(struct kvl_admin *adm,
+			     struct kvl_cluster_info *out)
+{
+	struct kvp_cluster_status st;
+	size_t len = 0;
+	int ret;
+
+	if (!adm || !out)
+		return -EINVAL;
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;
+	memset(&st, 0, sizeof(st));
+	ret = daemon_call(adm, KVP_OP_CLUSTER_STATUS, NULL, 0, &st, sizeof(st),
+			  &len);
+	if (ret < 0)
+		return ret;
+	if (len != sizeof(st))
+		return -EBADMSG;
+	st.node[sizeof(st.node) - 1] = '\0';
+	memcpy(out, &st, sizeof(*out));
+	return 0;
 }
 
 int kvl_admin_tier_list(struct kvl_admin *adm, struct kvl_tier_stats *out,

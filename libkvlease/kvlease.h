@@ -565,6 +565,33 @@ int kvl_admin_prefix_flush(struct kvl_admin *adm, const char *pool,
 int kvl_admin_prefix_share(struct kvl_admin *adm, const char *pool,
 			   const char *tenant, const char *ns);
 
+/*
+ * The daemon's cluster tier (Documentation/cluster.rst): its state and
+ * counters, field for field the daemon's KVP_OP_CLUSTER_STATUS record.
+ * state: 0 off, 1 unavailable (no cluster client in this build), 2 down
+ * (no slot map), 3 up, 4 partial; policy: 0 through, 1 back, 2 read.
+ * fetch_invalid[]: values refused because short, not a block value,
+ * another model, another chain, other tokens, checksum, not a string.
+ */
+struct kvl_cluster_info {
+	char node[64];
+	uint32_t state, policy, deadline_ms, masters, slots, tenants;
+	uint64_t fetches, fetch_blocks, fetch_hits, fetch_absent;
+	uint64_t fetch_invalid[8];
+	uint64_t fetch_errors, fetch_timeouts, fetch_late, fetch_dropped;
+	uint64_t fetch_no_room, fetch_bytes, fetch_ns;
+	uint64_t put_blocks, put_bytes, put_oom, put_errors, put_timeouts;
+	uint64_t put_dropped, put_queued_bytes, put_ns;
+	uint64_t events, events_dropped, heartbeats, heartbeat_errors;
+	uint64_t moved, ask, connects, connect_errors, io_errors;
+	uint64_t refreshes, refresh_errors;
+	uint64_t reserved[4];
+};
+
+/* kvpoold's cluster tier (state 0 when it has none). */
+int kvl_admin_cluster_status(struct kvl_admin *adm,
+			     struct kvl_cluster_info *out);
+
 /* ---- tiers, swap and pressure policies (kvl_tier.c, kvl_policy.c) ------ */
 
 /*
@@ -742,7 +769,9 @@ struct kvl_tier_stats {
 	uint64_t errors;
 	uint64_t lat_us[16];		/* copies of [2^i, 2^(i+1)) us */
 	uint64_t mapped_bytes;		/* memory or file space backed now */
-	uint64_t reserved[3];
+	uint64_t prefix_blocks;		/* demoted prefix-cache blocks here */
+	uint64_t prefix_in;		/* prefix blocks demoted into it */
+	uint64_t prefix_out;		/* and promoted out of it */
 };
 #define KVL_TIER_F_DIRECT	(1U << 0)	/* file opened O_DIRECT */
 #define KVL_TIER_F_URING	(1U << 1)	/* file I/O through io_uring */

@@ -1535,6 +1535,7 @@ static void json_run(struct jw *jw, const struct prun *pr)
 	jw_u64(jw, "drops", pr->pst.drops);
 	jw_u64(jw, "dropped_tokens", pr->pst.dropped_tokens);
 	jw_u64(jw, "stalls", pr->pst.stalls);
+	jw_u64(jw, "no_room", pr->pst.no_room);
 	jw_u64(jw, "giveups", pr->giveups);
 	jw_u64(jw, "mismatches", pr->mismatches);
 	jw_obj_end(jw);

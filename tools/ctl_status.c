@@ -707,6 +707,9 @@ static int tiers_to_wire(const struct ctl_snap *s, struct kvp_metrics_tiers *m,
 		r->copy_in_ns = x->copy_in_ns;
 		r->copy_out_ns = x->copy_out_ns;
 		r->errors = x->errors;
+		r->prefix_blocks = x->prefix_blocks;
+		r->prefix_in = x->prefix_in;
+		r->prefix_out = x->prefix_out;
 		memcpy(r->lat_us, x->lat_us, sizeof(r->lat_us));
 		if (i) {
 			ttn[i] = tenants_to_wire(s->ttenants[i],
@@ -805,6 +808,9 @@ static int write_metrics(FILE *f, const struct ctl_snap *s,
 	ret = tiers_to_wire(s, &mt, tr, ttn, ct);
 	if (!ret)
 		ret = kvp_metrics_write(f, &mp, 1, &mt, scope);
+	/* the cluster tier's activity: the operator's */
+	if (!ret && scope == KVP_METRICS_OPERATOR)
+		ret = ctl_cluster_metrics(f);
 	for (i = 0; i < KVP_MAX_TIERS; i++)
 		free(ttn[i]);
 	free(t);

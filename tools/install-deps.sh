@@ -8,11 +8,14 @@ set -e
 # Build: compilers, libnl, libcap, libinih (kvpoold.conf), libmicrohttpd
 # (the /metrics endpoint), cmocka; clang and libFuzzer (make fuzz-config).
 # Kernel tests: headers, an image, qemu, busybox.  End to end: curl and
-# promtool (package prometheus) check the /metrics endpoint.  Packages
+# promtool (package prometheus) check the /metrics endpoint.  The cluster
+# tier: hiredis (its client), redis-server and redis-tools (its tests start
+# a Redis Cluster on loopback ports).  Packages
 # (make deb, tests/pkg): debhelper, dh-dkms, lintian, debootstrap.
 PKGS="gcc g++ make pkg-config libc6-dev gcc-multilib
 libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev libxxhash-dev liburing-dev
-libinih-dev libmicrohttpd-dev clang libclang-rt-14-dev
+libinih-dev libmicrohttpd-dev libhiredis-dev redis-server redis-tools
+clang libclang-rt-14-dev
 linux-headers-amd64 linux-image-amd64 kmod
 qemu-system-x86 busybox-static cpio gzip sparse
 procps psmisc util-linux curl prometheus

@@ -67,6 +67,23 @@ static const struct ctl_cmd cmds[] = {
 	  "each member learns which prompts the others served (match counts,\n"
 	  "timing).  'unshare' gives it its own namespace back.  Both flush the\n"
 	  "tenant's cache.  Needs kvpoold; changes need its admin rights.\n" },
+	{ "cluster", cmd_cluster, "the nodes of a cluster tier, or this node's counters",
+	  "[--nodes HOST:PORT[,...]] [--json]",
+	  "With --nodes (the Redis Cluster's seeds): every live kvpool node,\n"
+	  "from its heartbeat: free, capacity, used and backed blocks of its\n"
+	  "top pool, block size, blocks in its prefix caches and the blocks its\n"
+	  "stream of events says it holds; --json prints each heartbeat record.\n"
+	  "Without: the local kvpoold's cluster tier (state, slot map, fetch\n"
+	  "and store counters, values refused by reason, routing counters).\n"
+	  "See Documentation/cluster.rst.\n" },
+	{ "route", cmd_route, "the node holding the longest cached prefix of a prompt",
+	  "--nodes HOST:PORT[,...] --model NAME --key FILE --tokens FILE [--json]",
+	  "Reads the nodes' heartbeats and streams of stored/removed blocks and\n"
+	  "names the live node that holds the longest prefix of full blocks of\n"
+	  "the token ids in FILE (decimal, '-' for stdin) for model NAME (as\n"
+	  "the engine declared it) and the tenant whose cluster namespace key\n"
+	  "is --key; ties and misses go to the node with the most free blocks.\n"
+	  "libkvroute (kvroute.h) answers the same for a router.\n" },
 	{ "monitor", cmd_monitor, "print ledger events as they happen",
 	  "[--json] [--count N] [--timeout SECONDS]",
 	  "Subscribes to the 'event' multicast group of the generic netlink\n"

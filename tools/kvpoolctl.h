@@ -30,6 +30,11 @@ int cmd_metrics(int argc, char **argv);
 /* `tenant list` (in ctl_status.c, shares the tenant table). */
 int ctl_tenant_list(int argc, char **argv);
 int cmd_prefix(int argc, char **argv);
+int cmd_cluster(int argc, char **argv);
+int cmd_route(int argc, char **argv);
+/* ctl_cluster.c: the kvpool_cluster_* series of the local kvpoold (none
+ * when it has no cluster tier or does not answer). */
+int ctl_cluster_metrics(FILE *f);
 
 /* ctl_prefix.c: the prefix caches' part of status and top. */
 struct kvl_admin;

@@ -12,16 +12,49 @@
 TOOLS_OBJ := $(B)/obj/tools
 TOOLS_NL_CFLAGS := -DKVL_HAVE_LIBNL $(shell pkg-config --cflags libnl-genl-3.0 2>/dev/null || echo -I/usr/include/libnl3)
 TOOLS_NL_LIBS := $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -lnl-genl-3 -lnl-3)
-TOOLS_CFLAGS := $(CPPFLAGS_BASE) -Itools -Ilibkvlease -Ikernels \
+TOOLS_CFLAGS = $(CPPFLAGS_BASE) -Itools -Ilibkvlease -Ikernels \
 		$(TOOLS_NL_CFLAGS) $(CFLAGS_BASE)
 TOOLS_HDRS := $(wildcard tools/*.h) libkvlease/kvlease.h include/kvpool_metrics.h \
 	      include/kvpool_proto.h kmod/include/uapi/linux/kvpool.h
 
 KVPOOLCTL := $(B)/bin/kvpoolctl
 KVPOOLCTL_SRCS := kvpoolctl.c ctl_util.c ctl_plan.c ctl_status.c \
-		  ctl_tenant.c ctl_monitor.c ctl_prefix.c
+		  ctl_tenant.c ctl_monitor.c ctl_prefix.c ctl_cluster.c
 KVPOOLCTL_OBJS := $(patsubst %.c,$(TOOLS_OBJ)/%.o,$(KVPOOLCTL_SRCS)) \
 		  $(TOOLS_OBJ)/kvl_admin.o $(TOOLS_OBJ)/kvpool_metrics.o
+KVPOOLCTL_LIBS :=
+
+# libkvroute: the cluster view and routing (include/kvroute.h), over the
+# cluster tier's own routing, keys and values (daemon/rcluster.c,
+# daemon/cluster_value.c, daemon/prefix_index.c); with hiredis only.
+ifeq ($(KVD_HAVE_HIREDIS),1)
+KVR_OBJ := $(B)/obj/kvroute
+KVR_SRCS := tools/kvroute.c daemon/rcluster.c daemon/cluster_value.c \
+	    daemon/prefix_index.c
+KVR_OBJS := $(patsubst %.c,$(KVR_OBJ)/%.o,$(notdir $(KVR_SRCS)))
+KVR_HDRS := include/kvroute.h daemon/rcluster.h daemon/cluster_value.h \
+	    daemon/prefix_index.h daemon/hash128.h
+KVR_A := $(B)/lib/libkvroute.a
+KVR_SO := $(B)/lib/libkvroute.so.1
+KVR_LIBS := -lhiredis $(KVD_XXH_LIBS)
+$(KVR_OBJ)/%.o: tools/%.c $(KVR_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(CFLAGS_BASE) -c $< -o $@
+$(KVR_OBJ)/%.o: daemon/%.c $(KVR_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Idaemon $(KVD_XXH_CPPFLAGS) $(CFLAGS_BASE) -c $< -o $@
+$(KVR_A): $(KVR_OBJS)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+$(KVR_SO): $(KVR_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -shared -Wl,-soname,libkvroute.so.1 \
+		-o $@ $^ $(KVR_LIBS)
+ALL += $(KVR_A) $(KVR_SO)
+TOOLS_CFLAGS += -DKVL_HAVE_HIREDIS
+KVPOOLCTL_OBJS += $(KVR_A)
+KVPOOLCTL_LIBS += $(KVR_LIBS)
+endif
 
 $(TOOLS_OBJ)/%.o: tools/%.c $(TOOLS_HDRS)
 	@mkdir -p $(@D)
@@ -39,7 +72,7 @@ $(TOOLS_OBJ)/kvpool_metrics.o: include/kvpool_metrics.c include/kvpool_metrics.h
 
 $(KVPOOLCTL): $(KVPOOLCTL_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(TOOLS_NL_LIBS) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(TOOLS_NL_LIBS) $(KVPOOLCTL_LIBS) -lm
 
 ALL += $(KVPOOLCTL)
 

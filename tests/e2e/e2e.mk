@@ -17,12 +17,14 @@
 #                               and publish, a lease moved to another
 #                               tenant, descriptors that are not
 #                               /dev/kvpool)
+#   $(B)/tests/e2e/e2e-cluster  a tenant of one node of a cluster tier
 
 E2E_OUT := $(B)/tests/e2e
 E2E_CFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease -Ikernels
 E2E_PROGS := $(E2E_OUT)/e2e-tenant $(E2E_OUT)/e2e-util $(E2E_OUT)/e2e-tiers \
 	     $(E2E_OUT)/e2e-prefix $(E2E_OUT)/e2e-edits $(E2E_OUT)/e2e-devbuf \
-	     $(E2E_OUT)/e2e-scrub $(E2E_OUT)/e2e-gate $(E2E_OUT)/e2e-iso
+	     $(E2E_OUT)/e2e-scrub $(E2E_OUT)/e2e-gate $(E2E_OUT)/e2e-iso \
+	     $(E2E_OUT)/e2e-cluster
 
 # Linked with the static libkvlease so that the VM can run them from /bin
 # (the example program and kvpool-bench use the shared one).
@@ -38,6 +40,7 @@ $(E2E_OUT)/%: tests/e2e/%.c libkvlease/kvlease.h include/kvpool_proto.h \
 $(E2E_OUT)/e2e-prefix: E2E_XLIBS := $(KVL_EXTRA_LIBS)
 $(E2E_OUT)/e2e-tiers: E2E_XLIBS := $(KVL_EXTRA_LIBS)
 $(E2E_OUT)/e2e-iso: E2E_XLIBS := $(KVL_EXTRA_LIBS)
+$(E2E_OUT)/e2e-cluster: E2E_XLIBS := $(KVL_EXTRA_LIBS)
 
 ALL += $(E2E_PROGS)
 
@@ -57,7 +60,8 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-tiers-config test-metrics-http test-scrub test-scrub-cuda-fake \
 	     test-owner-gate test-owner-gate-devbuf test-prefix-many \
 	     test-prefix-delete test-prefix-lend test-iso-swap-publish \
-	     test-iso-retenant test-kernel-threads
+	     test-iso-retenant test-kernel-threads \
+	     test-cluster test-prefix-demote
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
 
 # The same end-to-end run inside the VM, ledger in /dev/kvpool.

@@ -21,7 +21,7 @@ SUITE=bookworm
 # dkms and the headers for the module, systemd-analyze, man.
 INCLUDE="adduser dkms linux-headers-amd64 gcc make libc6-dev pkg-config
 kmod procps systemd man-db binutils libcap2 libinih1 libmicrohttpd12 libnl-3-200
-libnl-genl-3-200 liburing2 libxxhash0"
+libnl-genl-3-200 liburing2 libxxhash0 libhiredis0.14"
 
 skip() { echo "make-root: $*" >&2; exit 77; }
 

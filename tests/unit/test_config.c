@@ -3,7 +3,8 @@
  * test_config - kvpoold's configuration parser (daemon/config.c): a full
  * file, the syntax it accepts (comments, blanks, indentation, a BOM, CRLF),
  * every error with its line number, the --tenant spec parser, flags
- * replacing the file's tenants, and kvd_conf_load() on real files.
+ * replacing the file's tenants, the [cluster] section, and kvd_conf_load()
+ * on real files.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +71,7 @@ static void test_full_file(void **state)
 		"tier = nvme:/var/lib/kvpool/kv.pool:1T:ssd\n"
 		"nvme_io = pread\n"
 		"prefix_lend_percent = 25\n"
+		"prefix_demote = no\n"
 		"[tenant chat]\n"
 		"max = 4096\n"
 		"min = 512\n"
@@ -118,7 +120,7 @@ static void test_full_file(void **state)
 	assert_int_equal(conf.tenants[0].min, 512);
 	assert_int_equal(conf.tenants[0].uid, 1000);
 	assert_int_equal(conf.tenants[0].gid, 0);
-	assert_int_equal(conf.tenants[0].line, 27);
+	assert_int_equal(conf.tenants[0].line, 28);
 	assert_string_equal(conf.tenants[1].name, "batch");
 	assert_int_equal(conf.tenants[1].max, KVPOOL_UNLIMITED);
 	assert_int_equal(conf.tenants[1].min, 0);
@@ -127,12 +129,12 @@ static void test_full_file(void **state)
 	/* an empty section is still a tenant, with the defaults */
 	assert_string_equal(conf.tenants[2].name, "idle");
 	assert_int_equal(conf.tenants[2].max, KVPOOL_UNLIMITED);
-	assert_int_equal(conf.tenants[2].line, 34);
+	assert_int_equal(conf.tenants[2].line, 35);
 	/* the same name in a lower pool is another tenant */
 	assert_string_equal(conf.tenants[3].pool, "ssd");
 	assert_string_equal(conf.tenants[3].name, "chat");
 	assert_int_equal(conf.tenants[3].max, 100000);
-	assert_int_equal(conf.tenants[3].line, 35);
+	assert_int_equal(conf.tenants[3].line, 36);
 }
 
 static void test_empty_and_comments(void **state)
@@ -430,6 +432,66 @@ static void test_to_opts(void **state)
 	assert_int_equal(o.tiers[0].capacity, 64);
 	assert_string_equal(o.tiers[1].path, "/tmp/f");
 	assert_string_equal(o.nvme_io, "uring");
+	assert_false(o.prefix_demote);
+	assert_int_equal(parse("[pool]\nprefix_demote = yes\n"), 0);
+	kvd_conf_to_opts(&conf, &o);
+	assert_true(o.prefix_demote);
+	bad("[pool]\nprefix_demote = maybe\n",
+	    "line 2: prefix_demote = maybe: must be yes or no");
+}
+
+/* [cluster]: the cluster tier's keys, checked as the --cluster-* flags. */
+static void test_cluster(void **state)
+{
+	struct kvd_opts o;
+
+	memset(&o, 0, sizeof(o));
+	kvd_cluster_opts_default(&o.cluster);
+	assert_int_equal(parse("[daemon]\nuser = root\n"), 0);
+	assert_false(conf.has_cluster);
+	kvd_conf_to_opts(&conf, &o);
+	assert_string_equal(o.cluster.nodes, "");
+	assert_int_equal(o.cluster.deadline_ms, 50);
+	assert_int_equal(parse("[cluster]\n"
+			       "nodes = 10.0.0.1:6379,redis-b:7000\n"
+			       "name = node-1.a\n"
+			       "keys = /etc/kvpool/cluster-keys\n"
+			       "policy = back\n"
+			       "deadline_ms = 20\n"
+			       "heartbeat_ms = 500\n"
+			       "stream_maxlen = 1000\n"
+			       "value_ttl_s = 3600\n"
+			       "queue_bytes = 16M\n"
+			       "fetch_bytes = 1G\n"), 0);
+	assert_true(conf.has_cluster);
+	kvd_conf_to_opts(&conf, &o);
+	assert_string_equal(o.cluster.nodes, "10.0.0.1:6379,redis-b:7000");
+	assert_string_equal(o.cluster.name, "node-1.a");
+	assert_string_equal(o.cluster.keys, "/etc/kvpool/cluster-keys");
+	assert_int_equal(o.cluster.policy, KVP_CLUSTER_BACK);
+	assert_int_equal(o.cluster.deadline_ms, 20);
+	assert_int_equal(o.cluster.heartbeat_ms, 500);
+	assert_int_equal(o.cluster.stream_maxlen, 1000);
+	assert_int_equal(o.cluster.value_ttl_s, 3600);
+	assert_int_equal(o.cluster.queue_bytes, 16ULL << 20);
+	assert_int_equal(o.cluster.fetch_bytes, 1ULL << 30);
+	/* a section with only some keys: defaults for the others */
+	assert_int_equal(parse("[cluster]\nnodes = h:1\n"), 0);
+	assert_int_equal(conf.cluster.policy, KVP_CLUSTER_THROUGH);
+	assert_int_equal(conf.cluster.deadline_ms, 50);
+	bad("[cluster]\npolicy = sideways\n",
+	    "line 2: policy = sideways: expected through, back or read");
+	bad("[cluster]\nnodes = host\n", "line 2: nodes = host: expected");
+	bad("[cluster]\nnodes = h:1,\n", "line 2: nodes = h:1,: expected");
+	bad("[cluster]\nnodes = h:99999\n", "line 2: nodes = h:99999");
+	bad("[cluster]\nname = a/b\n", "line 2: name = a/b: letters");
+	bad("[cluster]\nkeys = relative/dir\n", "expected an absolute path");
+	bad("[cluster]\ndeadline_ms = 0\n", "expected 1 to 60000");
+	bad("[cluster]\nqueue_bytes = 1K\n", "expected 1M to 1024G");
+	bad("[cluster]\nnope = 1\n", "line 2: unknown key 'nope' in [cluster]");
+	bad("[cluster]\nname = a\nname = b\n", "line 3: name set twice");
+	bad("[cluster]\n[cluster]\n", "line 2: [cluster] given twice");
+	bad("[cluster x]\n", "line 1: unknown section [cluster x]");
 }
 
 static void test_listen_addr(void **state)
@@ -487,6 +549,7 @@ int main(void)
 		cmocka_unit_test(test_tenant_spec),
 		cmocka_unit_test(test_flags_replace_tenants),
 		cmocka_unit_test(test_to_opts),
+		cmocka_unit_test(test_cluster),
 		cmocka_unit_test(test_listen_addr),
 		cmocka_unit_test(test_load),
 	};

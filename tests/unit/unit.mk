@@ -46,20 +46,22 @@ $(B)/bin/kvpool-bench-ledger: tests/bench/bench_ledger.c $(B)/lib/libkvledger.a
 
 # kvpoold's configuration parser.
 CONFIG_TEST_DEPS := tests/unit/test_config.c daemon/config.c daemon/config.h \
+		    daemon/cluster_conf.c daemon/cluster_conf.h \
 		    daemon/tier_spec.c daemon/kvpoold.h $(LEDGER_HDR)
 CONFIG_TEST_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -DKVD_HAVE_INIH
 
 $(B)/tests/unit/test_config: $(CONFIG_TEST_DEPS) $(B)/lib/libkvledger.a
 	@mkdir -p $(@D)
 	$(CC) $(CONFIG_TEST_CPPFLAGS) $(CFLAGS_BASE) tests/unit/test_config.c \
-		daemon/config.c daemon/tier_spec.c $(B)/lib/libkvledger.a \
+		daemon/config.c daemon/tier_spec.c daemon/cluster_conf.c \
+		$(B)/lib/libkvledger.a \
 		-linih -lcmocka -o $@
 
 $(B)/asan/tests/unit/test_config: $(CONFIG_TEST_DEPS) $(B)/asan/obj/kvpool_ledger.o
 	@mkdir -p $(@D)
 	$(CC) $(CONFIG_TEST_CPPFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) \
 		tests/unit/test_config.c daemon/config.c daemon/tier_spec.c \
-		$(B)/asan/obj/kvpool_ledger.o -linih -lcmocka -o $@
+		daemon/cluster_conf.c $(B)/asan/obj/kvpool_ledger.o -linih -lcmocka -o $@
 
 LEDGER_TESTS += test_config
 
