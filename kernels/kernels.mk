@@ -41,7 +41,8 @@ KVK_FATBIN := $(B)/lib/kvpool_kernels.fatbin
 KVK_COMPAT_PTX := $(B)/lib/kvpool_kernels.compat.ptx
 KVK_USAGE := $(KVK_OBJ)/kvpool_kernels.usage
 KVK_PTX80 := $(KVK_OBJ)/kvpool_kernels.sm80.ptx
-KVK_CU_SRCS := kernels/cuda/kvkern_kernels.cu kernels/kvkern_cuda_abi.h \
+KVK_CU_SRCS := kernels/cuda/kvkern_kernels.cu kernels/cuda/kvkern_formats.cuh \
+	       kernels/kvkern_cuda_abi.h \
 	       kernels/cuda/kvkern_edit.cu kernels/kvkern_cuda_edit_abi.h
 
 $(KVK_OBJ)/kvkern_amx.o: KVK_ARCH := $(KVK_AMX)
