@@ -18,6 +18,12 @@ SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 LIBDIR     ?= $(PREFIX)/lib
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 UDEVDIR    ?= $(PREFIX)/lib/udev/rules.d
+# The paths compiled into the programs: $(B)/paths holds them and changes
+# only when they do, so what depends on them is rebuilt then (and only
+# that).
+KVPOOL_PATHS := $(PREFIX) $(SYSCONFDIR) $(LIBDIR)
+_paths := $(shell mkdir -p $(B) && { [ "$$(cat $(B)/paths 2>/dev/null)" = "$(KVPOOL_PATHS)" ] || \
+	echo "$(KVPOOL_PATHS)" >$(B)/paths; })
 CC      ?= gcc
 NVCC    ?= /usr/local/cuda/bin/nvcc
 
