@@ -36,6 +36,15 @@ DEB_TREE := $(filter-out $(B)/%,$(wildcard $(shell git ls-files --cached \
 DEB_INPUTS := $(filter Makefile debian/% daemon/% libkvlease/% kernels/% \
 	kmod/% tools/% include/% Documentation/man/% LICENSES/%,$(DEB_TREE))
 
+# Copy the tree (DEB_TREE) into $(1) with cp $(2): the list goes through a
+# file, as it is longer than one command line may be when make runs every
+# recipe line through a shell (make check's timing does).
+define deb_copy_tree
+	$(file >$(B)/deb-tree.list,$(DEB_TREE))
+	@xargs cp $(2) --parents -t $(1) <$(B)/deb-tree.list
+	@rm -f $(B)/deb-tree.list
+endef
+
 .PHONY: deb
 deb: $(DEB_CHANGES)
 
@@ -45,7 +54,7 @@ $(DEB_CHANGES): $(DEB_INPUTS)
 	rm -rf $(DEB_SRC) $(DEB_OUT)/*.deb $(DEB_OUT)/*.changes $(DEB_OUT)/*.buildinfo
 	mkdir -p $(DEB_SRC)
 	@echo "deb: copying the tree to $(DEB_SRC)"
-	@cp --parents -t $(DEB_SRC) $(DEB_TREE)
+	$(call deb_copy_tree,$(DEB_SRC))
 	cd $(DEB_SRC) && dpkg-buildpackage -us -uc -b >../build.log 2>&1 || \
 		{ tail -n 60 ../build.log; echo "deb: dpkg-buildpackage failed: $(DEB_OUT)/build.log" >&2; exit 1; }
 	rm -rf $(DEB_SRC)
@@ -69,7 +78,7 @@ $(DEB_TEST_CHANGES): $(DEB_INPUTS) $(DEB_PREBUILT)
 	rm -rf $(DEB_TEST_OUT)
 	mkdir -p $(DEB_TEST_SRC)/build/lib
 	@echo "deb: copying the tree and its build to $(DEB_TEST_SRC)"
-	@cp -p --parents -t $(DEB_TEST_SRC) $(DEB_TREE)
+	$(call deb_copy_tree,$(DEB_TEST_SRC),-p)
 	@cp -a $(B)/obj $(DEB_TEST_SRC)/build/
 	@cp -a $(KVK_LIB) $(KVL_A) $(filter $(KVK_FATBIN),$(DEB_PREBUILT)) $(DEB_TEST_SRC)/build/lib/
 	cd $(DEB_TEST_SRC) && KVPOOL_PREBUILT=1 DEB_BUILD_OPTIONS=noddebs \
