@@ -4,6 +4,8 @@
 # itself through a make fragment (<dir>/<name>.mk) that appends to:
 #   ALL            files built by `make`
 #   CHECK_PROGS    test programs/scripts run by `make check` (exit 0/1/77)
+#   CHECK_SERIAL   those of them that run alone (they measure, or need the
+#                  machine to themselves)
 #   BENCH          phony targets run by `make bench`
 #   INSTALL_TGTS   phony targets run by `make install`
 # Outputs go under $(B): programs in $(B)/bin, libraries in $(B)/lib,
@@ -43,6 +45,7 @@ HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
 
 ALL          :=
 CHECK_PROGS  :=
+CHECK_SERIAL :=
 BENCH        :=
 INSTALL_TGTS :=
 
@@ -70,12 +73,18 @@ all: real-all
 -include tests/fuzz/fuzz-config.mk
 -include debian/deb.mk
 -include tests/pkg/pkg.mk
+# last: it sets the recipes' SHELL
+-include tests/timing/timing.mk
 
 real-all: $(ALL)
 
-# Run every test that can run here; exit non-zero on any failure.
+# Run every test that can run here; exit non-zero on any failure.  Tests
+# run CHECK_JOBS at a time, those in CHECK_SERIAL alone at the end; then
+# the table of where the time went (tests/timing/timing.mk).
 check: $(ALL) $(CHECK_PROGS)
-	@tests/run-tests.sh $(CHECK_PROGS)
+	@date +%s.%N >$(B)/timing/tests-start
+	@tests/run-tests.sh -j $(CHECK_JOBS) $(addprefix -s ,$(CHECK_SERIAL)) \
+		$(CHECK_PROGS); rc=$$?; tests/timing/table.sh $(B); exit $$rc
 
 bench: $(BENCH)
 

@@ -47,6 +47,8 @@ E2E_TESTS := test-multi-tenant test-kill-tenant test-kill-daemon test-quota \
 	     test-attn-bounds test-owner-progress test-config-reload \
 	     test-tiers-config test-metrics-http
 CHECK_PROGS += $(foreach t,$(E2E_TESTS),tests/e2e/$(t).sh)
+# a latency bound (a status call answered within 2 s): alone
+CHECK_SERIAL += tests/e2e/test-owner-progress.sh
 
 # The same end-to-end run inside the VM, ledger in /dev/kvpool.
 VM_EXTRA_PROGS += $(B)/bin/kvpoold $(E2E_PROGS)
