@@ -6,6 +6,8 @@
 #   CHECK_PROGS    test programs/scripts run by `make check` (exit 0/1/77)
 #   CHECK_SERIAL   those of them that run alone (they measure, or need the
 #                  machine to themselves)
+#   CHECK_FIRST    those of them that start first, longest first (they take
+#                  long: the others fill the other slots meanwhile)
 #   BENCH          phony targets run by `make bench`
 #   INSTALL_TGTS   phony targets run by `make install`
 # Outputs go under $(B): programs in $(B)/bin, libraries in $(B)/lib,
@@ -46,6 +48,7 @@ HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
 ALL          :=
 CHECK_PROGS  :=
 CHECK_SERIAL :=
+CHECK_FIRST  :=
 BENCH        :=
 INSTALL_TGTS :=
 
@@ -79,12 +82,15 @@ all: real-all
 real-all: $(ALL)
 
 # Run every test that can run here; exit non-zero on any failure.  Tests
-# run CHECK_JOBS at a time, those in CHECK_SERIAL alone at the end; then
-# the table of where the time went (tests/timing/timing.mk).
+# run CHECK_JOBS at a time, those of CHECK_FIRST first, those of
+# CHECK_SERIAL alone at the end; then the table of where the time went
+# (tests/timing/timing.mk).
+CHECK_ORDER = $(foreach t,$(CHECK_FIRST),$(filter $(t),$(CHECK_PROGS))) \
+	$(filter-out $(CHECK_FIRST),$(CHECK_PROGS))
 check: $(ALL) $(CHECK_PROGS)
 	@date +%s.%N >$(B)/timing/tests-start
 	@tests/run-tests.sh -j $(CHECK_JOBS) $(addprefix -s ,$(CHECK_SERIAL)) \
-		$(CHECK_PROGS); rc=$$?; tests/timing/table.sh $(B); exit $$rc
+		$(CHECK_ORDER); rc=$$?; tests/timing/table.sh $(B); exit $$rc
 
 bench: $(BENCH)
 

@@ -25,6 +25,7 @@ $(PKG_TEST): tests/pkg/test-install.sh tests/pkg/make-root.sh $(DEB_TEST_CHANGES
 	@chmod +x $@
 
 CHECK_PROGS += $(PKG_TEST)
+CHECK_FIRST += $(PKG_TEST)
 
 pkg-check: $(PKG_TEST)
 	@tests/run-tests.sh $(PKG_TEST)

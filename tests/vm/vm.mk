@@ -38,6 +38,7 @@ VM_EXTRA_TESTS ?=
 CHECK_PROGS += tests/vm/judge-test.sh
 ifneq ($(KVPOOL_KVERS),)
 CHECK_PROGS += $(B)/tests/vm/vm-check
+CHECK_FIRST += $(B)/tests/vm/vm-check
 else
 CHECK_PROGS += tests/vm/vm-skip.sh
 endif
