@@ -27,8 +27,8 @@ hz=$(getconf CLK_TCK)
 		if (index(t, B "o0/") == 1) return "7 -O0 daemon";
 		if (index(t, B "fuzz/") == 1 || index(t, B "tests/fuzz/") == 1)
 			return "8 fuzz builds (clang, libFuzzer)";
-		if (index(t, B "deb/") == 1 || t ~ /^(deb|pkg-root)$/ ||
-		    index(t, B "tests/pkg/") == 1)
+		if (index(t, B "deb/") == 1 || index(t, B "deb-test/") == 1 ||
+		    t ~ /^(deb|pkg-root)$/ || index(t, B "tests/pkg/") == 1)
 			return "9 packages (dpkg-buildpackage, lintian)";
 		if (index(t, B "kmod/") == 1 || t ~ /^kmod/)
 			return "5 kernel module (Kbuild, W=1, sparse)";
