@@ -4,6 +4,10 @@
 # itself through a make fragment (<dir>/<name>.mk) that appends to:
 #   ALL            files built by `make`
 #   CHECK_PROGS    test programs/scripts run by `make check` (exit 0/1/77)
+#   CHECK_SERIAL   those of them that run alone (they measure, or need the
+#                  machine to themselves)
+#   CHECK_FIRST    those of them that start first, longest first (they take
+#                  long: the others fill the other slots meanwhile)
 #   BENCH          phony targets run by `make bench`
 #   INSTALL_TGTS   phony targets run by `make install`
 # Outputs go under $(B): programs in $(B)/bin, libraries in $(B)/lib,
@@ -18,6 +22,12 @@ SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 LIBDIR     ?= $(PREFIX)/lib
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 UDEVDIR    ?= $(PREFIX)/lib/udev/rules.d
+# The paths compiled into the programs: $(B)/paths holds them and changes
+# only when they do, so what depends on them is rebuilt then (and only
+# that).
+KVPOOL_PATHS := $(PREFIX) $(SYSCONFDIR) $(LIBDIR)
+_paths := $(shell mkdir -p $(B) && { [ "$$(cat $(B)/paths 2>/dev/null)" = "$(KVPOOL_PATHS)" ] || \
+	echo "$(KVPOOL_PATHS)" >$(B)/paths; })
 CC      ?= gcc
 NVCC    ?= /usr/local/cuda/bin/nvcc
 
@@ -37,6 +47,8 @@ HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
 
 ALL          :=
 CHECK_PROGS  :=
+CHECK_SERIAL :=
+CHECK_FIRST  :=
 BENCH        :=
 INSTALL_TGTS :=
 
@@ -64,12 +76,21 @@ all: real-all
 -include tests/fuzz/fuzz-config.mk
 -include debian/deb.mk
 -include tests/pkg/pkg.mk
+# last: it sets the recipes' SHELL
+-include tests/timing/timing.mk
 
 real-all: $(ALL)
 
-# Run every test that can run here; exit non-zero on any failure.
+# Run every test that can run here; exit non-zero on any failure.  Tests
+# run CHECK_JOBS at a time, those of CHECK_FIRST first, those of
+# CHECK_SERIAL alone at the end; then the table of where the time went
+# (tests/timing/timing.mk).
+CHECK_ORDER = $(foreach t,$(CHECK_FIRST),$(filter $(t),$(CHECK_PROGS))) \
+	$(filter-out $(CHECK_FIRST),$(CHECK_PROGS))
 check: $(ALL) $(CHECK_PROGS)
-	@tests/run-tests.sh $(CHECK_PROGS)
+	@date +%s.%N >$(B)/timing/tests-start
+	@tests/run-tests.sh -j $(CHECK_JOBS) $(addprefix -s ,$(CHECK_SERIAL)) \
+		$(CHECK_ORDER); rc=$$?; tests/timing/table.sh $(B); exit $$rc
 
 bench: $(BENCH)
 

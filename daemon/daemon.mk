@@ -87,6 +87,11 @@ $(KVD_OBJ)/%.o: daemon/%.c $(KVD_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) -c $< -o $@
 
+# The files that use the configuration's path depend on the installation
+# paths (the Makefile's $(B)/paths).
+$(patsubst daemon/%.c,$(KVD_OBJ)/%.o,$(shell grep -l KVD_CONF_DEFAULT \
+	$(addprefix daemon/,$(KVD_SRCS)))): $(B)/paths
+
 $(KVD_OBJ)/kvpool_ledger.o: kmod/kvpool_ledger.c kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) -c $< -o $@
@@ -124,7 +129,7 @@ endif
 ALL += $(B)/bin/kvpoold
 
 # The unit and the configuration with this build's paths.
-$(B)/daemon/kvpoold.service: daemon/kvpoold.service.in
+$(B)/daemon/kvpoold.service: daemon/kvpoold.service.in $(B)/paths
 	@mkdir -p $(@D)
 	sed -e 's|@SBINDIR@|$(PREFIX)/sbin|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' $< >$@
 

@@ -29,8 +29,7 @@ KVK_CPU_SRCS := kvkern.c kvkern_cpu.c kvkern_amx.c kvkern_avx512bf16.c \
 KVK_CUDA_SRCS := cuda_drv.c kvkern_cuda.c kvkern_cuda_edit.c
 KVK_SRCS := $(KVK_CPU_SRCS) $(KVK_CUDA_SRCS)
 KVK_OBJS := $(patsubst %.c,$(KVK_OBJ)/%.o,$(KVK_SRCS))
-KVK_CFLAGS := $(CPPFLAGS_BASE) -Ikernels \
-	      -DKVK_FATBIN_DIR='"$(PREFIX)/lib/kvpool"'
+KVK_CFLAGS := $(CPPFLAGS_BASE) -Ikernels
 KVK_LIBS := -lpthread -ldl -lm
 KVK_AVX512 := -O3 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma
 KVK_AVX512BF16 := $(KVK_AVX512) -mavx512bf16 -mavx512vbmi
@@ -41,7 +40,8 @@ KVK_FATBIN := $(B)/lib/kvpool_kernels.fatbin
 KVK_COMPAT_PTX := $(B)/lib/kvpool_kernels.compat.ptx
 KVK_USAGE := $(KVK_OBJ)/kvpool_kernels.usage
 KVK_PTX80 := $(KVK_OBJ)/kvpool_kernels.sm80.ptx
-KVK_CU_SRCS := kernels/cuda/kvkern_kernels.cu kernels/kvkern_cuda_abi.h \
+KVK_CU_SRCS := kernels/cuda/kvkern_kernels.cu kernels/cuda/kvkern_formats.cuh \
+	       kernels/kvkern_cuda_abi.h \
 	       kernels/cuda/kvkern_edit.cu kernels/kvkern_cuda_edit_abi.h
 
 $(KVK_OBJ)/kvkern_amx.o: KVK_ARCH := $(KVK_AMX)
@@ -52,9 +52,16 @@ $(KVK_OBJ)/kvkern_avx2.o: KVK_ARCH := $(KVK_AVX2)
 KVK_EDIT_FLAGS := -O3 -ffp-contract=off -fno-trapping-math
 $(KVK_OBJ)/kvkern_edit.o: KVK_ARCH := $(KVK_EDIT_FLAGS)
 
+# Where the glue looks for the fatbin: only the files that use it depend
+# on the installation paths.
+KVK_PATH_OBJS := $(patsubst kernels/%.c,$(KVK_OBJ)/%.o,$(shell grep -l KVK_FATBIN_DIR \
+	$(addprefix kernels/,$(KVK_SRCS))))
+$(KVK_PATH_OBJS): KVK_PATHS := -DKVK_FATBIN_DIR='"$(PREFIX)/lib/kvpool"'
+$(KVK_PATH_OBJS): $(B)/paths
+
 $(KVK_OBJ)/%.o: kernels/%.c $(KVK_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(KVK_CFLAGS) $(CFLAGS_BASE) $(KVK_ARCH) -c $< -o $@
+	$(CC) $(KVK_CFLAGS) $(KVK_PATHS) $(CFLAGS_BASE) $(KVK_ARCH) -c $< -o $@
 
 $(KVK_LIB): $(KVK_OBJS)
 	@mkdir -p $(@D)

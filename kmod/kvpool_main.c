@@ -1011,7 +1011,6 @@ static const struct file_operations kvpool_fops = {
 	.poll		= kvpool_poll,
 	.unlocked_ioctl	= kvpool_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,
-	.llseek		= no_llseek,
 };
 
 static struct miscdevice kvpool_misc = {

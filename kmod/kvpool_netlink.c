@@ -14,6 +14,7 @@
 #include <net/netlink.h>
 #include <net/sock.h>
 
+#include "compat.h"
 #include "kvpool_internal.h"
 
 static struct genl_family kvpool_genl_family;
@@ -280,8 +281,8 @@ err:
 static int kvpool_genl_tenant_dump(struct sk_buff *skb,
 				   struct netlink_callback *cb)
 {
-	const struct genl_dumpit_info *info = genl_dumpit_info(cb);
-	struct nlattr *pool_attr = info->attrs ? info->attrs[KVPOOL_A_POOL] : NULL;
+	struct nlattr **attrs = kvpool_genl_dump_attrs(cb);
+	struct nlattr *pool_attr = attrs ? attrs[KVPOOL_A_POOL] : NULL;
 	struct kvpool_dpool *dp;
 	struct kvpool_tenant *t;
 	long pi = 0, ti;

@@ -53,7 +53,7 @@ $(KVL_A): $(KVL_OBJS)
 	rm -f $@
 	$(AR) rcs $@ $^
 
-$(KVL_PC): libkvlease/kvlease.pc.in
+$(KVL_PC): libkvlease/kvlease.pc.in $(B)/paths
 	@mkdir -p $(@D)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' $< > $@
 

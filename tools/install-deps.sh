@@ -7,7 +7,10 @@ set -e
 
 # Build: compilers, libnl, libcap, libinih (kvpoold.conf), libmicrohttpd
 # (the /metrics endpoint), cmocka; clang and libFuzzer (make fuzz-config).
-# Kernel tests: headers, an image, qemu, busybox.  End to end: curl and
+# Kernel tests: the headers and images of both kernels Debian 12 ships,
+# 6.1 (linux-image-amd64) and 6.12 (linux-image-6.12-amd64, from
+# bookworm-security; the meta-packages follow the newest version of
+# each), qemu, busybox.  End to end: curl and
 # promtool (package prometheus) check the /metrics endpoint.  The cluster
 # tier: hiredis (its client), redis-server and redis-tools (its tests start
 # a Redis Cluster on loopback ports).  Packages
@@ -16,7 +19,8 @@ PKGS="gcc g++ make pkg-config libc6-dev gcc-multilib
 libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev libxxhash-dev liburing-dev
 libinih-dev libmicrohttpd-dev libhiredis-dev redis-server redis-tools
 clang libclang-rt-14-dev
-linux-headers-amd64 linux-image-amd64 kmod
+linux-headers-amd64 linux-image-amd64
+linux-headers-6.12-amd64 linux-image-6.12-amd64 kmod
 qemu-system-x86 busybox-static cpio gzip sparse
 procps psmisc util-linux curl prometheus
 python3 python3-numpy python3-pytest python3-torch libopenblas0-pthread

@@ -39,7 +39,10 @@
  *   KVPOOL_FAKE_CUDA_EXEC=1          run kernels on the host emulation
  *                                    of the CUDA execution model (cuemu)
  *   KVPOOL_FAKE_CUDA_LOG=PATH        one line per launch, VMM call and
- *                                    32-bit memset
+ *                                    32-bit memset, and per device-to-host
+ *                                    copy with the FNV-1a hash of its bytes
+ *                                    (two runs that read back the same
+ *                                    results log the same hashes)
  * Not modelled: timing, asynchrony (work runs when issued), peer access,
  * several processes sharing one device's memory budget.
  */
@@ -820,11 +823,23 @@ static CUresult htod(const char *fn, CUdeviceptr dst, const void *src,
 	return CUDA_SUCCESS;
 }
 
+static uint64_t fnv1a(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	while (n--)
+		h = (h ^ *b++) * 0x100000001b3ull;
+	return h;
+}
+
 static CUresult dtoh(const char *fn, void *dst, CUdeviceptr src, size_t n)
 {
 	check_range(fn, "source", src, n, 0);
 	check_host(fn, dst, n);
 	memcpy(dst, (const void *)(uintptr_t)src, n);
+	if (F.log)
+		logf_("dtoh %zu %016llx", n, (unsigned long long)fnv1a(dst, n));
 	return CUDA_SUCCESS;
 }
 

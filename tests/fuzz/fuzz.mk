@@ -50,11 +50,20 @@ FUZZ_HDRS := $(LEDGER_HDR) $(KVD_HDRS) $(TOOLS_HDRS)
 .PHONY: fuzz fuzz-cover fuzz-build
 
 ifeq ($(FUZZ_OK),1)
-define fuzz_target
-$(FUZZ_DIR)/fuzz-$(1): $(FUZZ_SRC_$(1)) $(FUZZ_HDRS) $(if $(filter request,$(1)),$(KVK_LIB))
+# Each target's sources compiled one by one (in parallel under make -j)
+# into $(FUZZ_DIR)/obj/<target>/, with the target's flags.
+FUZZ_SAN_OBJ := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+fuzz_objs = $(foreach f,$(FUZZ_SRC_$(1)),$(FUZZ_DIR)/obj/$(1)/$(subst /,_,$(f:.c=.o)))
+define fuzz_obj
+$(FUZZ_DIR)/obj/$(1)/$(subst /,_,$(2:.c=.o)): $(2) $(FUZZ_HDRS)
 	@mkdir -p $$(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) $(FUZZ_FLAGS_$(1)) $(FUZZ_SRC_$(1)) \
-		$(FUZZ_LIBS_$(1)) -o $$@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN_OBJ) $(FUZZ_FLAGS_$(1)) -c $(2) -o $$@
+endef
+define fuzz_target
+$(foreach f,$(FUZZ_SRC_$(1)),$(eval $(call fuzz_obj,$(1),$(f))))
+$(FUZZ_DIR)/fuzz-$(1): $(call fuzz_objs,$(1)) $(if $(filter request,$(1)),$(KVK_LIB))
+	@mkdir -p $$(@D)
+	$(FUZZ_CC) $(FUZZ_SAN) $(call fuzz_objs,$(1)) $(FUZZ_LIBS_$(1)) -o $$@
 $(FUZZ_DIR)/cover/fuzz-$(1): $(FUZZ_SRC_$(1)) $(FUZZ_HDRS) $(if $(filter request,$(1)),$(KVK_LIB))
 	@mkdir -p $$(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_COV) $(FUZZ_FLAGS_$(1)) $(FUZZ_SRC_$(1)) \

@@ -3,8 +3,8 @@
  * fuzz_config - libFuzzer target for kvpoold's configuration parser
  * (daemon/config.c): any bytes in, either a configuration that keeps every
  * promise of kvpoold.conf(5) or a "line N: ..." error; never a crash, a
- * leak or undefined behaviour.  The same function replays the corpus in
- * `make check` (replay_main.c).
+ * leak or undefined behaviour.  `make check` replays the corpus with this
+ * build (tests/fuzz/replay.sh).
  */
 #include <errno.h>
 #include <stdint.h>

@@ -40,6 +40,7 @@ ALL += $(KVKG_PROGS)
 CHECK_PROGS += $(KVKG_DIR)/test-kvk-gpu $(KVKG_DIR)/test-kvk-gpu-edit \
 	       tests/gpu/test-kvk-gpu-launches.sh \
 	       tests/gpu/test-kvk-gpu-emu.sh
+CHECK_FIRST += tests/gpu/test-kvk-gpu-fake.sh
 
 .PHONY: check-gpu
 check-gpu: $(KVKG_PROGS)

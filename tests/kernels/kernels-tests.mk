@@ -75,6 +75,8 @@ $(KVKT_ASAN)/%: tests/kernels/%.c $(KVKT_ASAN_OBJS) $(KVKT_HDRS)
 KVKT_SCRIPTS := tests/kernels/test-bench-kernels.sh
 
 CHECK_PROGS += $(KVKT_PROGS) $(KVKT_ASAN_PROGS) $(KVKT_SCRIPTS)
+# a benchmark: alone
+CHECK_SERIAL += tests/kernels/test-bench-kernels.sh
 
 # include/kvpool_cuda.h against the toolkit's <cuda.h> (when installed)
 $(KVKT_DIR)/cuda-abi-dump: tests/kernels/cuda-abi-dump.c \

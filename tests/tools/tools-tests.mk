@@ -16,6 +16,8 @@
 CHECK_PROGS += tests/tools/test-plan.sh tests/tools/test-cli-errors.sh \
 	       tests/tools/test-ctl-daemon.sh tests/tools/test-bench.sh \
 	       tests/tools/test-ctl-prefix.sh tests/tools/test-bench-pressure.sh
+# workloads with progress invariants: alone
+CHECK_SERIAL += tests/tools/test-bench.sh tests/tools/test-bench-pressure.sh
 
 # In the VM suite (tests/vm): the same tools against the real module.
 VM_EXTRA_PROGS += $(B)/bin/kvpoolctl $(B)/bin/kvpool-bench $(B)/bin/kvpoold

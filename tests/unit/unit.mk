@@ -12,11 +12,10 @@ LEDGER_HDR := kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	      kmod/include/uapi/linux/kvpool.h
 LEDGER_TESTS := test_ledger test_ledger_model test_ledger_move
 
-$(B)/obj/ledger/kvpool_ledger.o: $(LEDGER_SRC) $(LEDGER_HDR)
-	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS_BASE) $(CFLAGS_BASE) -c $< -o $@
+# The daemon's object of the core (daemon/daemon.mk; the same flags).
+$(KVD_OBJ)/kvpool_ledger.o: $(LEDGER_HDR)
 
-$(B)/lib/libkvledger.a: $(B)/obj/ledger/kvpool_ledger.o
+$(B)/lib/libkvledger.a: $(KVD_OBJ)/kvpool_ledger.o
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
 

@@ -15,6 +15,8 @@ mount -t devtmpfs devtmpfs /dev
 mkdir -p /tmp && mount -t tmpfs tmpfs /tmp
 chmod 1777 /tmp
 echo "KVT-BEGIN uptime $(cut -d' ' -f1 /proc/uptime)"
+echo "KVT-KERNEL $(uname -r)"
+echo "KVT-VERSION $(cat /proc/version)"
 
 run_one() {	# name invariant-check-period command...
 	name=$1 every=$2

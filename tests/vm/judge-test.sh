@@ -13,6 +13,8 @@ echo "KVER=x KO=x TESTS='t1:1 t2:1' EXTRA_PROGS= EXTRA_TESTS=" >"$tmp/tests/vm/v
 good() {
 	cat <<'LOG'
 KVT-BEGIN uptime 2.50
+KVT-KERNEL x
+KVT-VERSION Linux version x (test) #1 SMP Debian 1-x (2026-01-01)
 ok 1 - rmmod: refused while /dev/kvpool is open
 KVT-RESULT rmmod-busy 0
 KVT-RUN t1
@@ -50,6 +52,8 @@ good | sed 's/^KVT-RESULT t2 0/KVT-RESULT t2 1/' | judge 1 "a failed test fails"
 good | sed 's/^KVT-RESULT t2 0/KVT-RESULT t2 77/' | judge 1 "a test skipped in the guest fails"
 good | grep -v '^KVT-RESULT t1 ' | judge 1 "a test without a result fails"
 good | grep -v '^KVT-END' | judge 1 "a guest that did not finish fails"
+good | sed 's/^KVT-KERNEL x/KVT-KERNEL y/' | judge 1 "a guest running another kernel fails"
+good | grep -v '^KVT-KERNEL' | judge 1 "a guest that does not say its kernel fails"
 for line in 'WARNING: CPU: 0 PID: 1 at kvpool_main.c:80 kvpool_pool_unlock' \
 	    'BUG: kernel NULL pointer dereference, address: 0000000000000008' \
 	    'Oops: 0000 [#1] PREEMPT SMP NOPTI' \
@@ -66,5 +70,29 @@ good >"$tmp/log"
 B=$tmp VM_CHECK_LOG=$tmp/log tests/vm/vm-check.sh | grep -q '4 checks passed, 0 failed' &&
 	echo "ok - checks counted without the TODO" ||
 	{ echo "not ok - checks counted without the TODO"; fails=$((fails + 1)); }
+# Several kernels (as make check runs it): each judged, each named.
+echo "KVERS='k1 k2' KMISSING= TESTS='t1:1 t2:1' EXTRA_PROGS= EXTRA_TESTS=" >"$tmp/tests/vm/vm.conf"
+mkdir -p "$tmp/logs"
+kernels() {	# want-exit description (logs in $tmp/logs)
+	B=$tmp VM_CHECK_LOGS=$tmp/logs tests/vm/vm-check.sh >"$tmp/out" 2>&1
+	rc=$?
+	if [ "$rc" = "$1" ] && grep -q '^vm-check: PASS k1: guest k1 (Debian 1-k1), ' "$tmp/out" &&
+	   grep -q '^vm-check: [A-Z]* k2: guest k2 (Debian 1-k2), ' "$tmp/out"; then
+		echo "ok - $2 (exit $rc)"
+	else
+		echo "not ok - $2 (exit $rc, want $1)"
+		sed 's/^/#   /' "$tmp/out"
+		fails=$((fails + 1))
+	fi
+}
+for k in k1 k2; do good | sed "s/\bx\b/$k/g" >"$tmp/logs/$k.log"; done
+kernels 0 "two clean kernels pass, each named"
+sed -i 's/^ok 2 - a: second/not ok 2 - a: second/' "$tmp/logs/k2.log"
+kernels 1 "a failed check on one kernel fails"
+good | sed "s/\bx\b/k2/g; s/^KVT-DMESG-END/[    2.7] Oops: 0000 [#1] PREEMPT SMP NOPTI\nKVT-DMESG-END/" >"$tmp/logs/k2.log"
+kernels 1 "an Oops on one kernel fails"
+good | sed "s/\bx\b/k2/g" >"$tmp/logs/k2.log"
+sed -i "s/KMISSING=/KMISSING=6.12/" "$tmp/tests/vm/vm.conf"
+kernels 1 "a kernel series without a kernel fails"
 echo "# judge: $fails failed"
 [ $fails -eq 0 ]

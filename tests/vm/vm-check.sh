@@ -1,26 +1,82 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# The kvpool VM suite: packs an initramfs (busybox-static, kvpool.ko, the
+# The kvpool VM suite: for each kernel of $KVERS (Debian 12's 6.1 and
+# 6.12), packs an initramfs (busybox-static, that kernel's kvpool.ko, the
 # static test programs, guest.d scripts and VM_EXTRA_* programs), boots
-# Debian's 6.1 kernel once under qemu-system-x86_64 -accel tcg, and reads
-# every test's result and the guest's kernel log from the serial console.
-# Fails on any failed test or any BUG:/WARNING:/Oops/lockdep/"general
-# protection"/KASAN line in the kernel log.  Run from the repository root
-# (make vm-check, or make check); the build writes $B/tests/vm/vm.conf.
-# A test that skips in the guest (77) fails the suite: the guest has the
-# module and everything its tests need.  Exit 0 pass, 1 fail (also when
-# qemu, the kernel image or a static busybox is missing: make deps
-# installs them).
-# VM_CHECK_LOG=FILE skips the boot and judges FILE (to test this script).
+# the kernel once under qemu-system-x86_64 -accel tcg, and reads every
+# test's result and the guest's kernel log from the serial console.  The
+# kernels boot side by side (VM_PARALLEL=0: one after the other); the
+# output of each is printed under its version, as the guest reports it.
+# Fails on any failed test, any BUG:/WARNING:/Oops/lockdep/"general
+# protection"/KASAN line in a kernel log, a guest that runs another kernel
+# than the one booted, or a kernel series without a kernel ($KMISSING).
+# Run from the repository root (make vm-check, or make check); the build
+# writes $B/tests/vm/vm.conf.  A test that skips in the guest (77) fails
+# the suite: the guest has the module and everything its tests need.
+# Exit 0 pass, 1 fail (also when qemu, a kernel image or a static busybox
+# is missing: make deps installs them).
+# VM_CHECK_LOG=FILE skips the boot and judges FILE (to test this script),
+# for the kernel $KVER of the configuration; VM_CHECK_LOGS=DIR judges
+# DIR/<version>.log for each kernel of $KVERS; VM_KVER=VERSION boots that
+# kernel only.
 set -u
 B=${B:-build}
 conf=$B/tests/vm/vm.conf
 [ -r "$conf" ] || { echo "vm-check: $conf missing: run make vm-check"; exit 1; }
 case $conf in /*) ;; *) conf=./$conf ;; esac
-. "$conf"		# KVER KO TESTS EXTRA_PROGS EXTRA_TESTS
+KVERS= KMISSING= KVER= KO= KO_DIR=$B/kmod
+. "$conf"		# KVERS KMISSING KO_DIR TESTS EXTRA_PROGS EXTRA_TESTS
 
-out=$B/tests/vm
+if [ -z "${VM_CHECK_LOG:-}" ] && [ -z "${VM_KVER:-}" ]; then
+	# Every kernel, each in its own directory, then each one's output.
+	fail=0 pids=
+	for k in $KVERS; do
+		mkdir -p "$B/tests/vm/$k"
+		[ -z "${VM_CHECK_LOGS:-}" ] || export VM_CHECK_LOG="$VM_CHECK_LOGS/$k.log"
+		if [ "${VM_PARALLEL:-1}" = 0 ]; then
+			VM_KVER=$k "$0" >"$B/tests/vm/$k/vm-check.out" 2>&1
+			echo $? >"$B/tests/vm/$k/vm-check.rc"
+		else
+			{ VM_KVER=$k "$0" >"$B/tests/vm/$k/vm-check.out" 2>&1
+			  echo $? >"$B/tests/vm/$k/vm-check.rc"; } &
+			pids="$pids $!"
+		fi
+	done
+	[ -z "$pids" ] || wait $pids
+	summary= skipped=0
+	for k in $KVERS; do
+		rc=$(cat "$B/tests/vm/$k/vm-check.rc" 2>/dev/null || echo 1)
+		echo "==== kernel $k"
+		cat "$B/tests/vm/$k/vm-check.out"
+		case $rc in
+		0) r=PASS ;;
+		77) r=SKIP; skipped=$((skipped + 1)) ;;
+		*) r=FAIL; fail=1 ;;
+		esac
+		o=$B/tests/vm/$k/vm-check.out
+		summary="$summary
+vm-check: $r $k: guest $(sed -n 's/^vm-check: guest kernel: //p' "$o" | head -n 1), $(sed -n 's/^vm-check: \([0-9]* checks passed, [0-9]* failed\);.*/\1/p' "$o" | head -n 1), qemu wall $(sed -n 's/.*qemu wall \([0-9]*s\).*/\1/p' "$o" | head -n 1)"
+	done
+	echo "===="
+	for s in $KMISSING; do
+		echo "vm-check: FAIL: no $s kernel (linux-image and linux-headers of $s): run make deps"
+		fail=1
+	done
+	[ -n "$KVERS" ] || { echo "vm-check: FAIL: no kernel to boot"; fail=1; }
+	echo "${summary#?}"
+	if [ $fail = 0 ] && [ "$skipped" -gt 0 ]; then
+		echo "vm-check: SKIP"
+		exit 77
+	fi
+	[ $fail -eq 0 ] && echo "vm-check: PASS ($(echo $KVERS | wc -w) kernels)" || echo "vm-check: FAIL"
+	exit $fail
+fi
+[ -z "${VM_KVER:-}" ] || { KVER=$VM_KVER; KO=$KO_DIR/$KVER/kvpool.ko; }
+
+bins=$B/tests/vm
+out=$B/tests/vm/$KVER
+mkdir -p "$out"
 root=$out/initramfs
 log=$out/console.log
 start=$(date +%s)
@@ -43,7 +99,7 @@ cp "$KO" "$root/kvpool.ko"
 cp tests/vm/guest-init.sh "$root/init"
 : >"$root/tests/order"
 for t in $TESTS; do		# name:invariant-check-period
-	cp "$out/${t%%:*}" "$root/tests/"
+	cp "$bins/${t%%:*}" "$root/tests/"
 	echo "${t%%:*} ${t##*:}" >>"$root/tests/order"
 done
 for s in tests/vm/guest.d/*.sh; do
@@ -73,7 +129,7 @@ done
 	{ echo "vm-check: cannot pack the initramfs"; exit 1; }
 
 echo "vm-check: booting $kernel (tcg, 2 cpus, 1G) with $(echo $TESTS | wc -w) tests"
-timeout -k 10 480 "$qemu" -accel tcg -m 1G -smp 2 -nographic -no-reboot \
+timeout -k 10 900 "$qemu" -accel tcg -m 1G -smp 2 -nographic -no-reboot \
 	-kernel "$kernel" -initrd "$out/initramfs.cpio.gz" \
 	-append "console=ttyS0 loglevel=4 panic=10 rdinit=/init" \
 	</dev/null 2>&1 | tr -d '\r' >"$log"
@@ -84,6 +140,12 @@ wall=$(( $(date +%s) - start ))
 fail=0
 grep -E '^(ok|not ok) [0-9]+ - |^# ' "$log"
 echo "----"
+# The kernel the guest runs: the one booted.
+running=$(sed -n 's/^KVT-KERNEL //p' "$log" | head -n 1)
+if [ "$running" != "$KVER" ]; then
+	echo "vm-check: FAIL: booted $KVER, the guest runs '${running:-?}'"
+	fail=1
+fi
 if ! grep -q '^KVT-END' "$log"; then
 	echo "vm-check: FAIL: the guest did not finish (qemu exit $qrc); tail of $log:"
 	tail -n 40 "$log"
@@ -116,6 +178,10 @@ todo=$(grep -E '^(not )?ok [0-9]+ - .*# TODO' "$log")
 [ -z "$todo" ] || { echo "vm-check: known bugs of other parts (TODO, not failures):"; echo "$todo"; }
 boot=$(sed -n 's/.*KVT-BEGIN uptime //p' "$log")
 end=$(sed -n 's/^KVT-END uptime //p' "$log")
+version=$(sed -n 's/^KVT-VERSION //p' "$log" | head -n 1)
+pkg=$(echo "$version" | sed -n 's/.* Debian \([^ ]*\) .*/\1/p')
+echo "vm-check: guest kernel: ${running:-?}${pkg:+ (Debian $pkg)}"
+echo "vm-check: ${version:-no /proc/version}"
 echo "vm-check: boot to /init ${boot:-?}s, guest done at ${end:-?}s (uptime), qemu wall ${wall}s, 1 boot"
 echo "vm-check: $checks checks passed, $failed failed; console log: $log"
 [ "$failed" -eq 0 ] || fail=1
