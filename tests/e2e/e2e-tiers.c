@@ -38,6 +38,7 @@
  *        then wait for a daemon restart: the sequence must report DROPPED
  *        with its old length, and no lower-tier block stay held
  *   e2e-tiers wait-used SOCK TIER N MS wait until the tier's used == N
+ *                                      (N: LO-HI, within that range)
  * Exit 0 pass, 1 fail, 2 usage.
  */
 #include <errno.h>
@@ -834,7 +835,9 @@ static int cmd_restart(const char *file)
 	return 0;
 }
 
-static int cmd_wait_used(uint32_t tier, uint32_t want, uint64_t ms)
+/* Wait until tier's pool has lo..hi blocks used ("N" or "LO-HI"). */
+static int cmd_wait_used(uint32_t tier, uint32_t want, uint32_t hi,
+			 uint64_t ms)
 {
 	struct kvl_admin *adm;
 	struct kvl_tier_stats ts[KVL_MAX_TIERS];
@@ -846,14 +849,15 @@ static int cmd_wait_used(uint32_t tier, uint32_t want, uint64_t ms)
 		if (!r) {
 			n = kvl_admin_tier_list(adm, ts, KVL_MAX_TIERS);
 			kvl_admin_close(adm);
-			if (n > (int)tier && ts[tier].pool.used == want)
+			if (n > (int)tier && ts[tier].pool.used >= want &&
+			    ts[tier].pool.used <= hi)
 				return 0;
 		}
 		usleep(20000);
 	}
 	if (n > (int)tier)
-		FAIL("tier %u (%s): used %u, want %u", tier, ts[tier].pool.name,
-		     ts[tier].pool.used, want);
+		FAIL("tier %u (%s): used %u, want %u to %u", tier,
+		     ts[tier].pool.name, ts[tier].pool.used, want, hi);
 	FAIL("tier %u: no answer (%d)", tier, n);
 }
 
@@ -887,10 +891,14 @@ int main(int argc, char **argv)
 		return cmd_churn(argv[3]);
 	if (!strcmp(cmd, "restart") && argc == 4)
 		return cmd_restart(argv[3]);
-	if (!strcmp(cmd, "wait-used") && argc == 6)
-		return cmd_wait_used((uint32_t)atoi(argv[3]),
-				     (uint32_t)atoi(argv[4]),
+	if (!strcmp(cmd, "wait-used") && argc == 6) {
+		const char *dash = strchr(argv[4], '-');
+		uint32_t lo = (uint32_t)atoi(argv[4]);
+
+		return cmd_wait_used((uint32_t)atoi(argv[3]), lo,
+				     dash ? (uint32_t)atoi(dash + 1) : lo,
 				     (uint64_t)atoll(argv[5]));
+	}
 	fprintf(stderr, "e2e-tiers: bad command\n");
 	return 2;
 }

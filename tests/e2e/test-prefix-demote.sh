@@ -86,10 +86,12 @@ start_daemon --prefix-demote --tenant app --tenant other --tier dram:16 \
 	fail "swaps next to demoted blocks: $(tail -n 3 "$TMP/t6.out")"
 "$CL" tierlease "$SOCK" app 1 12 >"$TMP/t7.out" ||
 	fail "a waiting lease of 12 dram blocks (8 free)"
-"$TIERS" wait-used "$SOCK" 2 12 5000 ||
+# 4 of the 8 at least; a SHORT posted again by the waiting lease before
+# the first was answered may send the other 4 down too
+"$TIERS" wait-used "$SOCK" 2 12-16 5000 ||
 	fail "the demoted blocks dram gave back did not go on to nvme"
 "$CL" hit "$SOCK" other 2 512 8 >"$TMP/t8.out" || fail "other's match"
 "$CL" hit "$SOCK" other 3 512 8 >>"$TMP/t8.out" || fail "other's match"
-echo "half of dram for demoted blocks, swaps beside them; a short dram gave 4 back to nvme; other then matched all"
+echo "half of dram for demoted blocks, swaps beside them; a short dram gave 4 (or all 8) back to nvme; other then matched all"
 daemon_alive
 echo "PASS: demoted prefix blocks go down the tiers, come back up, stay the tenant's"
