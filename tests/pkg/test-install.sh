@@ -151,7 +151,8 @@ KPID=$(IN 'mkdir -p /run/kvpool && /usr/sbin/kvpoold --config /etc/kvpool/kvpool
 	--ledger inproc --backend cpu --capacity 512 --block-bytes 65536 \
 	--foreground -v >/tmp/kvpoold.log 2>&1 & echo $!')
 check "installed kvpoold starts with the shipped kvpoold.conf and drops to kvpool" \
-	'i=0; while [ ! -S /run/kvpool/kvpool.sock ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done;
+	'i=0; while ! grep -q "serving /run/kvpool/kvpool.sock" /tmp/kvpoold.log && [ $i -lt 600 ]; do
+		sleep 0.1; i=$((i+1)); done;
 	 cat /tmp/kvpoold.log; [ -S /run/kvpool/kvpool.sock ] &&
 	 [ "$(stat -c %U /proc/'"$KPID"')" = kvpool ] && grep -q "running as kvpool" /tmp/kvpoold.log'
 check "the example runs against it" '/tmp/kvlease-example'

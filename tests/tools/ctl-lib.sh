@@ -24,7 +24,7 @@ start_daemon() {
 	dpid=$!
 	trap 'kill $dpid 2>/dev/null; wait $dpid 2>/dev/null; rm -rf "$tmp"' EXIT
 	i=0
-	while [ ! -S "$KVPOOL_SOCKET" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	while [ ! -S "$KVPOOL_SOCKET" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 	[ -S "$KVPOOL_SOCKET" ] || { echo "FAIL: kvpoold did not start"; cat "$tmp/kvpoold.log"; exit 1; }
 }
 
