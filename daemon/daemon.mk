@@ -18,13 +18,13 @@
 # The cuda backend needs no CUDA toolkit (the driver is loaded at run time).
 
 KVD_OBJ := $(B)/obj/daemon
-KVD_SRCS := kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
+KVD_SRCS := core.c kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
 	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_spec.c \
 	    tier_dram.c tier_nvme.c swap.c config.c tenants.c reload.c metrics.c \
 	    scrub.c cluster.c cluster_conf.c cluster_value.c prefix_tier.c
 KVD_OBJS = $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
 	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
-KVD_HDRS := daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
+KVD_HDRS := daemon/core.h daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
 	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
 	    daemon/swap.h daemon/config.h daemon/scrub.h include/kvpool_proto.h \
 	    daemon/cluster.h daemon/cluster_conf.h daemon/cluster_value.h \

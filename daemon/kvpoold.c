@@ -35,44 +35,6 @@
 #include "cluster.h"
 #include "prefix_tier.h"
 
-static int log_level = KVD_NOTICE;
-static bool log_syslog;
-
-void kvd_log_set_level(int level)
-{
-	log_level = level > KVD_DEBUG ? KVD_DEBUG : level;
-}
-
-void kvd_log(int level, const char *fmt, ...)
-{
-	static const char *const names[] = {
-		"emerg", "alert", "crit", "error", "warning", "notice",
-		"info", "debug",
-	};
-	va_list ap;
-
-	if (level > log_level)
-		return;
-	va_start(ap, fmt);
-	if (log_syslog) {
-		vsyslog(level, fmt, ap);
-	} else {
-		fprintf(stderr, "kvpoold[%d]: %s: ", (int)getpid(),
-			names[level & 7]);
-		vfprintf(stderr, fmt, ap);
-		fputc('\n', stderr);
-	}
-	va_end(ap);
-}
-
-uint64_t kvd_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -793,7 +755,7 @@ int main(int argc, char **argv)
 	d->self_uid = geteuid();
 	if (load_options(&d->o, &conf, argc, argv))
 		return 2;
-	log_level = d->o.log_level > KVD_DEBUG ? KVD_DEBUG : d->o.log_level;
+	kvd_log_set_level(d->o.log_level);
 	if (d->o.capacity_set && d->o.chunk_blocks > d->o.capacity)
 		d->o.chunk_blocks = d->o.capacity;
 	if (d->o.admin_group) {
@@ -815,7 +777,7 @@ int main(int argc, char **argv)
 	}
 	if (d->o.use_syslog) {
 		openlog("kvpoold", LOG_PID, LOG_DAEMON);
-		log_syslog = true;
+		kvd_log_to_syslog();
 	}
 	signal(SIGPIPE, SIG_IGN);
 	/* a file tier past a file size limit fails with EFBIG instead */
