@@ -18,7 +18,7 @@
 # The cuda backend needs no CUDA toolkit (the driver is loaded at run time).
 
 KVD_OBJ := $(B)/obj/daemon
-KVD_SRCS := core.c kvpoold.c server.c ledger.c backend_cpu.c backend_cuda.c \
+KVD_SRCS := core.c main.c server.c ledger.c backend_cpu.c backend_cuda.c \
 	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_spec.c \
 	    tier_dram.c tier_nvme.c swap.c config.c tenants.c reload.c metrics.c \
 	    scrub.c cluster.c cluster_conf.c cluster_value.c prefix_tier.c

@@ -18,7 +18,7 @@ extern const struct kvd_tier_ops kvd_tier_dram;
 extern const struct kvd_tier_ops kvd_tier_nvme;
 
 /*
- * kvpoold.c: set up the daemon described by d->o (backend, ledger,
+ * main.c: set up the daemon described by d->o (backend, ledger,
  * socket); main() does it after parsing options, the fuzz harness
  * (tests/fuzz/fuzz_request.c) with options of its own.
  */

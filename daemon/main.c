@@ -5,6 +5,9 @@
  * serves the data plane (swaps between tiers included) and, without the
  * kernel module, hosts the ledger itself.  See Documentation/daemon.rst,
  * Documentation/tiers.rst and kvpoold(8).
+ *
+ * main.c is the top floor of the daemon: option parsing, set-up, the main
+ * loop and the order in which the subsystems start and stop.
  */
 #include <errno.h>
 #include <fcntl.h>
