@@ -25,6 +25,8 @@ KVD_SRCS := core.c main.c server.c ledger.c backend_cpu.c backend_cuda.c \
 KVD_OBJS = $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
 	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
 KVD_HDRS := daemon/core.h daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
+	    daemon/ledger.h daemon/tier.h daemon/tier_spec.h daemon/tenants.h \
+	    daemon/reload.h daemon/metrics.h daemon/server.h daemon/devbuf.h \
 	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
 	    daemon/swap.h daemon/config.h daemon/scrub.h include/kvpool_proto.h \
 	    daemon/cluster.h daemon/cluster_conf.h daemon/cluster_value.h \

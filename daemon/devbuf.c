@@ -14,7 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "server.h"
+#include "devbuf.h"
 
 #define MAX_BATCH	4096
 #define MAX_NTOK	65536

@@ -7,7 +7,7 @@
 #ifndef KVPOOLD_INPROC_H
 #define KVPOOLD_INPROC_H
 
-#include "kvpoold.h"
+#include "core.h"
 
 int kvd_ip_lease_open(struct kvd_pool *p, const struct kvpool_cred *cred,
 		      void *client, const char *tenant,

@@ -25,7 +25,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "tier.h"
 #include "inproc.h"
 #include "prefix.h"
 #include "scrub.h"

@@ -33,6 +33,15 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "core.h"
+#include "ledger.h"
+#include "tier_spec.h"
+#include "tier.h"
+#include "swap.h"
+#include "tenants.h"
+#include "reload.h"
+#include "metrics.h"
+#include "server.h"
 #include "kvpoold.h"
 #include "prefix.h"
 #include "cluster.h"

@@ -40,7 +40,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "tenants.h"
+#include "server.h"
 #include "prefix.h"
 #include "prefix_index.h"
 #include "scrub.h"

@@ -14,7 +14,7 @@
 #ifndef KVPOOLD_PREFIX_H
 #define KVPOOLD_PREFIX_H
 
-#include "kvpoold.h"
+#include "core.h"
 
 struct kvd_prefix;
 struct kvd_prefix_conn;

@@ -22,7 +22,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "tenants.h"
+#include "server.h"
+#include "devbuf.h"
 #include "inproc.h"
 #include "swap.h"
 #include "prefix.h"

@@ -8,7 +8,7 @@
 #ifndef KVPOOLD_SWAP_H
 #define KVPOOLD_SWAP_H
 
-#include "kvpoold.h"
+#include "core.h"
 
 struct kvd_ctier;
 
@@ -39,5 +39,15 @@ int kvd_client_region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
 			  uint64_t size, void **p);
 int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
 			  uint32_t **out);
+
+/* swap.c: tier ops of the data plane, swap jobs and their workers. */
+int kvd_swap_start(struct kvd *d);
+void kvd_swap_stop(struct kvd *d);
+int kvd_fill_tier_list(struct kvd *d, struct kvp_tier_rec *out,
+		       uint32_t start, uint32_t cap, uint32_t *total);
+/* Connections of @uid only, unless @uid is (uid_t)-1 (an admin peer). */
+int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
+			  uint32_t start, uint32_t cap, uint32_t *total,
+			  uid_t uid);
 
 #endif /* KVPOOLD_SWAP_H */
