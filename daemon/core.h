@@ -316,6 +316,28 @@ struct kvd_tenant_ref {
 	char name[KVPOOL_NAME_LEN];
 };
 
+/*
+ * The calls the pool floor (ledger.c) makes on the floors above it, as
+ * hooks that those floors install (main.c, at set-up, before the ledger
+ * opens); a NULL hook is a call nobody above takes.
+ */
+struct kvd_hooks {
+	/* A pool is short of free blocks: @n are given back, if they can be,
+	 * from the prefix cache of the top pool for @asker ("": any tenant;
+	 * the count given back is returned) or from the demoted prefix
+	 * blocks of lower pool @p. */
+	uint32_t (*cache_evict)(struct kvd *d, const char *asker, uint32_t n);
+	void (*tier_short)(struct kvd_pool *p, uint32_t n);
+	/* In-process ledger, p->lock held, must not block: a reclaim target
+	 * for the lease of a connection (@client, the lease's host) or for
+	 * the prefix cache's leases of the top pool. */
+	void (*client_reclaim)(void *client, uint32_t target);
+	void (*cache_reclaim)(struct kvd *d);
+	/* Lease listings: is @lease_id of pool @p served by a connection of
+	 * this daemon now?  1 or 0. */
+	int (*client_connected)(struct kvd_pool *p, uint64_t lease_id);
+};
+
 struct kvd {
 	struct kvd_opts o;
 	int mode;			/* KVP_MODE_* */
@@ -343,6 +365,8 @@ struct kvd {
 	struct kvd_prefix *prefix;
 	struct kvd_cluster *cluster;
 	struct kvd_ptier *ptier;	/* its demotion chain (prefix_tier.c) */
+
+	struct kvd_hooks hooks;		/* the pool floor's calls up */
 
 	int listen_fd;
 	int reserve_fd;			/* spare descriptor for EMFILE */

@@ -526,6 +526,12 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 
 	pthread_mutex_init(&d->clients_lock, NULL);
 	pthread_mutex_init(&d->cpu_lock, NULL);
+	/* what the pool floor calls above itself */
+	d->hooks.cache_evict = kvd_prefix_evict_pool;
+	d->hooks.tier_short = kvd_ptier_short;
+	d->hooks.client_reclaim = kvd_client_reclaim;
+	d->hooks.cache_reclaim = kvd_prefix_reclaim_wake;
+	d->hooks.client_connected = kvd_client_connected;
 
 	r = pick_backend(d);
 	if (!r)

@@ -39,6 +39,11 @@ void kvd_clients_stop(struct kvd *d);
  */
 int kvd_client_tenant_id(struct kvd_client *c, uint64_t *serial,
 			 char name[KVPOOL_NAME_LEN]);
+/* The hooks of the pool floor (struct kvd_hooks): a reclaim target for a
+ * connection's lease (called with p->lock held; must not block), and
+ * whether a connection holds @lease_id of @p. */
+void kvd_client_reclaim(void *client, uint32_t target);
+int kvd_client_connected(struct kvd_pool *p, uint64_t lease_id);
 /* Leases of @uid only, unless @uid is (uid_t)-1 (an admin peer). */
 int kvd_fill_client_list(struct kvd_pool *p, struct kvp_client_rec *out,
 			 uint32_t start, uint32_t cap, uint32_t *total,
