@@ -45,6 +45,11 @@ struct kvd_devbuf {
 	void *priv;			/* the backend's */
 };
 
+/* A connection's device buffers (devbuf.c). */
+struct kvd_devbufs {
+	struct kvd_devbuf *b[KVP_MAX_DEVBUFS];
+};
+
 /* Logging (syslog levels). */
 #define KVD_ERR		3
 #define KVD_WARN	4

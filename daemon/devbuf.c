@@ -16,6 +16,7 @@
 
 #include "core.h"
 #include "ledger.h"
+#include "conn.h"
 #include "server.h"
 #include "devbuf.h"
 

@@ -8,9 +8,6 @@
 #include "core.h"
 
 /* devbuf.c: device buffers of GPU tenants */
-struct kvd_devbufs {
-	struct kvd_devbuf *b[KVP_MAX_DEVBUFS];
-};
 struct kvp_devbuf;
 struct kvp_devbuf_reply;
 struct kvp_devbuf_del;

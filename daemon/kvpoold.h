@@ -17,6 +17,7 @@
 #include "reload.h"
 #include "metrics.h"
 #include "server.h"
+#include "conn.h"
 #include "devbuf.h"
 
 /*

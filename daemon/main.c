@@ -42,6 +42,7 @@
 #include "reload.h"
 #include "metrics.h"
 #include "server.h"
+#include "conn.h"
 #include "kvpoold.h"
 #include "prefix.h"
 #include "cluster.h"

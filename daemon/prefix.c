@@ -43,7 +43,7 @@
 #include "core.h"
 #include "ledger.h"
 #include "tenants.h"
-#include "server.h"
+#include "conn.h"
 #include "prefix.h"
 #include "prefix_index.h"
 #include "scrub.h"

@@ -30,7 +30,7 @@
 
 #include "core.h"
 #include "ledger.h"
-#include "server.h"
+#include "conn.h"
 #include "inproc.h"
 #include "swap.h"
 #include "scrub.h"

@@ -29,16 +29,6 @@ void kvd_ctier_rec(struct kvd_ctier *ct, struct kvp_client_tier_rec *o);
 int kvd_ctier_connected(struct kvd_ctier *ct, unsigned int tier,
 			uint64_t lease_id);
 
-/* server.c, for swap.c */
-int kvd_client_send(struct kvd_client *c, const void *buf, size_t len);
-int kvd_client_take_fd(struct kvd_client *c);
-int kvd_client_sock(struct kvd_client *c);
-void kvd_client_cred(struct kvd_client *c, struct kvpool_cred *cred);
-/* (also in prefix.h) */
-int kvd_client_region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
-			  uint64_t size, void **p);
-int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
-			  uint32_t **out);
 
 /* swap.c: tier ops of the data plane, swap jobs and their workers. */
 int kvd_swap_start(struct kvd *d);
