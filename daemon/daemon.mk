@@ -18,7 +18,7 @@
 # The cuda backend needs no CUDA toolkit (the driver is loaded at run time).
 
 KVD_OBJ := $(B)/obj/daemon
-KVD_SRCS := core.c main.c server.c conn.c ledger.c backend_cpu.c backend_cuda.c \
+KVD_SRCS := core.c main.c server.c conn.c ops.c ledger.c backend_cpu.c backend_cuda.c \
 	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_spec.c \
 	    tier_dram.c tier_nvme.c swap.c config.c tenants.c reload.c metrics.c \
 	    scrub.c cluster.c cluster_conf.c cluster_value.c prefix_tier.c
@@ -27,7 +27,7 @@ KVD_OBJS = $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
 KVD_HDRS := daemon/core.h daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
 	    daemon/ledger.h daemon/tier.h daemon/tier_spec.h daemon/tenants.h \
 	    daemon/reload.h daemon/metrics.h daemon/server.h daemon/conn.h \
-	    daemon/devbuf.h \
+	    daemon/ops.h daemon/devbuf.h \
 	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
 	    daemon/swap.h daemon/config.h daemon/scrub.h include/kvpool_proto.h \
 	    daemon/cluster.h daemon/cluster_conf.h daemon/cluster_value.h \

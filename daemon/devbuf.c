@@ -17,7 +17,7 @@
 #include "core.h"
 #include "ledger.h"
 #include "conn.h"
-#include "server.h"
+#include "ops.h"
 #include "devbuf.h"
 
 #define MAX_BATCH	4096

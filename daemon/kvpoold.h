@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "server.h"
 #include "conn.h"
+#include "ops.h"
 #include "devbuf.h"
 
 /*
