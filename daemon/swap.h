@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * swap.h - between the connection server (server.c) and the tier ops and
+ * swap.h - between the connections (server.c, conn.c) and the tier ops and
  * swap jobs (swap.c).  A connection's tier state (struct kvd_ctier) holds
  * its leases in the lower pools, its swap tickets and the completions its
  * thread still has to send.
