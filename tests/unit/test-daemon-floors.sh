@@ -41,7 +41,7 @@ declare -A floor_of
 declare -a floor_name
 for i in "${!FLOORS[@]}"; do
 	line=${FLOORS[$i]}
-	floor_name[$i]=${line%%:*}
+	floor_name[i]=${line%%:*}
 	for n in ${line#*:}; do
 		floor_of[$n]=$i
 	done
