@@ -17,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvpoold.h"
+#include "core.h"
+#include "tier.h"
 #include "cuda_chunks.h"
 #include "../kernels/kvkern_cuda.h"
 

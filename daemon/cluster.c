@@ -36,7 +36,11 @@
 #include "cluster.h"
 #include "scrub.h"
 #include "cluster_value.h"
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "tier.h"
+#include "swap.h"
+#include "tenants.h"
 
 #define FQ_MAX		64		/* lookups waiting */
 #define FETCH_BATCH	16		/* lookups per round */

@@ -17,7 +17,7 @@
 #ifndef KVPOOLD_CLUSTER_H
 #define KVPOOLD_CLUSTER_H
 
-#include "kvpoold.h"
+#include "core.h"
 #include "prefix_index.h"
 
 struct kvd_cluster;

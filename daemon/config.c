@@ -26,7 +26,8 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "kvpoold.h"
+#include "core.h"
+#include "tier_spec.h"
 
 /* The biggest file read: far more than any real configuration. */
 #define CONF_MAX_BYTES	(1 << 20)

@@ -17,7 +17,7 @@
 
 #include <linux/kvpool.h>
 
-#include "kvpoold.h"
+#include "core.h"
 
 /* Where the daemon looks when no --config is given. */
 #ifndef KVD_CONF_DEFAULT

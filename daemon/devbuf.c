@@ -6,7 +6,7 @@
  * and write outputs into them (KVP_OP_DEVBUF_*, KVP_OP_*_DEV in
  * include/kvpool_proto.h).  Index arrays still come from the client's
  * host region and every block is checked against its lease, like the
- * host-region ops in server.c.
+ * host-region ops in ops.c.
  */
 #include <errno.h>
 #include <math.h>
@@ -14,7 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "conn.h"
+#include "ops.h"
+#include "devbuf.h"
 
 #define MAX_BATCH	4096
 #define MAX_NTOK	65536
@@ -190,7 +194,7 @@ int kvd_op_attn_dev(struct kvd_client *c, const struct kvp_attn_dev *a)
 		r = span(c, a->buf_id, a->dev_out, qn * l->head_dim * 4, &out);
 	if (r)
 		return r;
-	/* ATTN's sizes, bounds and distinct blocks (server.c) */
+	/* ATTN's sizes, bounds and distinct blocks (ops.c) */
 	r = kvd_client_attn_tables(c, l, a->batch, a->q_heads, a->n_new, mbs,
 				   a->off_tables, a->off_ctx, &t);
 	if (r)

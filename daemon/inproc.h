@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * inproc.h - kvpoold's in-process ledger requests (ledger.c) and the
- * client hooks they call back (server.c).  Every request names the pool
- * (tier) it is about.
+ * inproc.h - kvpoold's in-process ledger requests (ledger.c); what they
+ * call back above the ledger goes through d->hooks (core.h).  Every
+ * request names the pool (tier) it is about.
  */
 #ifndef KVPOOLD_INPROC_H
 #define KVPOOLD_INPROC_H
 
-#include "kvpoold.h"
+#include "core.h"
 
 int kvd_ip_lease_open(struct kvd_pool *p, const struct kvpool_cred *cred,
 		      void *client, const char *tenant,
@@ -31,9 +31,5 @@ int kvd_ip_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
 int kvd_mod_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
 		       uint32_t start, uint32_t cap, uint32_t *total, uid_t uid);
 uint32_t kvd_lease_blocks(struct kvd_pool *p, uint64_t lease_id);
-
-/* server.c: called with p->lock held; must not block. */
-void kvd_client_reclaim(void *client, uint32_t target);
-int kvd_client_connected(struct kvd_pool *p, uint64_t lease_id);
 
 #endif /* KVPOOLD_INPROC_H */

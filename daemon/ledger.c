@@ -25,11 +25,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "tier.h"
 #include "inproc.h"
-#include "prefix.h"
 #include "scrub.h"
-#include "prefix_tier.h"
 
 /* ---- in-process callbacks (p->lock held) ------------------------------- */
 
@@ -57,10 +57,13 @@ static void ip_reclaim_wake(struct kvpool_lease *lease)
 	/* a connection's lease; else in the top pool, maybe one of the
 	 * prefix cache's (a lower tier's leases without a client are the
 	 * connections' own there: reclaim there is not asked of them) */
-	if (lease->host)
-		kvd_client_reclaim(lease->host, lease->reclaim_target);
-	else if (p == p->d->top)
-		kvd_prefix_reclaim_wake(p->d);
+	if (lease->host) {
+		if (p->d->hooks.client_reclaim)
+			p->d->hooks.client_reclaim(lease->host,
+						   lease->reclaim_target);
+	} else if (p == p->d->top && p->d->hooks.cache_reclaim) {
+		p->d->hooks.cache_reclaim(p->d);
+	}
 }
 
 static const struct kvpool_ledger_ops ip_ops = {
@@ -315,6 +318,24 @@ static void arm_shrink(struct kvd_pool *p)
 }
 
 /*
+ * Short of @n free blocks (@asker: the tenant that waits, "" any): the top
+ * pool's unreferenced cached blocks are given back first (the prefix cache
+ * lives there); demoted prefix blocks in a lower pool go on down.  Both
+ * through the hooks of the floors above (struct kvd_hooks).
+ */
+static void pool_short(struct kvd_pool *p, const char *asker, uint32_t n)
+{
+	struct kvd *d = p->d;
+
+	if (p == d->top) {
+		if (d->hooks.cache_evict)
+			d->hooks.cache_evict(d, asker, n);
+	} else if (d->hooks.tier_short) {
+		d->hooks.tier_short(p, n);
+	}
+}
+
+/*
  * GROW: map chunks up to the target.  When memory runs out part way, back
  * what could be mapped (waiters that fit are granted) and then report
  * KVPOOL_GROW_FAILED so that the others get -ENOMEM at once.
@@ -353,10 +374,7 @@ static void on_grow(struct kvd_pool *p, uint32_t want)
 		kvd_log(KVD_WARN, "%s: grow to %u blocks failed at %u: %s",
 			p->name, target, p->mapped, strerror(-r));
 		/* Room inside what is backed, before the waiters give up. */
-		if (p == p->d->top)
-			kvd_prefix_evict_pool(p->d, "", target - p->mapped);
-		else
-			kvd_ptier_short(p, target - p->mapped);
+		pool_short(p, "", target - p->mapped);
 		ledger_grow(p, 0, KVPOOL_GROW_FAILED);
 	} else {
 		kvd_log(KVD_DEBUG, "%s: backed %u blocks", p->name, target);
@@ -404,11 +422,7 @@ void kvd_owner_events(struct kvd_pool *p)
 		case KVPOOL_EVENT_SHORT:
 			/* Unreferenced cached blocks are given back first
 			 * (the prefix cache lives in the top pool). */
-			if (p == p->d->top)
-				kvd_prefix_evict_pool(p->d, ev[i].tenant,
-						      ev[i].blocks);
-			else	/* demoted prefix blocks go on down */
-				kvd_ptier_short(p, ev[i].blocks);
+			pool_short(p, ev[i].tenant, ev[i].blocks);
 			break;
 		case KVPOOL_EVENT_CLIENT_CLOSED:
 			kvd_log(KVD_DEBUG, "%s: lease %llu closed, %u blocks "
@@ -1096,7 +1110,9 @@ int kvd_mod_lease_list(struct kvd_pool *p, struct kvp_client_rec *out,
 		o->uid = li[i].uid;
 		memcpy(o->tenant, li[i].tenant, sizeof(o->tenant));
 		o->blocks = li[i].blocks;
-		o->connected = kvd_client_connected(p, li[i].lease_id);
+		o->connected = p->d->hooks.client_connected ?
+			       p->d->hooks.client_connected(p, li[i].lease_id) :
+			       0;
 	}
 	*total = s.leases;
 	free(li);

@@ -29,7 +29,12 @@
 #include <unistd.h>
 
 #include "kvpool_metrics.h"
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "swap.h"
+#include "tenants.h"
+#include "metrics.h"
+#include "server.h"
 #include "prefix.h"
 #include "cluster.h"
 

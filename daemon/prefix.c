@@ -17,7 +17,7 @@
  *    cold as references come and go, so the cold lease's held count is
  *    exactly what can be given back and it can always meet its target;
  *  - per connection, the set of cached blocks it references: the data
- *    plane lets it read those (server.c), never write them;
+ *    plane lets it read those (conn.c), never write them;
  *  - eviction, least recently used first: on a reclaim target posted to a
  *    cold lease (the prefix thread), on the ledger's SHORT event and when a
  *    grow fails (pool-wide, never below another tenant's min), and on a
@@ -40,7 +40,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "tenants.h"
+#include "conn.h"
 #include "prefix.h"
 #include "prefix_index.h"
 #include "scrub.h"

@@ -14,7 +14,7 @@
 #ifndef KVPOOLD_PREFIX_H
 #define KVPOOLD_PREFIX_H
 
-#include "kvpoold.h"
+#include "core.h"
 
 struct kvd_prefix;
 struct kvd_prefix_conn;
@@ -78,26 +78,5 @@ int kvd_prefix_tenant_del(struct kvd *d, const char *tenant,
  * of the cache's) got a reclaim target. */
 void kvd_prefix_reclaim_wake(struct kvd *d);
 
-/* server.c: the parts of a connection that prefix.c uses. */
-int kvd_client_region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
-			  uint64_t size, void **p);
-/* A private copy of u32[n] at @off (free() it). */
-int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
-			  uint32_t **out);
-const struct kvk_layout *kvd_client_layout(struct kvd_client *c,
-					   uint32_t id);
-int kvd_client_layout_add(struct kvd_client *c, const struct kvp_layout *l,
-			  struct kvp_layout_reply *rep);
-uint64_t kvd_client_lease_id(const struct kvd_client *c);
-struct kvd *kvd_client_daemon(struct kvd_client *c);
-/* The tenant the connection's lease is charged to (as
- * kvd_client_tenant_id() in kvpoold.h, the last one seen on an error). */
-void kvd_client_tenant(struct kvd_client *c, char name[KVPOOL_NAME_LEN]);
-struct kvd_prefix_conn **kvd_client_prefix(struct kvd_client *c);
-/* Zero what another tenant left in the caller's own blocks among b[0..n)
- * (scrub.h), before they are published: 0 (also when they are not all
- * its own: the publish then fails) or -errno. */
-int kvd_client_claim_blocks(struct kvd_client *c, const uint32_t *b,
-			    uint32_t n);
 
 #endif /* KVPOOLD_PREFIX_H */

@@ -32,7 +32,9 @@
 #endif
 
 #include "inproc.h"
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "cluster.h"
 #include "prefix_tier.h"
 #include "scrub.h"
 

@@ -22,7 +22,7 @@
 #define KVPOOLD_PREFIX_TIER_H
 
 #include "cluster.h"
-#include "kvpoold.h"
+#include "core.h"
 #include "prefix_index.h"
 
 struct kvd_ptier;

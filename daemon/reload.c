@@ -14,7 +14,9 @@
 #include <string.h>
 
 #include "config.h"
-#include "kvpoold.h"
+#include "core.h"
+#include "tenants.h"
+#include "reload.h"
 
 static bool differ(const char *a, const char *b)
 {

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "kvpoold.h"
+#include "core.h"
 #include "scrub.h"
 
 /* A block being zeroed by the claim that holds the pool's scrub lock. */

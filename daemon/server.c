@@ -22,15 +22,19 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "tenants.h"
+#include "server.h"
+#include "ops.h"
+#include "conn.h"
+#include "devbuf.h"
 #include "inproc.h"
 #include "swap.h"
 #include "prefix.h"
 #include "scrub.h"
 #include "cluster.h"
 
-#define MAX_FDS		2
-#define MAX_BATCH	4096
 /* Connections beyond --max-clients that admin peers may still open. */
 #define KVD_ADMIN_RESERVE	8
 /* How long accepts pause when even the reserve descriptor cannot help. */
@@ -48,283 +52,20 @@
 #else
 #define KVD_CLIENT_STACK	(1U << 20)
 #endif
-#define MAX_NTOK	65536
 #define MAX_REGION	(1ULL << 36)
-/*
- * Bounds of one request, so that no request can allocate or compute
- * without limit, nor hold the memory (and a due unmap) for long (-E2BIG
- * beyond them: split it): ATTN and ATTN_DEV copy at most MAX_ATTN_TABLE
- * block-table entries (batch x its longest sequence, 4 MiB, as many as
- * one LEASE_CHECK of the module takes) and do at most MAX_ATTN_WORK
- * multiply-adds of Q.K (as many again for P.V), counted as max(1, n_new)
- * x ctx x q_heads x head_dim per sequence; SCORE as n_q x len x q_heads x
- * head_dim; COPY moves at most MAX_COPY_BYTES, and SPLICE and COMPACT
- * rewrite at most as many bytes of blocks (and read no more slots than
- * they write).
- */
-#define MAX_ATTN_TABLE	(1ULL << 20)
-#define MAX_ATTN_WORK	(1ULL << 34)
-#define MAX_COPY_BYTES	(4ULL << 30)
-
-struct kvd_client {
-	struct kvd *d;
-	struct kvd_client *next;
-	int sock;
-	int evfd;
-	pthread_t th;
-	struct ucred cred;
-	bool admin;
-	bool hello;
-	uint64_t lease_id;
-	struct kvpool_lease *lease;	/* in-process ledger */
-	uint8_t *region;
-	uint64_t region_bytes;
-	struct kvk_layout layouts[KVP_MAX_LAYOUTS];
-	unsigned int nlayouts;
-	_Atomic uint32_t reclaim_target;
-	uint32_t pins;			/* module ledger pins held by this op */
-	struct kvd_devbufs devbufs;	/* GPU tenant's buffers (devbuf.c) */
-	struct kvd_ctier *ct;		/* tiers and swaps (swap.c) */
-	/* the tenant of the lease as last seen (kvd_client_tenant_id) */
-	char tenant[KVPOOL_NAME_LEN];
-	uint64_t tenant_serial;
-	uint32_t tenant_gen;		/* +1 at each change of tenant */
-	bool tenant_checked;		/* module: by a pin of this op */
-	struct kvd_prefix_conn *pfx;	/* cached blocks it references */
-	int fds[MAX_FDS];
-	int nfds;
-	uint8_t in[KVP_MSG_MAX] __attribute__((aligned(16)));
-	uint8_t out[KVP_MSG_MAX] __attribute__((aligned(16)));
-};
 
 /* ---- helpers ---------------------------------------------------------- */
-
-static int take_fd(struct kvd_client *c)
-{
-	int fd;
-
-	if (!c->nfds)
-		return -1;
-	fd = c->fds[0];
-	memmove(c->fds, c->fds + 1, sizeof(int) * (size_t)(MAX_FDS - 1));
-	c->nfds--;
-	return fd;
-}
 
 static void drop_fds(struct kvd_client *c)
 {
 	while (c->nfds)
-		close(take_fd(c));
-}
-
-/* [off, off + n * size) inside the region, 4-byte aligned. */
-static int region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
-		      uint64_t size, void **p)
-{
-	uint64_t len;
-
-	if (!c->region)
-		return -EFAULT;
-	if (__builtin_mul_overflow(n, size, &len))
-		return -EFAULT;
-	if (off > c->region_bytes || len > c->region_bytes - off)
-		return -EFAULT;
-	if (off & 3)
-		return -EINVAL;
-	*p = c->region + off;
-	return 0;
-}
-
-/* Copy an index array out of the shared region (the client may change the
- * region while we work: indices are checked on our own copy). */
-static int region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
-		      uint32_t **out)
-{
-	void *p;
-	int r = region_ptr(c, off, n, sizeof(uint32_t), &p);
-
-	if (r)
-		return r;
-	*out = malloc(n ? n * sizeof(uint32_t) : 1);
-	if (!*out)
-		return -ENOMEM;
-	memcpy(*out, p, n * sizeof(uint32_t));
-	return 0;
-}
-
-static void tenant_seen(struct kvd_client *c, uint64_t serial,
-			const char *name);
-
-static int check_blocks(struct kvd_client *c, const uint32_t *b, uint32_t n)
-{
-	struct kvd *d = c->d;
-	char name[KVPOOL_NAME_LEN];
-	uint64_t serial = 0;
-	uint32_t i;
-
-	for (i = 0; i < n; i++)
-		if (b[i] >= d->top->capacity)
-			return -EPERM;
-	/*
-	 * With the module the check also pins the lease until the op is
-	 * done (unpin_blocks), so the client cannot release a block and have
-	 * it granted to someone else while we still use it, nor attach its
-	 * file to another tenant (it holds a block).  The check says which
-	 * tenant the lease is charged to: the op acts for that one.
-	 */
-	if (kvd_lease_check_serial(d->top, c->lease_id, b, n, true, &serial))
-		return -EPERM;
-	if (d->mode != KVP_MODE_INPROC)
-		c->pins++;
-	if (serial != c->tenant_serial) {
-		if (kvd_lease_tenant(d->top, c->lease_id, &serial, name))
-			return -EPERM;
-		tenant_seen(c, serial, name);
-	}
-	c->tenant_checked = d->mode != KVP_MODE_INPROC;
-	return 0;
-}
-
-static void unpin_blocks(struct kvd_client *c)
-{
-	for (; c->pins; c->pins--)
-		kvd_lease_unpin(c->d->top, c->lease_id);
-	c->tenant_checked = false;
-}
-
-/*
- * Blocks an op only reads: the caller's own, or cached blocks it
- * references (prefix cache; they stay allocated while it does).  A
- * cached block it references but would write is -EROFS.
- */
-static int check_blocks_ro(struct kvd_client *c, const uint32_t *b,
-			   uint32_t n)
-{
-	uint32_t *own, k = 0, i, gen;
-	int r;
-
-	if (!c->pfx)
-		return check_blocks(c, b, n);
-	own = malloc(n ? n * sizeof(*own) : 1);
-	if (!own)
-		return -ENOMEM;
-	for (i = 0; i < n; i++)
-		if (!kvd_prefix_referenced(c->pfx, b[i]))
-			own[k++] = b[i];
-	/* Which tenant the lease belongs to now (the references are its). */
-	gen = c->tenant_gen;
-	r = k ? check_blocks(c, own, k) : kvd_client_tenant_id(c, NULL, NULL);
-	free(own);
-	/* A new tenant: the old one's references went, and with them the
-	 * right to read those blocks. */
-	if (!r && k < n && gen != c->tenant_gen)
-		r = -EPERM;
-	return r;
-}
-
-static int check_blocks_rw(struct kvd_client *c, const uint32_t *b,
-			   uint32_t n)
-{
-	int r = check_blocks(c, b, n);
-	uint32_t i;
-
-	if (r == -EPERM && c->pfx)
-		for (i = 0; i < n; i++)
-			if (kvd_prefix_referenced(c->pfx, b[i]))
-				return -EROFS;
-	return r;
-}
-
-static bool keep_referenced(void *pc, uint32_t b)
-{
-	return kvd_prefix_referenced(pc, b);
-}
-
-/*
- * Every block must be mapped too (a lying ledger must not crash us);
- * called with the top pool's backing held for reading, after the lease
- * check, right before the op uses the blocks: those another tenant used
- * last are zeroed first, except cached blocks the connection references
- * (shared read-only within their namespace).
- */
-static int check_mapped(struct kvd_client *c, const uint32_t *b, uint32_t n)
-{
-	uint32_t i;
-
-	for (i = 0; i < n; i++)
-		if (b[i] >= c->d->top->mapped)
-			return -EPERM;
-	return kvd_scrub_claim(c->d->top, NULL, c->tenant_serial, b, n,
-			       c->pfx ? keep_referenced : NULL, c->pfx);
-}
-
-static const struct kvk_layout *get_layout(struct kvd_client *c, uint32_t id)
-{
-	return id < c->nlayouts ? &c->layouts[id] : NULL;
-}
-
-/* for devbuf.c (kvd_client_layout, _region_u32 and _daemon: below) */
-int kvd_client_check_blocks(struct kvd_client *c, const uint32_t *b,
-			    uint32_t n, bool write)
-{
-	return write ? check_blocks_rw(c, b, n) : check_blocks_ro(c, b, n);
-}
-
-int kvd_client_check_mapped(struct kvd_client *c, const uint32_t *b,
-			    uint32_t n)
-{
-	return check_mapped(c, b, n);
-}
-
-/* for prefix.c: before the caller's blocks among b[0..n) are published */
-int kvd_client_claim_blocks(struct kvd_client *c, const uint32_t *b,
-			    uint32_t n)
-{
-	struct kvd *d = c->d;
-	int r;
-
-	/* not all the caller's (or referenced): the publish fails anyway */
-	if (check_blocks_ro(c, b, n))
-		return 0;
-	kvd_backing_rdlock(d->top);
-	r = check_mapped(c, b, n);
-	kvd_backing_unlock(d->top);
-	/* the blocks change hands next: no pin may stay */
-	unpin_blocks(c);
-	return r == -EPERM ? 0 : r;
-}
-
-struct kvd_devbufs *kvd_client_devbufs(struct kvd_client *c)
-{
-	return &c->devbufs;
-}
-
-static int send_msg(struct kvd_client *c, const void *buf, size_t len)
-{
-	ssize_t n = send(c->sock, buf, len, MSG_NOSIGNAL);
-
-	return n == (ssize_t)len ? 0 : -errno;
+		close(kvd_client_take_fd(c));
 }
 
 /* A name field must hold its NUL within KVP_NAME_LEN bytes (never cut). */
 static bool name_ok(const char *name)
 {
 	return memchr(name, '\0', KVP_NAME_LEN) != NULL;
-}
-
-/*
- * The tag that the pools' blocks carry for this connection's tenant
- * (scrub.h): the tenant's serial in the top pool's ledger, never reused,
- * so that a tenant deleted and created again under the same name does
- * not read what the old one left.  A block a connection uses is zeroed
- * first unless its tag is this one.
- */
-uint64_t kvd_client_scrub_tag(struct kvd_client *c)
-{
-	uint64_t serial = c->tenant_serial;
-
-	kvd_client_tenant_id(c, &serial, NULL);
-	return serial;
 }
 
 /* ---- ops ------------------------------------------------------------- */
@@ -347,9 +88,9 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 	if (c->nfds != want)
 		return -EBADF;
 	if (h->flags & KVP_HELLO_LEDGER_FD)
-		lfd = take_fd(c);
+		lfd = kvd_client_take_fd(c);
 	if (h->flags & KVP_HELLO_REGION)
-		rfd = take_fd(c);
+		rfd = kvd_client_take_fd(c);
 
 	if (d->mode == KVP_MODE_MODULE) {
 		struct kvpool_status st;
@@ -465,510 +206,6 @@ out:
 	return r;
 }
 
-static int op_layout(struct kvd_client *c, const struct kvp_layout *l,
-		     struct kvp_layout_reply *rep)
-{
-	struct kvk_layout kl;
-	int r;
-
-	if (l->pad)
-		return -EINVAL;
-	if (c->nlayouts >= KVP_MAX_LAYOUTS)
-		return -ENOSPC;
-	r = kvk_layout_init(&kl, l->layers, l->kv_heads, l->head_dim,
-			    l->dtype, c->d->top->block_bytes);
-	if (!r && c->d->be->layout_ok)
-		r = c->d->be->layout_ok(c->d, &kl);
-	if (r)
-		return r;
-	kl.pool_blocks = c->d->top->capacity;
-	c->layouts[c->nlayouts] = kl;
-	rep->layout_id = c->nlayouts++;
-	rep->tokens_per_block = kl.tokens_per_block;
-	rep->bytes_per_token = kl.bytes_per_token;
-	return 0;
-}
-
-static int op_kv(struct kvd_client *c, const struct kvp_kv *q, bool write)
-{
-	struct kvd *d = c->d;
-	const struct kvk_layout *l = get_layout(c, q->layout_id);
-	uint32_t *blocks = NULL, *slots = NULL, i;
-	void *k = NULL, *v = NULL;
-	uint64_t row;
-	int r;
-
-	if ((q->flags & ~KVP_KV_FLAGS) || (!write && q->flags))
-		return -EINVAL;
-	if (!l || q->layer >= l->layers || !q->ntok || q->ntok > MAX_NTOK)
-		return -EINVAL;
-	if (q->flags && !d->be->write_kv_flags)
-		return -EOPNOTSUPP;
-	row = (uint64_t)l->kv_heads * l->head_dim;
-	r = region_u32(c, q->off_blocks, q->ntok, &blocks);
-	if (!r)
-		r = region_u32(c, q->off_slots, q->ntok, &slots);
-	if (!r && (write || q->off_k != KVP_OFF_NONE))
-		r = region_ptr(c, q->off_k, q->ntok, row * 4, &k);
-	if (!r && (write || q->off_v != KVP_OFF_NONE))
-		r = region_ptr(c, q->off_v, q->ntok, row * 4, &v);
-	if (r)
-		goto out;
-	for (i = 0; i < q->ntok; i++)
-		if (slots[i] >= l->tokens_per_block) {
-			r = -EINVAL;
-			goto out;
-		}
-	r = write ? check_blocks_rw(c, blocks, q->ntok) :
-		    check_blocks_ro(c, blocks, q->ntok);
-	if (r)
-		goto out;
-	kvd_backing_rdlock(d->top);
-	r = check_mapped(c, blocks, q->ntok);
-	if (!r && write && q->flags)
-		r = d->be->write_kv_flags(d, l, q->layer, q->ntok, blocks,
-					  slots, k, v,
-					  (q->flags & KVP_KV_MERGE) ?
-					  KVK_WRITE_MERGE : 0);
-	else if (!r)
-		r = write ? d->be->write_kv(d, l, q->layer, q->ntok, blocks,
-					    slots, k, v) :
-			    d->be->read_kv(d, l, q->layer, q->ntok, blocks,
-					   slots, k, v);
-	kvd_backing_unlock(d->top);
-out:
-	free(blocks);
-	free(slots);
-	return r;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/*
- * Does row[0..n) name a block twice?  A sequence never does (each block
- * holds its own positions), so refusing it bounds one sequence's blocks,
- * and the work, by the blocks the lease holds.  @tmp has room for n.
- */
-static bool row_repeats(const uint32_t *row, uint32_t n, uint32_t *tmp)
-{
-	uint32_t i;
-
-	memcpy(tmp, row, (size_t)n * sizeof(*tmp));
-	qsort(tmp, n, sizeof(*tmp), cmp_u32);
-	for (i = 1; i < n; i++)
-		if (tmp[i] == tmp[i - 1])
-			return true;
-	return false;
-}
-
-/* a * b, saturating at UINT64_MAX. */
-static uint64_t mul_sat(uint64_t a, uint64_t b)
-{
-	uint64_t r;
-
-	return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
-/* Multiply-adds of Q.K for nq queries against ctx slots (MAX_ATTN_WORK). */
-static uint64_t qk_work(uint64_t nq, uint64_t ctx, uint32_t q_heads,
-			uint32_t head_dim)
-{
-	return mul_sat(mul_sat(nq, ctx), (uint64_t)q_heads * head_dim);
-}
-
-void kvd_attn_tables_free(struct kvd_attn_tables *t)
-{
-	free(t->tables);
-	free(t->ctx);
-	free(t->used);
-	memset(t, 0, sizeof(*t));
-}
-
-int kvd_client_attn_tables(struct kvd_client *c, const struct kvk_layout *l,
-			   uint32_t batch, uint32_t q_heads, uint32_t n_new,
-			   uint64_t mbs, uint64_t off_tables, uint64_t off_ctx,
-			   struct kvd_attn_tables *t)
-{
-	uint64_t nused = 0, stride = 1, work = 0;
-	uint32_t *tmp = NULL, b;
-	const uint32_t *rtab;
-	void *tp;
-	int r;
-
-	memset(t, 0, sizeof(*t));
-	r = region_ptr(c, off_tables, (uint64_t)batch * mbs, 4, &tp);
-	if (!r)
-		r = region_u32(c, off_ctx, batch, &t->ctx);
-	if (r)
-		goto out;
-	rtab = tp;
-
-	/*
-	 * Sizes first, from the context lengths alone: the copied block
-	 * table has one row per sequence as long as the longest one
-	 * (MAX_ATTN_TABLE entries at most), and the work is bounded by
-	 * MAX_ATTN_WORK; nothing large is allocated before these checks.
-	 */
-	for (b = 0; b < batch; b++) {
-		uint64_t nb = ((uint64_t)t->ctx[b] + l->tokens_per_block - 1) /
-			      l->tokens_per_block;
-		uint64_t w = qk_work(n_new ? n_new : 1, t->ctx[b], q_heads,
-				     l->head_dim);
-
-		if (nb > mbs || t->ctx[b] < n_new) {
-			r = -EINVAL;
-			goto out;
-		}
-		if (nb > stride)
-			stride = nb;
-		nused += nb;
-		work = work > UINT64_MAX - w ? UINT64_MAX : work + w;
-	}
-	if ((uint64_t)batch * stride > MAX_ATTN_TABLE ||
-	    work > MAX_ATTN_WORK) {
-		r = -E2BIG;
-		goto out;
-	}
-	t->tables = malloc((size_t)batch * stride * sizeof(*t->tables));
-	t->used = malloc((size_t)(nused ? nused : 1) * sizeof(*t->used));
-	tmp = malloc((size_t)stride * sizeof(*tmp));
-	if (!t->tables || !t->used || !tmp) {
-		r = -ENOMEM;
-		goto out;
-	}
-	/* Copy what the kernels read (the client may change its region). */
-	nused = 0;
-	for (b = 0; b < batch; b++) {
-		uint32_t nb = (uint32_t)(((uint64_t)t->ctx[b] +
-					  l->tokens_per_block - 1) /
-					 l->tokens_per_block);
-		uint32_t *row = t->tables + (size_t)b * stride;
-
-		memcpy(row, rtab + (size_t)b * mbs, (size_t)nb * sizeof(*row));
-		if (row_repeats(row, nb, tmp)) {
-			r = -EINVAL;
-			goto out;
-		}
-		memcpy(t->used + nused, row, (size_t)nb * sizeof(*row));
-		nused += nb;
-	}
-	t->stride = (uint32_t)stride;
-	t->nused = (uint32_t)nused;
-out:
-	free(tmp);
-	if (r)
-		kvd_attn_tables_free(t);
-	return r;
-}
-
-static int op_attn(struct kvd_client *c, const struct kvp_attn *a)
-{
-	struct kvd *d = c->d;
-	const struct kvk_layout *l = get_layout(c, a->layout_id);
-	struct kvd_attn_tables t;
-	uint64_t qn, mbs = a->max_blocks_per_seq;
-	void *q, *out;
-	float scale;
-	int r;
-
-	if (a->pad || !l || a->layer >= l->layers || !a->batch ||
-	    a->batch > MAX_BATCH || !a->q_heads || !mbs ||
-	    mbs > d->top->capacity || a->n_new > MAX_NTOK)
-		return -EINVAL;
-	if (a->q_heads % l->kv_heads || a->q_heads / l->kv_heads > KVK_MAX_GQA)
-		return -EINVAL;
-	if (!isfinite(a->scale) || a->scale < 0)
-		return -EINVAL;
-	scale = a->scale ? a->scale : 1.0f / sqrtf((float)l->head_dim);
-	qn = (uint64_t)a->batch * (a->n_new ? a->n_new : 1) * a->q_heads;
-	r = region_ptr(c, a->off_q, qn, (uint64_t)l->head_dim * 4, &q);
-	if (!r)
-		r = region_ptr(c, a->off_out, qn, (uint64_t)l->head_dim * 4,
-			       &out);
-	if (r)
-		return r;
-	r = kvd_client_attn_tables(c, l, a->batch, a->q_heads, a->n_new, mbs,
-				   a->off_tables, a->off_ctx, &t);
-	if (r)
-		return r;
-	r = check_blocks_ro(c, t.used, t.nused);
-	if (r)
-		goto out;
-	kvd_backing_rdlock(d->top);
-	r = check_mapped(c, t.used, t.nused);
-	if (!r && !a->n_new) {
-		struct kvk_decode_args da = {
-			.layout = l, .layer = a->layer, .batch = a->batch,
-			.q_heads = a->q_heads,
-			.max_blocks_per_seq = t.stride,
-			.q = q, .block_tables = t.tables, .ctx_lens = t.ctx,
-			.scale = scale, .out = out,
-		};
-		r = d->be->decode(d, &da);
-	} else if (!r) {
-		struct kvk_prefill_args pa = {
-			.layout = l, .layer = a->layer, .batch = a->batch,
-			.q_heads = a->q_heads,
-			.max_blocks_per_seq = t.stride,
-			.n_new = a->n_new, .q = q, .block_tables = t.tables,
-			.ctx_lens = t.ctx, .scale = scale, .out = out,
-		};
-		r = d->be->prefill(d, &pa);
-	}
-	kvd_backing_unlock(d->top);
-out:
-	kvd_attn_tables_free(&t);
-	return r;
-}
-
-static int op_copy(struct kvd_client *c, const struct kvp_copy *q)
-{
-	struct kvd *d = c->d;
-	uint32_t *src = NULL, *dst = NULL;
-	int r;
-
-	if (q->pad || !q->n || q->n > KVP_IO_MAX_BLOCKS)
-		return -EINVAL;
-	if ((uint64_t)q->n * d->block_bytes > MAX_COPY_BYTES)
-		return -E2BIG;
-	r = region_u32(c, q->off_src, q->n, &src);
-	if (!r)
-		r = region_u32(c, q->off_dst, q->n, &dst);
-	if (!r)
-		r = check_blocks_ro(c, src, q->n);
-	if (!r)
-		r = check_blocks_rw(c, dst, q->n);
-	if (r)
-		goto out;
-	kvd_backing_rdlock(d->top);
-	r = check_mapped(c, src, q->n);
-	if (!r)
-		r = check_mapped(c, dst, q->n);
-	if (!r)
-		r = d->be->copy(d, src, dst, q->n);
-	kvd_backing_unlock(d->top);
-out:
-	free(src);
-	free(dst);
-	return r;
-}
-
-/* ---- edits -------------------------------------------------------- */
-
-static int op_layout_rope(struct kvd_client *c, const struct kvp_layout_rope *q)
-{
-	struct kvk_layout *l;
-	uint32_t rd, i;
-
-	if (q->pad || q->reserved[0] || q->reserved[1])
-		return -EINVAL;
-	if (q->layout_id >= c->nlayouts)
-		return -EINVAL;
-	l = &c->layouts[q->layout_id];
-	rd = q->rotary_dims ? q->rotary_dims : l->head_dim;
-	if (q->style == KVP_ROPE_NONE) {
-		if (q->rotary_dims || q->nfreq)
-			return -EINVAL;
-	} else if (q->nfreq && (q->nfreq != rd / 2 || rd % 2 ||
-				rd > l->head_dim)) {
-		return -EINVAL;
-	}
-	for (i = q->nfreq; i < KVP_ROPE_MAX_FREQ; i++)
-		if (q->inv_freq[i] != 0.0f)
-			return -EINVAL;
-	return kvk_layout_set_rope(l, q->style, q->rotary_dims, q->base,
-				   q->nfreq ? q->inv_freq : NULL);
-}
-
-/*
- * The table's first n entries, copied into *table: entries [d0, d1) are
- * rewritten by the op and must be the caller's own (-EPERM; a cached
- * block it references: -EROFS), the others are only read (own, or cached
- * blocks it references).
- */
-static int edit_table(struct kvd_client *c, uint64_t off, uint32_t nblocks,
-		      uint64_t n, uint64_t d0, uint64_t d1, uint32_t **table)
-{
-	int r;
-
-	if (!nblocks || nblocks > c->d->top->capacity || n > nblocks)
-		return -EINVAL;
-	if (d1 > n)
-		d1 = n;
-	if (d0 > d1)
-		d0 = d1;
-	r = region_u32(c, off, nblocks, table);
-	if (!r && d0)
-		r = check_blocks_ro(c, *table, (uint32_t)d0);
-	if (!r && d1 > d0)
-		r = check_blocks_rw(c, *table + d0, (uint32_t)(d1 - d0));
-	if (!r && n > d1)
-		r = check_blocks_ro(c, *table + d1, (uint32_t)(n - d1));
-	return r;
-}
-
-static int op_splice(struct kvd_client *c, const struct kvp_splice *q)
-{
-	struct kvd *d = c->d;
-	const struct kvk_layout *l = get_layout(c, q->layout_id);
-	uint32_t *table = NULL;
-	uint64_t T, new_len, used, end;
-	int r;
-
-	if (q->reserved[0] || q->reserved[1] || !l)
-		return -EINVAL;
-	if (!d->be->splice)
-		return -EOPNOTSUPP;
-	T = l->tokens_per_block;
-	if ((uint64_t)q->at + q->ndel > q->len)
-		return -ERANGE;
-	new_len = (uint64_t)q->len - q->ndel + q->nins;
-	if (q->len > (uint64_t)q->nblocks * T ||
-	    new_len > (uint64_t)q->nblocks * T)
-		return -ERANGE;
-	used = ((q->len > new_len ? q->len : new_len) + T - 1) / T;
-	/* the blocks rewritten, as kvk_splice() plans them */
-	end = (int64_t)q->nins - q->ndel == 0 &&
-	      !(q->delta && (uint64_t)q->at + q->ndel < q->len) ?
-	      (uint64_t)q->at + q->nins : new_len;
-	/* at most MAX_COPY_BYTES of them (it reads no more slots) */
-	if (mul_sat((end + T - 1) / T - q->at / T, d->top->block_bytes) >
-	    MAX_COPY_BYTES)
-		return -E2BIG;
-	r = edit_table(c, q->off_table, q->nblocks, used, q->at / T,
-		       end ? (end + T - 1) / T : 0, &table);
-	if (!r) {
-		struct kvk_splice_args a = {
-			.layout = l, .block_table = table,
-			.nblocks = q->nblocks, .len = q->len, .at = q->at,
-			.ndel = q->ndel, .nins = q->nins, .delta = q->delta,
-		};
-
-		kvd_backing_rdlock(d->top);
-		r = check_mapped(c, table, (uint32_t)used);
-		if (!r)
-			r = d->be->splice(d, &a);
-		kvd_backing_unlock(d->top);
-	}
-	free(table);
-	return r;
-}
-
-static int op_compact(struct kvd_client *c, const struct kvp_compact *q)
-{
-	struct kvd *d = c->d;
-	const struct kvk_layout *l = get_layout(c, q->layout_id);
-	uint32_t *table = NULL, *keep = NULL, f = 0;
-	uint64_t T, used;
-	int r;
-
-	if (q->reserved[0] || q->reserved[1] || !l || q->nkeep > q->len)
-		return -EINVAL;
-	if (!d->be->compact)
-		return -EOPNOTSUPP;
-	T = l->tokens_per_block;
-	if (q->len > (uint64_t)q->nblocks * T)
-		return -ERANGE;
-	used = (q->len + T - 1) / T;
-	r = region_u32(c, q->off_keep, q->nkeep, &keep);
-	/* rewritten: from the block of the first slot that moves on */
-	for (f = 0; !r && f < q->nkeep && keep[f] == f; f++)
-		;
-	/* at most MAX_COPY_BYTES of blocks rewritten, from there to the
-	 * last kept slot's (it reads no more slots) */
-	if (!r && mul_sat((q->nkeep + T - 1) / T - f / T,
-			  d->top->block_bytes) > MAX_COPY_BYTES)
-		r = -E2BIG;
-	if (!r)
-		r = edit_table(c, q->off_table, q->nblocks, used, f / T,
-			       (q->nkeep + T - 1) / T, &table);
-	if (!r) {
-		struct kvk_compact_args a = {
-			.layout = l, .block_table = table,
-			.nblocks = q->nblocks, .len = q->len, .keep = keep,
-			.nkeep = q->nkeep,
-		};
-
-		kvd_backing_rdlock(d->top);
-		r = check_mapped(c, table, (uint32_t)used);
-		if (!r)
-			r = d->be->compact(d, &a);
-		kvd_backing_unlock(d->top);
-	}
-	free(keep);
-	free(table);
-	return r;
-}
-
-static int op_score(struct kvd_client *c, const struct kvp_score *q)
-{
-	struct kvd *d = c->d;
-	const struct kvk_layout *l = get_layout(c, q->layout_id);
-	uint32_t *table = NULL, *tmp = NULL;
-	uint64_t T, used;
-	void *qp, *out;
-	int r;
-
-	if (q->reserved[0] || q->reserved[1] || !l ||
-	    (q->flags & ~KVP_SCORE_FLAGS) || q->layer >= l->layers ||
-	    !q->q_heads || q->q_heads % l->kv_heads ||
-	    q->q_heads / l->kv_heads > KVK_MAX_GQA || !q->n_q ||
-	    q->n_q > KVK_SCORE_MAX_Q || !q->len)
-		return -EINVAL;
-	if (!isfinite(q->scale) || q->scale < 0)
-		return -EINVAL;
-	if (!d->be->score)
-		return -EOPNOTSUPP;
-	T = l->tokens_per_block;
-	if (q->len > (uint64_t)q->nblocks * T)
-		return -ERANGE;
-	used = (q->len + T - 1) / T;
-	/* ATTN's bound of Q.K multiply-adds: n_q x len x q_heads x hd */
-	if (qk_work(q->n_q, q->len, q->q_heads, l->head_dim) > MAX_ATTN_WORK)
-		return -E2BIG;
-	r = region_ptr(c, q->off_q, (uint64_t)q->n_q * q->q_heads,
-		       (uint64_t)l->head_dim * 4, &qp);
-	if (!r)
-		r = region_ptr(c, q->off_out, q->len, 4, &out);
-	if (!r)
-		r = edit_table(c, q->off_table, q->nblocks, used, 0, 0, &table);
-	/* a sequence names each block once */
-	if (!r) {
-		tmp = malloc((size_t)used * sizeof(*tmp));
-		r = !tmp ? -ENOMEM :
-		    row_repeats(table, (uint32_t)used, tmp) ? -EINVAL : 0;
-	}
-	if (!r) {
-		struct kvk_score_args a = {
-			.layout = l, .layer = q->layer, .q_heads = q->q_heads,
-			.n_q = q->n_q,
-			.flags = ((q->flags & KVP_SCORE_MAX) ?
-				  KVK_SCORE_MAX : 0) |
-				 ((q->flags & KVP_SCORE_CAUSAL) ?
-				  KVK_SCORE_CAUSAL : 0),
-			.q = qp, .block_table = table, .nblocks = q->nblocks,
-			.len = q->len,
-			.scale = q->scale ? q->scale :
-				 1.0f / sqrtf((float)l->head_dim),
-			.out = out,
-		};
-
-		kvd_backing_rdlock(d->top);
-		r = check_mapped(c, table, (uint32_t)used);
-		if (!r)
-			r = d->be->score(d, &a);
-		kvd_backing_unlock(d->top);
-	}
-	free(tmp);
-	free(table);
-	return r;
-}
-
 static int op_status(struct kvd_client *c, struct kvp_status_reply *rep)
 {
 	struct kvd *d = c->d;
@@ -1024,32 +261,6 @@ int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
 	pthread_mutex_unlock(&d->clients_lock);
 	*total = i;
 	return (int)n;
-}
-
-/* ---- for swap.c ----------------------------------------------------------- */
-
-int kvd_client_send(struct kvd_client *c, const void *buf, size_t len)
-{
-	return send_msg(c, buf, len);
-}
-
-int kvd_client_take_fd(struct kvd_client *c)
-{
-	return take_fd(c);
-}
-
-int kvd_client_sock(struct kvd_client *c)
-{
-	return c->sock;
-}
-
-void kvd_client_cred(struct kvd_client *c, struct kvpool_cred *cred)
-{
-	memset(cred, 0, sizeof(*cred));
-	cred->uid = c->cred.uid;
-	cred->gid = c->cred.gid;
-	cred->pid = (u32)c->cred.pid;
-	cred->admin = c->cred.uid == 0;
 }
 
 
@@ -1362,30 +573,30 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		return op_status(c, rbody);
 	case KVP_OP_LAYOUT:
 		*rlen = sizeof(struct kvp_layout_reply);
-		return op_layout(c, BODY(struct kvp_layout), rbody);
+		return kvd_client_layout_add(c, BODY(struct kvp_layout), rbody);
 	case KVP_OP_WRITE_KV:
-		return op_kv(c, BODY(struct kvp_kv), true);
+		return kvd_op_kv(c, BODY(struct kvp_kv), true);
 	case KVP_OP_READ_KV:
-		return op_kv(c, BODY(struct kvp_kv), false);
+		return kvd_op_kv(c, BODY(struct kvp_kv), false);
 	case KVP_OP_ATTN:
-		return op_attn(c, BODY(struct kvp_attn));
+		return kvd_op_attn(c, BODY(struct kvp_attn));
 	case KVP_OP_COPY:
-		return op_copy(c, BODY(struct kvp_copy));
+		return kvd_op_copy(c, BODY(struct kvp_copy));
 	case KVP_OP_LAYOUT_ROPE:
-		return op_layout_rope(c, BODY(struct kvp_layout_rope));
+		return kvd_op_layout_rope(c, BODY(struct kvp_layout_rope));
 	case KVP_OP_SPLICE:
-		return op_splice(c, BODY(struct kvp_splice));
+		return kvd_op_splice(c, BODY(struct kvp_splice));
 	case KVP_OP_COMPACT:
-		return op_compact(c, BODY(struct kvp_compact));
+		return kvd_op_compact(c, BODY(struct kvp_compact));
 	case KVP_OP_SCORE:
-		return op_score(c, BODY(struct kvp_score));
+		return kvd_op_score(c, BODY(struct kvp_score));
 	case KVP_OP_DEVBUF_ADD: {
 		const struct kvp_devbuf *q = BODY(struct kvp_devbuf);
 
 		*rlen = sizeof(struct kvp_devbuf_reply);
 		if (c->nfds > 1)
 			return -EBADF;
-		return kvd_op_devbuf_add(c, q, take_fd(c), rbody);
+		return kvd_op_devbuf_add(c, q, kvd_client_take_fd(c), rbody);
 	}
 	case KVP_OP_DEVBUF_DEL:
 		return kvd_op_devbuf_del(c, BODY(struct kvp_devbuf_del));
@@ -1410,13 +621,13 @@ static int dispatch_op(struct kvd_client *c, const struct kvp_hdr *h,
 {
 	int r = dispatch(c, h, body, blen, rbody, rlen);
 
-	unpin_blocks(c);
+	kvd_client_unpin_blocks(c);
 	return r;
 }
 
 /*
  * Take every descriptor passed with the record just received: keep up to
- * MAX_FDS for the op, close the others.  Done before anything else, on
+ * KVD_CLIENT_MAX_FDS for the op, close the others.  Done before anything else, on
  * every path, so no passed descriptor can stay open in the daemon.
  */
 static void collect_fds(struct kvd_client *c, struct msghdr *mh)
@@ -1435,7 +646,7 @@ static void collect_fds(struct kvd_client *c, struct msghdr *mh)
 		for (k = 0; k < nf; k++) {
 			memcpy(&fd, CMSG_DATA(cmh) + k * sizeof(int),
 			       sizeof(int));
-			if (c->nfds < MAX_FDS)
+			if (c->nfds < KVD_CLIENT_MAX_FDS)
 				c->fds[c->nfds++] = fd;
 			else
 				close(fd);
@@ -1457,7 +668,7 @@ int kvd_client_serve(struct kvd_client *c)
 	struct kvp_hdr *h = (struct kvp_hdr *)c->in;
 	struct kvp_reply *rep = (struct kvp_reply *)c->out;
 	union {
-		char buf[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+		char buf[CMSG_SPACE(sizeof(int) * KVD_CLIENT_MAX_FDS)];
 		struct cmsghdr align;
 	} cm;
 	struct iovec iov = { .iov_base = c->in, .iov_len = sizeof(c->in) };
@@ -1488,7 +699,7 @@ int kvd_client_serve(struct kvd_client *c)
 	if (mh.msg_flags & MSG_TRUNC) {
 		r = -EMSGSIZE;
 	} else if (mh.msg_flags & MSG_CTRUNC) {
-		/* More descriptors than MAX_FDS: the kernel closed the rest. */
+		/* More descriptors than KVD_CLIENT_MAX_FDS: the kernel closed the rest. */
 		r = -EBADF;
 	} else if ((size_t)n < sizeof(*h) || h->magic != KVP_MAGIC ||
 		   h->len != (uint32_t)n) {
@@ -1508,7 +719,7 @@ int kvd_client_serve(struct kvd_client *c)
 	rep->status = r;
 	rep->epoch = c->d->epoch;
 	rep->hdr.len = (uint32_t)(sizeof(*rep) + rlen);
-	return send_msg(c, rep, rep->hdr.len);
+	return kvd_client_send(c, rep, rep->hdr.len);
 }
 
 static void send_reclaim(struct kvd_client *c)
@@ -1527,7 +738,7 @@ static void send_reclaim(struct kvd_client *c)
 	m.r.hdr.len = sizeof(m);
 	m.r.epoch = c->d->epoch;
 	m.ev.target = atomic_load(&c->reclaim_target);
-	send_msg(c, &m, sizeof(m));
+	kvd_client_send(c, &m, sizeof(m));
 }
 
 void kvd_client_free(struct kvd_client *c)
@@ -1628,132 +839,6 @@ static void *client_main(void *arg)
 	note_stack_depth(c->d);
 	kvd_client_free(c);
 	return NULL;
-}
-
-/* ---- a connection's parts, for prefix.c and devbuf.c ------------------ */
-
-int kvd_client_region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
-			  uint64_t size, void **p)
-{
-	return region_ptr(c, off, n, size, p);
-}
-
-int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
-			  uint32_t **out)
-{
-	return region_u32(c, off, n, out);
-}
-
-const struct kvk_layout *kvd_client_layout(struct kvd_client *c, uint32_t id)
-{
-	return get_layout(c, id);
-}
-
-int kvd_client_layout_add(struct kvd_client *c, const struct kvp_layout *l,
-			  struct kvp_layout_reply *rep)
-{
-	return op_layout(c, l, rep);
-}
-
-uint64_t kvd_client_lease_id(const struct kvd_client *c)
-{
-	return c->lease_id;
-}
-
-struct kvd *kvd_client_daemon(struct kvd_client *c)
-{
-	return c->d;
-}
-
-/*
- * The lease is charged to tenant @serial (@name) now: if that is not the
- * one the connection last acted for, the references it took to cached
- * blocks go (they were the other tenant's to give), and from here on the
- * connection acts for the new one.  The connection's thread only.
- */
-static void tenant_seen(struct kvd_client *c, uint64_t serial,
-			const char *name)
-{
-	if (serial == c->tenant_serial)
-		return;
-	kvd_log(KVD_INFO, "lease %llu: charged to tenant %.*s now (was %s)",
-		(unsigned long long)c->lease_id, KVPOOL_NAME_LEN - 1, name,
-		c->tenant);
-	if (c->pfx)
-		kvd_prefix_conn_unref_all(c->d, c->pfx);
-	memcpy(c->tenant, name, KVPOOL_NAME_LEN);
-	c->tenant[KVPOOL_NAME_LEN - 1] = 0;
-	c->tenant_serial = serial;
-	c->tenant_gen++;
-	if (c->ct)
-		kvd_ctier_set_tenant(c->ct, c->tenant);
-}
-
-int kvd_client_tenant_id(struct kvd_client *c, uint64_t *serial,
-			 char name[KVPOOL_NAME_LEN])
-{
-	char now[KVPOOL_NAME_LEN];
-	uint64_t s;
-	int r = 0;
-
-	if (!c->lease_id)
-		return -ENOTCONN;
-	/* A pin of this op vouched for it, and holds it until the unpin. */
-	if (c->lease) {
-		/* in process: the lease is at hand */
-		pthread_mutex_lock(&c->d->top->lock);
-		s = c->lease->tenant->serial;
-		memcpy(now, c->lease->tenant->name, KVPOOL_NAME_LEN);
-		pthread_mutex_unlock(&c->d->top->lock);
-		tenant_seen(c, s, now);
-	} else if (!c->tenant_checked) {
-		r = kvd_lease_tenant(c->d->top, c->lease_id, &s, now);
-		if (!r)
-			tenant_seen(c, s, now);
-	}
-	if (serial)
-		*serial = c->tenant_serial;
-	if (name)
-		memcpy(name, c->tenant, KVPOOL_NAME_LEN);
-	return r;
-}
-
-void kvd_client_tenant(struct kvd_client *c, char name[KVPOOL_NAME_LEN])
-{
-	kvd_client_tenant_id(c, NULL, name);
-}
-
-struct kvd_prefix_conn **kvd_client_prefix(struct kvd_client *c)
-{
-	return &c->pfx;
-}
-
-/* ---- hooks for the ledger (d->lock held) ------------------------------ */
-
-void kvd_client_reclaim(void *client, uint32_t target)
-{
-	struct kvd_client *c = client;
-	uint64_t one = 1;
-
-	atomic_store(&c->reclaim_target, target);
-	if (write(c->evfd, &one, sizeof(one)) < 0) {
-		/* saturated: a wake is pending */
-	}
-}
-
-int kvd_client_connected(struct kvd_pool *p, uint64_t lease_id)
-{
-	struct kvd *d = p->d;
-	struct kvd_client *c;
-	int found = 0;
-
-	pthread_mutex_lock(&d->clients_lock);
-	for (c = d->clients; c && !found; c = c->next)
-		found = c->hello && (p->tier ?
-			kvd_ctier_connected(c->ct, p->tier, lease_id) :
-			c->lease_id == lease_id);
-	pthread_mutex_unlock(&d->clients_lock);
-	return found;
 }
 
 /* ---- listening socket ------------------------------------------------- */

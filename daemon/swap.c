@@ -28,7 +28,9 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "conn.h"
 #include "inproc.h"
 #include "swap.h"
 #include "scrub.h"

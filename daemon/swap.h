@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * swap.h - between the connection server (server.c) and the tier ops and
+ * swap.h - between the connections (server.c, conn.c) and the tier ops and
  * swap jobs (swap.c).  A connection's tier state (struct kvd_ctier) holds
  * its leases in the lower pools, its swap tickets and the completions its
  * thread still has to send.
@@ -8,7 +8,7 @@
 #ifndef KVPOOLD_SWAP_H
 #define KVPOOLD_SWAP_H
 
-#include "kvpoold.h"
+#include "core.h"
 
 struct kvd_ctier;
 
@@ -29,15 +29,15 @@ void kvd_ctier_rec(struct kvd_ctier *ct, struct kvp_client_tier_rec *o);
 int kvd_ctier_connected(struct kvd_ctier *ct, unsigned int tier,
 			uint64_t lease_id);
 
-/* server.c, for swap.c */
-int kvd_client_send(struct kvd_client *c, const void *buf, size_t len);
-int kvd_client_take_fd(struct kvd_client *c);
-int kvd_client_sock(struct kvd_client *c);
-void kvd_client_cred(struct kvd_client *c, struct kvpool_cred *cred);
-/* (also in prefix.h) */
-int kvd_client_region_ptr(struct kvd_client *c, uint64_t off, uint64_t n,
-			  uint64_t size, void **p);
-int kvd_client_region_u32(struct kvd_client *c, uint64_t off, uint64_t n,
-			  uint32_t **out);
+
+/* swap.c: tier ops of the data plane, swap jobs and their workers. */
+int kvd_swap_start(struct kvd *d);
+void kvd_swap_stop(struct kvd *d);
+int kvd_fill_tier_list(struct kvd *d, struct kvp_tier_rec *out,
+		       uint32_t start, uint32_t cap, uint32_t *total);
+/* Connections of @uid only, unless @uid is (uid_t)-1 (an admin peer). */
+int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
+			  uint32_t start, uint32_t cap, uint32_t *total,
+			  uid_t uid);
 
 #endif /* KVPOOLD_SWAP_H */

@@ -33,7 +33,9 @@
 
 #include "config.h"
 #include "inproc.h"
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "tenants.h"
 #include "prefix.h"
 
 /* ---- the module: generic netlink ---------------------------------------- */

@@ -17,7 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kvpoold.h"
+#include "core.h"
+#include "ledger.h"
+#include "tier.h"
 #include "scrub.h"
 
 const char *kvd_tier_kind_name(uint32_t kind)

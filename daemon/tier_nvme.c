@@ -33,7 +33,8 @@
 #include <liburing.h>
 #endif
 
-#include "kvpoold.h"
+#include "core.h"
+#include "tier.h"
 
 #define KVD_NVME_DEPTH	32
 #define SLOT_ALIGN	4096ULL

@@ -11,7 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kvpoold.h"
+#include "core.h"
+#include "tier_spec.h"
 
 /* "N" blocks, or "N{K,M,G,T}" bytes (binary units). */
 static int parse_size(const char *s, uint32_t *blocks, uint64_t *bytes)

@@ -16,8 +16,7 @@ FUZZ_CC ?= clang
 FUZZ_OUT := $(B)/tests/fuzz
 FUZZ_CONFIG_SRCS := tests/fuzz/fuzz_config.c daemon/config.c \
 		    daemon/tier_spec.c daemon/cluster_conf.c kmod/kvpool_ledger.c
-FUZZ_CONFIG_DEPS := $(FUZZ_CONFIG_SRCS) daemon/config.h daemon/kvpoold.h \
-		    daemon/cluster_conf.h $(LEDGER_HDR)
+FUZZ_CONFIG_DEPS := $(FUZZ_CONFIG_SRCS) $(KVD_HDRS) $(LEDGER_HDR)
 FUZZ_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -DKVD_HAVE_INIH
 
 $(FUZZ_OUT)/fuzz-config: $(FUZZ_CONFIG_DEPS)

@@ -42,7 +42,8 @@ FUZZ_LIBS_request := $(KVD_LIBS)
 FUZZ_LIBS_ctl := $(TOOLS_NL_LIBS) -lm
 # What the coverage report counts (the code each target is about).
 FUZZ_COVER_ledger := kmod/kvpool_ledger.c
-FUZZ_COVER_request := daemon/server.c daemon/ledger.c
+FUZZ_COVER_request := daemon/server.c daemon/conn.c daemon/ops.c \
+		      daemon/ledger.c
 FUZZ_COVER_ctl := tools/ctl_util.c tools/ctl_plan.c tools/ctl_tenant.c
 
 FUZZ_HDRS := $(LEDGER_HDR) $(KVD_HDRS) $(TOOLS_HDRS)

@@ -46,7 +46,7 @@ $(B)/bin/kvpool-bench-ledger: tests/bench/bench_ledger.c $(B)/lib/libkvledger.a
 # kvpoold's configuration parser.
 CONFIG_TEST_DEPS := tests/unit/test_config.c daemon/config.c daemon/config.h \
 		    daemon/cluster_conf.c daemon/cluster_conf.h \
-		    daemon/tier_spec.c daemon/kvpoold.h $(LEDGER_HDR)
+		    daemon/tier_spec.c $(KVD_HDRS) $(LEDGER_HDR)
 CONFIG_TEST_CPPFLAGS := $(CPPFLAGS_BASE) -Idaemon -DKVD_HAVE_INIH
 
 $(B)/tests/unit/test_config: $(CONFIG_TEST_DEPS) $(B)/lib/libkvledger.a

@@ -5,6 +5,9 @@
  * serves the data plane (swaps between tiers included) and, without the
  * kernel module, hosts the ledger itself.  See Documentation/daemon.rst,
  * Documentation/tiers.rst and kvpoold(8).
+ *
+ * main.c is the top floor of the daemon: option parsing, set-up, the main
+ * loop and the order in which the subsystems start and stop.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,48 +33,20 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "core.h"
+#include "ledger.h"
+#include "tier_spec.h"
+#include "tier.h"
+#include "swap.h"
+#include "tenants.h"
+#include "reload.h"
+#include "metrics.h"
+#include "server.h"
+#include "conn.h"
 #include "kvpoold.h"
 #include "prefix.h"
 #include "cluster.h"
 #include "prefix_tier.h"
-
-static int log_level = KVD_NOTICE;
-static bool log_syslog;
-
-void kvd_log_set_level(int level)
-{
-	log_level = level > KVD_DEBUG ? KVD_DEBUG : level;
-}
-
-void kvd_log(int level, const char *fmt, ...)
-{
-	static const char *const names[] = {
-		"emerg", "alert", "crit", "error", "warning", "notice",
-		"info", "debug",
-	};
-	va_list ap;
-
-	if (level > log_level)
-		return;
-	va_start(ap, fmt);
-	if (log_syslog) {
-		vsyslog(level, fmt, ap);
-	} else {
-		fprintf(stderr, "kvpoold[%d]: %s: ", (int)getpid(),
-			names[level & 7]);
-		vfprintf(stderr, fmt, ap);
-		fputc('\n', stderr);
-	}
-	va_end(ap);
-}
-
-uint64_t kvd_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static void usage(FILE *f)
 {
@@ -552,6 +527,12 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 
 	pthread_mutex_init(&d->clients_lock, NULL);
 	pthread_mutex_init(&d->cpu_lock, NULL);
+	/* what the pool floor calls above itself */
+	d->hooks.cache_evict = kvd_prefix_evict_pool;
+	d->hooks.tier_short = kvd_ptier_short;
+	d->hooks.client_reclaim = kvd_client_reclaim;
+	d->hooks.cache_reclaim = kvd_prefix_reclaim_wake;
+	d->hooks.client_connected = kvd_client_connected;
 
 	r = pick_backend(d);
 	if (!r)
@@ -793,7 +774,7 @@ int main(int argc, char **argv)
 	d->self_uid = geteuid();
 	if (load_options(&d->o, &conf, argc, argv))
 		return 2;
-	log_level = d->o.log_level > KVD_DEBUG ? KVD_DEBUG : d->o.log_level;
+	kvd_log_set_level(d->o.log_level);
 	if (d->o.capacity_set && d->o.chunk_blocks > d->o.capacity)
 		d->o.chunk_blocks = d->o.capacity;
 	if (d->o.admin_group) {
@@ -815,7 +796,7 @@ int main(int argc, char **argv)
 	}
 	if (d->o.use_syslog) {
 		openlog("kvpoold", LOG_PID, LOG_DAEMON);
-		log_syslog = true;
+		kvd_log_to_syslog();
 	}
 	signal(SIGPIPE, SIG_IGN);
 	/* a file tier past a file size limit fails with EFBIG instead */
