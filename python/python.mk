@@ -4,7 +4,8 @@
 # build step), its tests and the example engine (python/examples/).
 #   $(B)/tests/python/kvlease-abi   kvlease.h's struct layouts, for the
 #                                   binding's ABI test
-#   make python-check               the binding's and the engine's tests
+#   make python-check               the binding's, the device buffers' and
+#                                   the engine's tests
 #   make bench-python               the engine's tokens/s, kvpool vs dense
 #   make install-python             the kvpool package into dist-packages
 # The tests run with Debian's /usr/bin/python3 (python3-numpy,
@@ -19,11 +20,14 @@ $(PY_OUT)/kvlease-abi: python/tests/kvlease-abi.c libkvlease/kvlease.h
 
 ALL += $(PY_OUT)/kvlease-abi
 
-PY_TESTS := python/tests/test-binding.sh python/tests/test-engine.sh
+PY_TESTS := python/tests/test-binding.sh python/tests/test-engine.sh \
+	    python/tests/test-device.sh
 CHECK_PROGS += $(PY_TESTS)
 
+# test-device.sh: the CUDA driver's test double and the kernels' fatbin,
+# built when nvcc is there
 PY_DEPS := $(B)/bin/kvpoold $(KVL_SO) $(B)/bin/kvlease-example \
-	   $(PY_OUT)/kvlease-abi
+	   $(PY_OUT)/kvlease-abi $(if $(HAVE_NVCC),$(CUDAFAKE) $(KVK_FATBIN))
 
 .PHONY: python-check install-python
 python-check: $(PY_DEPS)
