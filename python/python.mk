@@ -9,7 +9,8 @@
 #   make bench-python               the engine's tokens/s, kvpool vs dense
 #   make install-python             the kvpool package into dist-packages
 # The tests run with Debian's /usr/bin/python3 (python3-numpy,
-# python3-pytest, python3-torch); see python/tests/lib.sh.
+# python3-pytest, python3-torch; mypy for the type check); see
+# python/tests/lib.sh.
 
 PY_OUT := $(B)/tests/python
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
@@ -22,6 +23,9 @@ ALL += $(PY_OUT)/kvlease-abi
 
 PY_TESTS := python/tests/test-binding.sh python/tests/test-engine.sh \
 	    python/tests/test-device.sh
+# mypy --strict of the binding's type hints, where Debian's mypy is
+# installed (make deps installs it)
+PY_TESTS += $(if $(wildcard /usr/bin/mypy),python/tests/test-types.sh)
 CHECK_PROGS += $(PY_TESTS)
 
 # test-device.sh: the CUDA driver's test double and the kernels' fatbin,

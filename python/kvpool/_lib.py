@@ -18,6 +18,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+from typing import Any
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_float,
                     c_int, c_short, c_size_t, c_uint32, c_uint64, c_void_p)
 
@@ -486,8 +487,8 @@ def _candidates() -> list[str]:
     return out
 
 
-_lib = None
-_fns: dict = {}
+_lib: ctypes.CDLL | None = None
+_fns: dict[str, Any] = {}
 
 
 def library() -> ctypes.CDLL:
@@ -510,10 +511,10 @@ def library() -> ctypes.CDLL:
 
 def library_path() -> str:
     """The file the library was loaded from."""
-    return library()._name
+    return str(library()._name)
 
 
-def fn(name: str):
+def fn(name: str) -> Any:
     """The C function name with its prototype from PROTOS."""
     f = _fns.get(name)
     if f is None:
@@ -534,7 +535,7 @@ def check(r: int, name: str) -> int:
     """r from a libkvlease call: r if >= 0, else raise its -errno."""
     if r < 0:
         raise KvpoolError.from_errno(-r, name)
-    return r
+    return int(r)
 
 
 def cstr(s: str | None) -> bytes | None:

@@ -119,7 +119,7 @@ class ClientTiers:
     bytes_in: int
 
 
-def _u(v, name: str, none: int) -> int:
+def _u(v: int | None, name: str, none: int) -> int:
     if v is None:
         return none
     if not isinstance(v, int) or v < 0 or v >= 0xFFFFFFFE:
@@ -131,7 +131,7 @@ class Admin:
     """An admin handle (kvl_admin_open); socket None: $KVPOOL_SOCKET or
     the default.  A context manager."""
 
-    def __init__(self, socket: str | os.PathLike | None = None):
+    def __init__(self, socket: str | os.PathLike[str] | None = None):
         self._h = None
         h = c_void_p()
         check(fn("kvl_admin_open")(None if socket is None else
@@ -152,10 +152,10 @@ class Admin:
     def __enter__(self) -> "Admin":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
@@ -176,12 +176,19 @@ class Admin:
         check(fn("kvl_admin_tenant_del")(self._handle(), cstr(pool),
                                          cstr(name)), "kvl_admin_tenant_del")
 
-    def tenant_set(self, name: str, *, pool: str | None = None, max=KEEP,
-                   min=KEEP, uid=KEEP, gid=KEEP) -> None:
+    def tenant_set(self, name: str, *, pool: str | None = None,
+                   max: int | None | object = KEEP,
+                   min: int | object = KEEP,
+                   uid: int | None | object = KEEP,
+                   gid: int | None | object = KEEP) -> None:
         """Change a tenant's limits; fields left at KEEP stay as they are
         (max None: unlimited)."""
-        def arg(v, n, none):
-            return _lib.ADMIN_KEEP if v is KEEP else _u(v, n, none)
+        def arg(v: object, n: str, none: int) -> int:
+            if v is KEEP:
+                return _lib.ADMIN_KEEP
+            if v is not None and not isinstance(v, int):
+                raise InvalidArgument(errno.EINVAL, f"{n}: {v!r}")
+            return _u(v, n, none)
         check(fn("kvl_admin_tenant_set")(
             self._handle(), cstr(pool), cstr(name),
             arg(max, "max", _lib.UNLIMITED), arg(min, "min", 0),

@@ -28,7 +28,7 @@ import weakref
 from ctypes import (POINTER, byref, c_int, c_short, c_uint32, c_uint64,
                     c_void_p)
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence as _Seq
+from typing import Any, Callable, Iterable, Iterator, Optional, cast
 
 import numpy as np
 
@@ -76,11 +76,16 @@ def _u32arg(v: int, name: str) -> int:
     return int(v)
 
 LogFn = Callable[[int, str], None]
+#: numpy arrays of any shape and dtype
+NDArray = np.ndarray[Any, Any]
+Shape = tuple[Optional[int], ...]
+#: (k, v) read back; None for the one not asked for
+KvPair = tuple[Optional[NDArray], Optional[NDArray]]
 
 
 # ---- arrays ---------------------------------------------------------------
 
-def _view(a, name: str) -> np.ndarray:
+def _view(a: Any, name: str) -> NDArray:
     if isinstance(a, np.ndarray):
         return a
     if isinstance(a, (list, tuple, int, float, complex, str, bytes)):
@@ -94,7 +99,7 @@ def _view(a, name: str) -> np.ndarray:
                               f"an array without a copy: {e}") from None
 
 
-def f32(a, shape: tuple, name: str, writable: bool = False) -> np.ndarray:
+def f32(a: Any, shape: Shape, name: str, writable: bool = False) -> NDArray:
     """a as a float32 C-contiguous array of shape (None: any extent),
     without a copy; InvalidArgument otherwise."""
     arr = _view(a, name)
@@ -116,7 +121,7 @@ def f32(a, shape: tuple, name: str, writable: bool = False) -> np.ndarray:
     return arr
 
 
-def u32(a, name: str, shape: tuple | None = None) -> np.ndarray:
+def u32(a: Any, name: str, shape: Shape | None = None) -> NDArray:
     """Index array a as C-contiguous uint32 (converted when needed: these
     are small)."""
     arr = np.asarray(a)
@@ -138,7 +143,7 @@ def u32(a, name: str, shape: tuple | None = None) -> np.ndarray:
     return arr
 
 
-def _ptr(arr: np.ndarray | None) -> int | None:
+def _ptr(arr: NDArray | None) -> int | None:
     return None if arr is None else arr.__array_interface__["data"][0]
 
 
@@ -266,8 +271,8 @@ class Context:
     is not there, ENOENT for an unknown tenant).
     """
 
-    def __init__(self, socket: str | os.PathLike | None = None, *,
-                 device: str | os.PathLike | None = None,
+    def __init__(self, socket: str | os.PathLike[str] | None = None, *,
+                 device: str | os.PathLike[str] | None = None,
                  pool: str | None = None, tenant: str | None = None,
                  ledger_only: bool = False, no_module: bool = False,
                  reconnect: bool = True, lease_batch: int = 0,
@@ -277,10 +282,10 @@ class Context:
         self._h: int | None = None
         self._pid = os.getpid()
         self._lock = threading.RLock()
-        self._seqs: weakref.WeakSet = weakref.WeakSet()
-        self._leases: weakref.WeakSet = weakref.WeakSet()
+        self._seqs: weakref.WeakSet[Sequence] = weakref.WeakSet()
+        self._leases: weakref.WeakSet[Lease] = weakref.WeakSet()
         self._layouts: list[Layout] = []
-        self._bufs: weakref.WeakSet = weakref.WeakSet()
+        self._bufs: weakref.WeakSet[DevBuf] = weakref.WeakSet()
         o = _lib.KvlOpts()
         keep = []
         if socket is not None:
@@ -299,9 +304,11 @@ class Context:
         o.policy = _policy(policy, 0)
         o.stall_ms = _u32arg(stall_ms, "stall_ms")
         if log is not None:
-            def trampoline(arg, level, msg, log=log):
+            user_log: LogFn = log
+
+            def trampoline(arg: Any, level: int, msg: bytes) -> None:
                 try:
-                    log(level, msg.decode(errors="replace"))
+                    user_log(level, msg.decode(errors="replace"))
                 except Exception:       # never unwind into C
                     pass
             cb = _lib.LOG_FN(trampoline)
@@ -323,7 +330,7 @@ class Context:
                                   "fork): open a new one in this process")
         return self._h
 
-    def _call(self, name: str, *args) -> int:
+    def _call(self, name: str, *args: Any) -> int:
         """libkvlease call name(*args): its result, or its -errno raised.
         After ESTALE with the daemon's ledger the lease died with the old
         kvpoold: the Lease objects are emptied (their blocks are void)."""
@@ -336,7 +343,7 @@ class Context:
                     for lease in list(self._leases):
                         lease._forget()
             raise KvpoolError.from_errno(-r, name)
-        return r
+        return int(r)
 
     @property
     def closed(self) -> bool:
@@ -361,10 +368,10 @@ class Context:
     def __enter__(self) -> "Context":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
@@ -404,7 +411,7 @@ class Context:
             self._leases.add(lease)
         return lease
 
-    def release(self, blocks) -> int:
+    def release(self, blocks: Any) -> int:
         """Release raw blocks (all validated first: EINVAL if one is not
         held).  Returns the number released.  Prefer Lease.release()."""
         b = u32(blocks, "blocks", (None,))
@@ -468,7 +475,7 @@ class Context:
         """The data epoch (0 before the first daemon call); changes when
         kvpoold restarts (a call then raises StaleEpoch once)."""
         with self._lock:
-            return fn("kvl_epoch")(self._handle())
+            return int(fn("kvl_epoch")(self._handle()))
 
     # -- layouts and blocks --
 
@@ -546,7 +553,7 @@ class Context:
 
     def tier_lease(self, tier: int, count: int, *, partial: bool = False,
                    nonblock: bool = False,
-                   timeout: float | None = None) -> np.ndarray:
+                   timeout: float | None = None) -> NDArray:
         """Lease count blocks of a tier (kvl_tier_lease); returns their
         numbers (uint32, that tier's pool indices).  For tier 0 prefer
         lease(), whose Lease tracks the blocks."""
@@ -640,7 +647,7 @@ class Context:
             finally:
                 loop.remove_reader(fd)
 
-    def block_sums(self, tier: int, blocks: Any) -> np.ndarray:
+    def block_sums(self, tier: int, blocks: Any) -> NDArray:
         """FNV-1a 64 of each block's bytes in a tier (kvl_block_sums), to
         verify copies; uint64, one per block."""
         b = u32(blocks, "blocks", (None,))
@@ -735,7 +742,7 @@ class Context:
     def layouts(self) -> list["Layout"]:
         return list(self._layouts)
 
-    def copy_blocks(self, src, dst) -> None:
+    def copy_blocks(self, src: Any, dst: Any) -> None:
         """Copy whole blocks: dst[i] = src[i], in order."""
         s = u32(src, "src", (None,))
         d = u32(dst, "dst", (s.size,))
@@ -751,35 +758,35 @@ class Lease:
     block numbers (uint32, read-only).  release() gives them (or some)
     back; leaving a ``with`` block releases what is left."""
 
-    def __init__(self, ctx: Context, blocks: np.ndarray):
+    def __init__(self, ctx: Context, blocks: NDArray):
         self._ctx = ctx
         blocks.flags.writeable = False
         self._blocks = blocks
 
     @property
-    def blocks(self) -> np.ndarray:
+    def blocks(self) -> NDArray:
         return self._blocks
 
     def __len__(self) -> int:
         return int(self._blocks.size)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         return iter(self._blocks.tolist())
 
-    def __array__(self, dtype=None):
+    def __array__(self, dtype: Any = None) -> NDArray:
         return self._blocks if dtype is None else self._blocks.astype(dtype)
 
     def _forget(self) -> None:
         self._blocks = np.zeros(0, dtype=np.uint32)
         self._blocks.flags.writeable = False
 
-    def _drop(self, gone: set) -> None:
+    def _drop(self, gone: set[int]) -> None:
         keep = np.array([b for b in self._blocks.tolist() if b not in gone],
                         dtype=np.uint32)
         keep.flags.writeable = False
         self._blocks = keep
 
-    def release(self, blocks=None) -> int:
+    def release(self, blocks: Any = None) -> int:
         """Release blocks of this lease (None: all of them left)."""
         if self._ctx.closed:
             self._forget()
@@ -796,7 +803,7 @@ class Lease:
     def __enter__(self) -> "Lease":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def __repr__(self) -> str:
@@ -841,10 +848,11 @@ class Layout:
             ctx._seqs.add(seq)
         return seq
 
-    def _kv_shape(self, ntok) -> tuple:
+    def _kv_shape(self, ntok: int) -> tuple[int, int, int]:
         return (ntok, self.kv_heads, self.head_dim)
 
-    def write_kv(self, layer: int, blocks, slots, k, v) -> None:
+    def write_kv(self, layer: int, blocks: Any, slots: Any, k: Any,
+                 v: Any) -> None:
         """K and V of ntok tokens of one layer: token t to slot slots[t]
         of block blocks[t]; k, v float32 [ntok][kv_heads][head_dim]."""
         b = u32(blocks, "blocks", (None,))
@@ -856,8 +864,9 @@ class Layout:
             ctx._call("kvl_write_kv", ctx._handle(), self.id, layer, b.size,
                       _ptr(b), _ptr(s), _ptr(k), _ptr(v))
 
-    def read_kv(self, layer: int, blocks, slots, *, k_out=None, v_out=None,
-                keys: bool = True, values: bool = True):
+    def read_kv(self, layer: int, blocks: Any, slots: Any, *,
+                k_out: Any = None, v_out: Any = None, keys: bool = True,
+                values: bool = True) -> KvPair:
         """Read back (dequantised) as float32 [ntok][kv_heads][head_dim];
         returns (k, v), None for the ones not asked for."""
         b = u32(blocks, "blocks", (None,))
@@ -869,8 +878,9 @@ class Layout:
                       _ptr(b), _ptr(s), _ptr(k), _ptr(v))
         return k, v
 
-    def attention(self, layer: int, q, block_tables, ctx_lens, *,
-                  scale: float = 0.0, out=None) -> np.ndarray:
+    def attention(self, layer: int, q: Any, block_tables: Any,
+                  ctx_lens: Any, *, scale: float = 0.0,
+                  out: Any = None) -> NDArray:
         """Attention on raw block tables (kvl_attention).  q float32
         [batch][q_heads][head_dim] is decode (one query per sequence at
         its last position); [batch][n_new][q_heads][head_dim] is causal
@@ -891,7 +901,7 @@ class Layout:
         ctx = self.ctx
         with ctx._lock:
             ctx._call("kvl_attention", ctx._handle(), self.id, byref(a))
-        return out
+        return cast(NDArray, out)
 
     def set_rope(self, style: str | int = "neox", *, rotary_dims: int = 0,
                  base: float | None = None,
@@ -978,7 +988,7 @@ class DevBuf:
     device="cuda")`` (and CuPy, Numba) wrap without a copy.  free() (or
     the context's close) unregisters it."""
 
-    def __init__(self, ctx: Context, h: int):
+    def __init__(self, ctx: Context, h: int | None):
         self.ctx = ctx
         self._h: int | None = h
 
@@ -1044,7 +1054,8 @@ class CudaArray:
             "version": 2, "strides": None}
 
 
-def _kv_outs(shape, k_out, v_out, keys, values):
+def _kv_outs(shape: tuple[int, ...], k_out: Any, v_out: Any, keys: bool,
+             values: bool) -> KvPair:
     k = v = None
     if keys or k_out is not None:
         k = (np.empty(shape, np.float32) if k_out is None
@@ -1057,7 +1068,7 @@ def _kv_outs(shape, k_out, v_out, keys, values):
     return k, v
 
 
-def _q_check(q, head_dim):
+def _q_check(q: Any, head_dim: int) -> NDArray:
     arr = _view(q, "q")
     if arr.ndim not in (3, 4):
         raise InvalidArgument(errno.EINVAL, f"q: shape {arr.shape}, needs "
@@ -1066,7 +1077,7 @@ def _q_check(q, head_dim):
     return f32(arr, arr.shape[:-1] + (head_dim,), "q")
 
 
-def _out_like(q, out):
+def _out_like(q: NDArray, out: Any) -> NDArray:
     if out is None:
         return np.empty(q.shape, np.float32)
     return f32(out, q.shape, "out", writable=True)
@@ -1080,10 +1091,10 @@ class Sequence:
     block block_table[p // tokens_per_block].  free() (or the end of a
     ``with`` block, or the context's close) gives its blocks back."""
 
-    def __init__(self, layout: Layout, h: int):
+    def __init__(self, layout: Layout, h: int | None):
         self.layout = layout
         self.ctx = layout.ctx
-        self._h = h
+        self._h: int | None = h
 
     def _handle(self) -> int:
         self.ctx._handle()
@@ -1109,10 +1120,10 @@ class Sequence:
     def __enter__(self) -> "Sequence":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.free()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.free()
         except Exception:
@@ -1120,7 +1131,7 @@ class Sequence:
 
     def __len__(self) -> int:
         with self.ctx._lock:
-            return fn("kvl_seq_len")(self._handle())
+            return int(fn("kvl_seq_len")(self._handle()))
 
     def __repr__(self) -> str:
         if self._h is None or self.ctx.closed:
@@ -1128,7 +1139,7 @@ class Sequence:
         return f"<kvpool.Sequence len={len(self)} layout={self.layout.id}>"
 
     @property
-    def block_table(self) -> np.ndarray:
+    def block_table(self) -> NDArray:
         """A copy of the block table (uint32, one entry per block)."""
         tab = POINTER(c_uint32)()
         n = c_uint32()
@@ -1164,7 +1175,7 @@ class Sequence:
             self.ctx._seqs.add(child)
         return child
 
-    def write_kv(self, layer: int, pos: int, k, v) -> None:
+    def write_kv(self, layer: int, pos: int, k: Any, v: Any) -> None:
         """K/V of positions pos..pos+ntok-1 (< len) of one layer; k, v
         float32 [ntok][kv_heads][head_dim].  Shared blocks are copied
         first."""
@@ -1175,8 +1186,9 @@ class Sequence:
             self.ctx._call("kvl_seq_write_kv", self._handle(), layer, pos,
                            k.shape[0], _ptr(k), _ptr(v))
 
-    def read_kv(self, layer: int, pos: int, ntok: int, *, k_out=None,
-                v_out=None, keys: bool = True, values: bool = True):
+    def read_kv(self, layer: int, pos: int, ntok: int, *,
+                k_out: Any = None, v_out: Any = None, keys: bool = True,
+                values: bool = True) -> KvPair:
         """Read positions pos..pos+ntok-1 back (dequantised); returns
         (k, v) float32 [ntok][kv_heads][head_dim]."""
         lay = self.layout
@@ -1187,15 +1199,15 @@ class Sequence:
                            _ptr(k), _ptr(v))
         return k, v
 
-    def decode(self, layer: int, q, *, scale: float = 0.0,
-               out=None) -> np.ndarray:
+    def decode(self, layer: int, q: Any, *, scale: float = 0.0,
+               out: Any = None) -> NDArray:
         """Decode for this sequence alone: q float32 [q_heads][head_dim];
         returns out [q_heads][head_dim]."""
         lay = self.layout
         q = f32(q, (None, lay.head_dim), "q")
         out = _out_like(q, out)
         decode([self], layer, q[None], scale=scale, out=out[None])
-        return out
+        return cast(NDArray, out)
 
     # -- prefix cache --
 
@@ -1209,7 +1221,7 @@ class Sequence:
                                   _ptr(t), t.size)
 
     @property
-    def tokens(self) -> np.ndarray:
+    def tokens(self) -> NDArray:
         """The token ids known from position 0 (a copy, uint32)
         (kvl_seq_tokens)."""
         tab = POINTER(c_uint32)()
@@ -1290,7 +1302,7 @@ class Sequence:
         with self.ctx._lock:
             return int(fn("kvl_seq_next_pos")(self._handle()))
 
-    def positions(self, slot: int = 0, n: int | None = None) -> np.ndarray:
+    def positions(self, slot: int = 0, n: int | None = None) -> NDArray:
         """The positions of slots slot..slot+n-1 (n None: to the end)
         (kvl_seq_positions); ERANGE past the end."""
         with self.ctx._lock:
@@ -1325,7 +1337,7 @@ class Sequence:
     def score(self, layer: int, q: Any, *, scale: float = 0.0,
               use_max: bool = False, causal: bool = False,
               reset: bool = False, scores: bool = True,
-              out: Any = None) -> np.ndarray | None:
+              out: Any = None) -> NDArray | None:
         """Score one layer's slots with recent queries q float32 [n_q]
         [q_heads][head_dim] (kvl_seq_score): per slot the sum (use_max:
         the maximum) over queries and heads of the softmax weight;
@@ -1375,48 +1387,49 @@ class Sequence:
             self.ctx._call("kvl_seq_set_compress", self._handle(), byref(p))
 
 
-def _seq_args(seqs: _Seq[Sequence]):
-    seqs = list(seqs)
-    if not seqs:
+def _seq_args(seqs: Iterable[Sequence]
+              ) -> tuple[Context, Layout, list[Sequence]]:
+    sl = list(seqs)
+    if not sl:
         raise InvalidArgument(errno.EINVAL, "no sequence")
-    ctx, layout = seqs[0].ctx, seqs[0].layout
-    for s in seqs:
+    ctx, layout = sl[0].ctx, sl[0].layout
+    for s in sl:
         if s.ctx is not ctx or s.layout is not layout:
             raise InvalidArgument(errno.EINVAL, "sequences of one context "
                                   "and one layout only")
-    return ctx, layout, seqs
+    return ctx, layout, sl
 
 
-def decode(seqs: Iterable[Sequence], layer: int, q, *, scale: float = 0.0,
-           out=None) -> np.ndarray:
+def decode(seqs: Iterable[Sequence], layer: int, q: Any, *,
+           scale: float = 0.0, out: Any = None) -> NDArray:
     """Decode attention for nseq sequences of one layout
     (kvl_seq_decode): q float32 [nseq][q_heads][head_dim]; each sequence
     attends to its whole length.  scale 0: 1/sqrt(head_dim).  Returns out
     (like q, allocated when None)."""
-    ctx, layout, seqs = _seq_args(seqs)
-    q = f32(q, (len(seqs), None, layout.head_dim), "q")
+    ctx, layout, sl = _seq_args(seqs)
+    q = f32(q, (len(sl), None, layout.head_dim), "q")
     out = _out_like(q, out)
     with ctx._lock:
-        hs = (c_void_p * len(seqs))(*[s._handle() for s in seqs])
-        ctx._call("kvl_seq_decode", hs, len(seqs), layer, q.shape[1],
+        hs = (c_void_p * len(sl))(*[s._handle() for s in sl])
+        ctx._call("kvl_seq_decode", hs, len(sl), layer, q.shape[1],
                   _ptr(q), scale, _ptr(out))
-    return out
+    return cast(NDArray, out)
 
 
-def attention(seqs: Iterable[Sequence], layer: int, q, *,
-              scale: float = 0.0, out=None) -> np.ndarray:
+def attention(seqs: Iterable[Sequence], layer: int, q: Any, *,
+              scale: float = 0.0, out: Any = None) -> NDArray:
     """Causal attention for the last n_new positions of each sequence
     (kvl_seq_attention; their K/V written first): q float32
     [nseq][n_new][q_heads][head_dim].  Returns out (like q)."""
-    ctx, layout, seqs = _seq_args(seqs)
-    q = f32(q, (len(seqs), None, None, layout.head_dim), "q")
+    ctx, layout, sl = _seq_args(seqs)
+    q = f32(q, (len(sl), None, None, layout.head_dim), "q")
     out = _out_like(q, out)
     with ctx._lock:
-        hs = (c_void_p * len(seqs))(*[s._handle() for s in seqs])
-        ctx._call("kvl_seq_attention", hs, len(seqs), layer, q.shape[2],
+        hs = (c_void_p * len(sl))(*[s._handle() for s in sl])
+        ctx._call("kvl_seq_attention", hs, len(sl), layer, q.shape[2],
                   q.shape[1], _ptr(q), scale,
                   _ptr(out))
-    return out
+    return cast(NDArray, out)
 
 
 __all__ = ["Context", "Lease", "Layout", "Sequence", "Status", "decode",
