@@ -6,7 +6,8 @@
 #                                   binding's ABI test
 #   make python-check               the binding's, the device buffers' and
 #                                   the engine's tests
-#   make bench-python               the engine's tokens/s, kvpool vs dense
+#   make bench-python               the engine's tokens/s, kvpool vs dense;
+#                                   prefix-sharing TTFT, pressure goodput
 #   make install-python             the kvpool package into dist-packages
 # The tests run with Debian's /usr/bin/python3 (python3-numpy,
 # python3-pytest, python3-torch; mypy for the type check); see
@@ -50,12 +51,20 @@ INSTALL_TGTS += install-python
 # Decode tokens/s of the example engine, KV cache in kvpool against
 # PyTorch's dense attention (FP32 and BF16 caches), both on the same thread
 # and CPU (bench_engine.py --threads, default 1), 3 interleaved rounds,
-# with the time split by part.
+# with the time split by part.  Then the serving example (serve.py, every
+# process and daemon on one CPU): the time to first token of engine
+# processes sharing a system prompt through the prefix cache against
+# prefilling it, and the goodput of each pressure policy with a pool
+# smaller than the demand against the unpressured run, 3 rounds each.
 .PHONY: bench-python
 bench-python: $(B)/bin/kvpoold $(KVL_SO)
 	@$(PYTHON) -c 'import torch' 2>/dev/null || \
 		{ echo "bench-python: $(PYTHON) has no torch (make deps)"; exit 1; }
 	KVPOOLD=$(B)/bin/kvpoold KVPOOL_LIBKVLEASE=$(KVL_SO) \
 		$(PYTHON) python/examples/bench_engine.py --profile
+	KVPOOLD=$(B)/bin/kvpoold KVPOOL_LIBKVLEASE=$(KVL_SO) \
+		$(PYTHON) python/examples/serve.py prefix
+	KVPOOLD=$(B)/bin/kvpoold KVPOOL_LIBKVLEASE=$(KVL_SO) \
+		$(PYTHON) python/examples/serve.py pressure
 
 BENCH += bench-python
