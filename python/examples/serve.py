@@ -211,7 +211,7 @@ def run_prefix(a: argparse.Namespace) -> dict[str, Any]:
     if not sock:
         daemon = kvpool.testing.Daemon(tenants=["app"], extra=[
             "--kernel-threads", "1"])
-        os.sched_setaffinity(daemon.proc.pid, cpus)
+        os.sched_setaffinity(daemon.pid, cpus)
         sock = daemon.socket
     tmp = tempfile.mkdtemp(prefix="kvpool-serve.")
     try:
@@ -395,7 +395,7 @@ def _run_pressure(a: argparse.Namespace, cpus: list[int]) -> dict[str, Any]:
             d = kvpool.testing.Daemon(capacity=cap, chunk_blocks=cap,
                                       shrink_delay_ms=60000,
                                       tenants=["serve"], extra=extra)
-            os.sched_setaffinity(d.proc.pid, cpus)
+            os.sched_setaffinity(d.pid, cpus)
             daemons[s] = d
         runs: dict[str, list[dict[str, Any]]] = {s: [] for s in settings}
         for r in range(a.rounds):

@@ -113,6 +113,13 @@ class Daemon:
     def admin(self) -> Admin:
         return Admin(self.socket)
 
+    @property
+    def pid(self) -> int:
+        """kvpoold's process id (to pin it, to watch its CPU time)."""
+        if self.proc is None:
+            raise RuntimeError("kvpoold is not running")
+        return self.proc.pid
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
