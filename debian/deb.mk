@@ -4,7 +4,7 @@
 #   make deb    dpkg-buildpackage -us -uc -b on a copy of the tree in
 #               $(B)/deb/kvpool-VERSION (the tree stays clean), packages in
 #               $(B)/deb: kvpool-dkms, kvpoold, libkvlease1, libkvlease-dev,
-#               kvpool-tools; then lintian, which must report no error
+#               kvpool-tools, python3-kvpool; then lintian, which must report no error
 #               ($(B)/deb/lintian.log).  Rebuilt when a file that goes
 #               into a package (or its build) changes; the tests do not.
 #   $(B)/deb-test  the same packages for the package test (tests/pkg/pkg.mk
@@ -27,14 +27,16 @@ DEB_CHANGES := $(DEB_OUT)/kvpool_$(DEB_VERSION)_$(DEB_ARCH).changes
 DEB_NAMES := kvpool-dkms_$(DEB_VERSION)_all kvpoold_$(DEB_VERSION)_$(DEB_ARCH) \
 	     libkvlease1_$(DEB_VERSION)_$(DEB_ARCH) \
 	     libkvlease-dev_$(DEB_VERSION)_$(DEB_ARCH) \
-	     kvpool-tools_$(DEB_VERSION)_$(DEB_ARCH)
+	     kvpool-tools_$(DEB_VERSION)_$(DEB_ARCH) \
+	     python3-kvpool_$(DEB_VERSION)_all
 DEB_FILES := $(patsubst %,$(DEB_OUT)/%.deb,$(DEB_NAMES))
 # The tree as git sees it (tracked and new files, not the ignored ones),
 # and the part of it the packages are made of.
 DEB_TREE := $(filter-out $(B)/%,$(wildcard $(shell git ls-files --cached \
 	--others --exclude-standard 2>/dev/null)))
 DEB_INPUTS := $(filter Makefile debian/% daemon/% libkvlease/% kernels/% \
-	kmod/% tools/% include/% Documentation/man/% LICENSES/%,$(DEB_TREE))
+	kmod/% tools/% include/% Documentation/man/% LICENSES/% \
+	python/python.mk python/kvpool/%,$(DEB_TREE))
 
 # Copy the tree (DEB_TREE) into $(1) with cp $(2): the list goes through a
 # file, as it is longer than one command line may be when make runs every

@@ -4,11 +4,14 @@
 # build step), its tests and the example engine (python/examples/).
 #   $(B)/tests/python/kvlease-abi   kvlease.h's struct layouts, for the
 #                                   binding's ABI test
-#   make python-check               the binding's and the engine's tests
-#   make bench-python               the engine's tokens/s, kvpool vs dense
+#   make python-check               the binding's, the device buffers' and
+#                                   the engine's tests
+#   make bench-python               the engine's tokens/s, kvpool vs dense;
+#                                   prefix-sharing TTFT, pressure goodput
 #   make install-python             the kvpool package into dist-packages
 # The tests run with Debian's /usr/bin/python3 (python3-numpy,
-# python3-pytest, python3-torch); see python/tests/lib.sh.
+# python3-pytest, python3-torch; mypy for the type check); see
+# python/tests/lib.sh.
 
 PY_OUT := $(B)/tests/python
 PYTHON ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || echo python3)
@@ -19,11 +22,17 @@ $(PY_OUT)/kvlease-abi: python/tests/kvlease-abi.c libkvlease/kvlease.h
 
 ALL += $(PY_OUT)/kvlease-abi
 
-PY_TESTS := python/tests/test-binding.sh python/tests/test-engine.sh
+PY_TESTS := python/tests/test-binding.sh python/tests/test-engine.sh \
+	    python/tests/test-device.sh
+# mypy --strict of the binding's type hints, where Debian's mypy is
+# installed (make deps installs it)
+PY_TESTS += $(if $(wildcard /usr/bin/mypy),python/tests/test-types.sh)
 CHECK_PROGS += $(PY_TESTS)
 
+# test-device.sh: the CUDA driver's test double and the kernels' fatbin,
+# built when nvcc is there
 PY_DEPS := $(B)/bin/kvpoold $(KVL_SO) $(B)/bin/kvlease-example \
-	   $(PY_OUT)/kvlease-abi
+	   $(PY_OUT)/kvlease-abi $(if $(HAVE_NVCC),$(CUDAFAKE) $(KVK_FATBIN))
 
 .PHONY: python-check install-python
 python-check: $(PY_DEPS)
@@ -42,12 +51,20 @@ INSTALL_TGTS += install-python
 # Decode tokens/s of the example engine, KV cache in kvpool against
 # PyTorch's dense attention (FP32 and BF16 caches), both on the same thread
 # and CPU (bench_engine.py --threads, default 1), 3 interleaved rounds,
-# with the time split by part.
+# with the time split by part.  Then the serving example (serve.py, every
+# process and daemon on one CPU): the time to first token of engine
+# processes sharing a system prompt through the prefix cache against
+# prefilling it, and the goodput of each pressure policy with a pool
+# smaller than the demand against the unpressured run, 3 rounds each.
 .PHONY: bench-python
 bench-python: $(B)/bin/kvpoold $(KVL_SO)
 	@$(PYTHON) -c 'import torch' 2>/dev/null || \
 		{ echo "bench-python: $(PYTHON) has no torch (make deps)"; exit 1; }
 	KVPOOLD=$(B)/bin/kvpoold KVPOOL_LIBKVLEASE=$(KVL_SO) \
 		$(PYTHON) python/examples/bench_engine.py --profile
+	KVPOOLD=$(B)/bin/kvpoold KVPOOL_LIBKVLEASE=$(KVL_SO) \
+		$(PYTHON) python/examples/serve.py prefix
+	KVPOOLD=$(B)/bin/kvpoold KVPOOL_LIBKVLEASE=$(KVL_SO) \
+		$(PYTHON) python/examples/serve.py pressure
 
 BENCH += bench-python

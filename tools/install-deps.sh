@@ -14,7 +14,8 @@ set -e
 # promtool (package prometheus) check the /metrics endpoint.  The cluster
 # tier: hiredis (its client), redis-server and redis-tools (its tests start
 # a Redis Cluster on loopback ports).  Packages
-# (make deb, tests/pkg): debhelper, dh-dkms, lintian, debootstrap.
+# (make deb, tests/pkg): debhelper, dh-dkms, lintian, debootstrap.  The
+# Python binding's type check (python/python.mk): mypy.
 PKGS="gcc g++ make pkg-config libc6-dev gcc-multilib
 libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev libxxhash-dev liburing-dev
 libinih-dev libmicrohttpd-dev libhiredis-dev redis-server redis-tools
@@ -23,7 +24,7 @@ linux-headers-amd64 linux-image-amd64
 linux-headers-6.12-amd64 linux-image-6.12-amd64 kmod
 qemu-system-x86 busybox-static cpio gzip sparse
 procps psmisc util-linux curl prometheus
-python3 python3-numpy python3-pytest python3-torch libopenblas0-pthread
+python3 python3-numpy python3-pytest python3-torch libopenblas0-pthread mypy
 libclang-rt-dev llvm
 dpkg-dev debhelper dh-dkms dkms fakeroot lintian debootstrap"
 

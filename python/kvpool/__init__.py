@@ -19,9 +19,11 @@ source tree's ``build/lib/libkvlease.so.1``, else ``libkvlease.so.1`` from
 the system.  Reference: Documentation/python.rst.
 """
 from ._lib import (LIBRARY_ENV, MODE_DAEMON, MODE_MODULE, library_path)
-from .admin import KEEP, Admin, ClientInfo, PoolInfo, TenantInfo
-from .client import (DTYPES, Context, Layout, Lease, Sequence, Status,
-                     attention, decode)
+from .admin import (KEEP, Admin, ClientInfo, ClientTiers, PoolInfo,
+                    PrefixInfo, TenantInfo, TierStats)
+from .client import (DTYPES, POLICIES, ROPE_STYLES, Context, CudaArray,
+                     DevBuf, Layout, Lease, PolicyStats, SeqInfo, Sequence,
+                     Status, TierInfo, attention, decode)
 from .errors import (InvalidArgument, KvpoolError, LeaseTimeout,
                      QuotaExceeded, StaleEpoch, WouldBlock)
 
@@ -30,5 +32,7 @@ __all__ = [
     "attention", "DTYPES", "Admin", "PoolInfo", "TenantInfo", "ClientInfo",
     "KEEP", "KvpoolError", "InvalidArgument", "QuotaExceeded", "WouldBlock",
     "LeaseTimeout", "StaleEpoch", "library_path", "LIBRARY_ENV",
-    "MODE_MODULE", "MODE_DAEMON",
+    "MODE_MODULE", "MODE_DAEMON", "POLICIES", "ROPE_STYLES", "TierInfo",
+    "SeqInfo", "PolicyStats", "DevBuf", "CudaArray", "PrefixInfo",
+    "TierStats", "ClientTiers",
 ]

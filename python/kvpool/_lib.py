@@ -18,6 +18,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+from typing import Any
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_float,
                     c_int, c_short, c_size_t, c_uint32, c_uint64, c_void_p)
 
@@ -47,6 +48,44 @@ DTYPE_INT4 = 4
 
 UNLIMITED = 0xFFFFFFFF
 ADMIN_KEEP = 0xFFFFFFFE
+
+# prefix cache: a model's identity, 1..63 bytes
+MODEL_LEN = 64
+
+# RoPE styles (kvl_rope.style)
+ROPE_NONE = 0
+ROPE_NEOX = 1
+ROPE_GPTJ = 2
+
+# kvl_seq_score flags
+SCORE_MAX = 1 << 0
+SCORE_CAUSAL = 1 << 1
+SCORE_RESET = 1 << 2
+
+# tiers
+MAX_TIERS = 4
+TIER_TOP = 1
+TIER_DRAM = 2
+TIER_NVME = 3
+TIER_F_DIRECT = 1 << 0
+TIER_F_URING = 1 << 1
+TIER_F_PINNED = 1 << 2
+
+# pressure policies
+POLICY_DEFAULT = 0
+POLICY_STALL = 1
+POLICY_SWAP = 2
+POLICY_RECOMPUTE = 3
+POLICY_FAIL = 4
+
+# kvl_seq_info.state
+SEQ_RESIDENT = 1
+SEQ_SWAPPED = 2
+SEQ_DROPPED = 3
+
+# device buffers
+DEV_NONE = 0xFFFFFFFFFFFFFFFF
+DEV_BF16 = 1 << 0
 
 LOG_FN = CFUNCTYPE(None, c_void_p, c_int, c_char_p)
 
@@ -174,6 +213,126 @@ class KvlClientInfo(Structure):
     ]
 
 
+class KvlRope(Structure):
+    _fields_ = [
+        ("style", c_uint32),
+        ("rotary_dims", c_uint32),
+        ("base", c_float),
+        ("nfreq", c_uint32),
+        ("inv_freq", c_void_p),
+        ("reserved", c_uint64 * 2),
+    ]
+
+
+class KvlCompressPolicy(Structure):
+    _fields_ = [
+        ("sinks", c_uint32),
+        ("window", c_uint32),
+        ("budget", c_uint32),
+        ("max_tokens", c_uint32),
+        ("reserved", c_uint64 * 2),
+    ]
+
+
+class KvlPrefixInfo(Structure):
+    _fields_ = [
+        ("tenant", c_char * NAME_LEN),
+        ("ns", c_char * NAME_LEN),
+        ("hot_lease", c_uint64),
+        ("cold_lease", c_uint64),
+        ("cached", c_uint32),
+        ("referenced", c_uint32),
+        ("hits", c_uint64),
+        ("misses", c_uint64),
+        ("hit_tokens", c_uint64),
+        ("evictions", c_uint64),
+        ("published", c_uint64),
+        ("reserved", c_uint64 * 2),
+    ]
+
+
+class KvlTierInfo(Structure):
+    _fields_ = [
+        ("name", c_char * NAME_LEN),
+        ("tier", c_uint32),
+        ("kind", c_uint32),
+        ("block_bytes", c_uint64),
+        ("capacity", c_uint32),
+        ("backed", c_uint32),
+        ("used", c_uint32),
+        ("joined", c_uint32),
+        ("held", c_uint32),
+        ("pad", c_uint32),
+        ("reserved", c_uint64 * 4),
+    ]
+
+
+class KvlSeqInfo(Structure):
+    _fields_ = [
+        ("state", c_uint32),
+        ("tier", c_uint32),
+        ("len", c_uint32),
+        ("dropped_len", c_uint32),
+        ("nblocks", c_uint32),
+        ("swapped_blocks", c_uint32),
+        ("last_use", c_uint64),
+        ("swaps_out", c_uint32),
+        ("swaps_in", c_uint32),
+        ("drops", c_uint32),
+        ("pad", c_uint32),
+        ("reserved", c_uint64 * 4),
+    ]
+
+
+class KvlPolicyStats(Structure):
+    _fields_ = [(n, c_uint64) for n in (
+        "swaps_out", "swaps_in", "blocks_out", "blocks_in", "bytes_out",
+        "bytes_in", "swap_out_ns", "swap_in_ns", "copy_out_ns",
+        "copy_in_ns", "drops", "dropped_tokens", "self_preempts",
+        "no_room", "stalls", "compressions", "compressed_blocks")]
+
+
+class KvlTierStats(Structure):
+    _fields_ = [
+        ("pool", KvlPoolInfo),
+        ("tier", c_uint32),
+        ("kind", c_uint32),
+        ("flags", c_uint32),
+        ("pad", c_uint32),
+        ("swaps", c_uint64),
+        ("blocks_in", c_uint64),
+        ("blocks_out", c_uint64),
+        ("bytes_in", c_uint64),
+        ("bytes_out", c_uint64),
+        ("copy_in_ns", c_uint64),
+        ("copy_out_ns", c_uint64),
+        ("errors", c_uint64),
+        ("lat_us", c_uint64 * 16),
+        ("mapped_bytes", c_uint64),
+        ("prefix_blocks", c_uint64),
+        ("prefix_in", c_uint64),
+        ("prefix_out", c_uint64),
+    ]
+
+
+class KvlClientTiers(Structure):
+    _fields_ = [
+        ("lease_id", c_uint64),
+        ("pid", c_uint32),
+        ("uid", c_uint32),
+        ("tenant", c_char * NAME_LEN),
+        ("blocks", c_uint32 * MAX_TIERS),
+        ("joined", c_uint32 * MAX_TIERS),
+        ("seq_resident", c_uint32),
+        ("seq_dropped", c_uint32),
+        ("seq_swapped", c_uint32 * MAX_TIERS),
+        ("swaps", c_uint64),
+        ("bytes_out", c_uint64),
+        ("bytes_in", c_uint64),
+        ("reserved", c_uint64 * 2),
+    ]
+
+
 # Every struct the binding shares with C, by its C name (for the ABI test).
 STRUCTS = {
     "kvl_opts": KvlOpts,
@@ -183,6 +342,14 @@ STRUCTS = {
     "kvl_pool_info": KvlPoolInfo,
     "kvl_tenant_info": KvlTenantInfo,
     "kvl_client_info": KvlClientInfo,
+    "kvl_rope": KvlRope,
+    "kvl_compress_policy": KvlCompressPolicy,
+    "kvl_prefix_info": KvlPrefixInfo,
+    "kvl_tier_info": KvlTierInfo,
+    "kvl_seq_info": KvlSeqInfo,
+    "kvl_policy_stats": KvlPolicyStats,
+    "kvl_tier_stats": KvlTierStats,
+    "kvl_client_tiers": KvlClientTiers,
 }
 
 _P = c_void_p          # opaque handles and data pointers
@@ -235,6 +402,67 @@ PROTOS = {
     "kvl_admin_pool_status": (c_int, [_P, POINTER(KvlPoolInfo)]),
     "kvl_admin_client_list": (c_int, [_P, c_char_p, POINTER(KvlClientInfo),
                                       c_size_t]),
+    # prefix cache
+    "kvl_layout_declare_model": (c_int, [_P, POINTER(KvlLayout), c_char_p]),
+    "kvl_seq_append_tokens": (c_int, [_P, _U32P, c_uint32]),
+    "kvl_seq_tokens": (c_int, [_P, POINTER(POINTER(c_uint32)),
+                               POINTER(c_uint32)]),
+    "kvl_seq_match": (c_int, [_P, _U32P, c_uint32]),
+    "kvl_seq_publish": (c_int, [_P]),
+    "kvl_prefix_evict": (c_int, [_P, c_uint32]),
+    "kvl_admin_prefix_list": (c_int, [_P, c_char_p, POINTER(KvlPrefixInfo),
+                                      c_size_t]),
+    "kvl_admin_prefix_flush": (c_int, [_P, c_char_p, c_char_p]),
+    "kvl_admin_prefix_share": (c_int, [_P, c_char_p, c_char_p, c_char_p]),
+    # tiers, swap, pressure policies
+    "kvl_tiers": (c_int, [_P, POINTER(KvlTierInfo), c_uint32]),
+    "kvl_tier_join": (c_int, [_P, c_uint32]),
+    "kvl_tier_lease": (c_int, [_P, c_uint32, c_uint32, c_uint32, c_uint64,
+                               _U32P]),
+    "kvl_tier_release": (c_int, [_P, c_uint32, _U32P, c_uint32]),
+    "kvl_swap": (c_int, [_P, c_uint32, _U32P, c_uint32, _U32P, c_uint32,
+                         POINTER(c_uint64)]),
+    "kvl_swap_wait": (c_int, [_P, c_uint64, c_uint64]),
+    "kvl_swap_poll": (c_int, [_P, c_uint64, POINTER(c_int)]),
+    "kvl_swap_fd": (c_int, [_P]),
+    "kvl_block_sums": (c_int, [_P, c_uint32, _U32P, c_uint32, _P]),
+    "kvl_set_policy": (c_int, [_P, c_uint32, c_uint32]),
+    "kvl_policy_name": (c_char_p, [c_uint32]),
+    "kvl_policy_from_name": (c_int, [c_char_p]),
+    "kvl_seq_info": (c_int, [_P, POINTER(KvlSeqInfo)]),
+    "kvl_seq_append_policy": (c_int, [_P, c_uint32, c_uint32]),
+    "kvl_seq_swap_out": (c_int, [_P, c_int]),
+    "kvl_seq_swap_in": (c_int, [_P, c_uint32]),
+    "kvl_dropped": (c_int, [_P, _P, c_uint32]),
+    "kvl_reclaim": (c_int, [_P, c_uint32]),
+    "kvl_policy_stats": (c_int, [_P, POINTER(KvlPolicyStats)]),
+    "kvl_admin_tier_list": (c_int, [_P, POINTER(KvlTierStats), c_size_t]),
+    "kvl_admin_client_tiers": (c_int, [_P, POINTER(KvlClientTiers),
+                                       c_size_t]),
+    # edits
+    "kvl_layout_set_rope": (c_int, [_P, c_int, POINTER(KvlRope)]),
+    "kvl_seq_next_pos": (c_uint32, [_P]),
+    "kvl_seq_positions": (c_int, [_P, c_uint32, c_uint32, _U32P]),
+    "kvl_seq_splice": (c_int, [_P, c_uint32, c_uint32, c_uint32]),
+    "kvl_seq_compact": (c_int, [_P, _U32P, c_uint32]),
+    "kvl_seq_score": (c_int, [_P, c_uint32, c_uint32, c_uint32, _P, c_float,
+                              c_uint32, _P]),
+    "kvl_seq_compress": (c_int, [_P, c_uint32]),
+    "kvl_seq_set_compress": (c_int, [_P, POINTER(KvlCompressPolicy)]),
+    "kvl_compress_reclaim": (c_int, [_P, c_uint32]),
+    # device buffers
+    "kvl_dev_buf_create": (c_int, [_P, c_int, c_uint64, POINTER(c_void_p)]),
+    "kvl_dev_buf_register": (c_int, [_P, c_int, c_uint64,
+                                     POINTER(c_void_p)]),
+    "kvl_dev_buf_free": (None, [_P]),
+    "kvl_dev_buf_addr": (c_uint64, [_P]),
+    "kvl_dev_buf_size": (c_uint64, [_P]),
+    "kvl_write_kv_dev": (c_int, [_P, c_int, c_uint32, c_uint32, _U32P, _U32P,
+                                 _P, c_uint64, c_uint64, c_uint32, _P]),
+    "kvl_read_kv_dev": (c_int, [_P, c_int, c_uint32, c_uint32, _U32P, _U32P,
+                                _P, c_uint64, c_uint64, _P]),
+    "kvl_attention_dev": (c_int, [_P, c_int, POINTER(KvlAttnArgs), _P,
+                                  c_uint64, c_uint64, _P]),
 }
 
 # Where the library is looked for, in order.
@@ -259,8 +487,8 @@ def _candidates() -> list[str]:
     return out
 
 
-_lib = None
-_fns: dict = {}
+_lib: ctypes.CDLL | None = None
+_fns: dict[str, Any] = {}
 
 
 def library() -> ctypes.CDLL:
@@ -283,10 +511,10 @@ def library() -> ctypes.CDLL:
 
 def library_path() -> str:
     """The file the library was loaded from."""
-    return library()._name
+    return str(library()._name)
 
 
-def fn(name: str):
+def fn(name: str) -> Any:
     """The C function name with its prototype from PROTOS."""
     f = _fns.get(name)
     if f is None:
@@ -307,7 +535,7 @@ def check(r: int, name: str) -> int:
     """r from a libkvlease call: r if >= 0, else raise its -errno."""
     if r < 0:
         raise KvpoolError.from_errno(-r, name)
-    return r
+    return int(r)
 
 
 def cstr(s: str | None) -> bytes | None:

@@ -64,7 +64,62 @@ class ClientInfo:
     connected: bool
 
 
-def _u(v, name: str, none: int) -> int:
+@dataclass(frozen=True)
+class PrefixInfo:
+    """A tenant's prefix cache (kvl_prefix_info)."""
+    tenant: str
+    ns: str                    #: shared namespace, "" for its own
+    hot_lease: int
+    cold_lease: int
+    cached: int                #: cached blocks charged to the tenant
+    referenced: int            #: of which in use by some sequence
+    hits: int
+    misses: int
+    hit_tokens: int
+    evictions: int
+    published: int
+
+
+@dataclass(frozen=True)
+class TierStats:
+    """A tier of the daemon with its swap figures (kvl_tier_stats)."""
+    pool: PoolInfo
+    tier: int
+    kind: str                  #: "top", "dram" or "nvme"
+    flags: int                 #: TIER_F_* (O_DIRECT, io_uring, pinned)
+    swaps: int
+    blocks_in: int
+    blocks_out: int
+    bytes_in: int
+    bytes_out: int
+    copy_in_ns: int
+    copy_out_ns: int
+    errors: int
+    lat_us: tuple[int, ...]    #: copies of [2^i, 2^(i+1)) us
+    mapped_bytes: int
+    prefix_blocks: int
+    prefix_in: int
+    prefix_out: int
+
+
+@dataclass(frozen=True)
+class ClientTiers:
+    """One connected client's blocks per tier (kvl_client_tiers)."""
+    lease_id: int
+    pid: int
+    uid: int
+    tenant: str
+    blocks: tuple[int, ...]     #: held per tier
+    joined: tuple[bool, ...]
+    seq_resident: int
+    seq_dropped: int
+    seq_swapped: tuple[int, ...]
+    swaps: int
+    bytes_out: int
+    bytes_in: int
+
+
+def _u(v: int | None, name: str, none: int) -> int:
     if v is None:
         return none
     if not isinstance(v, int) or v < 0 or v >= 0xFFFFFFFE:
@@ -76,7 +131,7 @@ class Admin:
     """An admin handle (kvl_admin_open); socket None: $KVPOOL_SOCKET or
     the default.  A context manager."""
 
-    def __init__(self, socket: str | os.PathLike | None = None):
+    def __init__(self, socket: str | os.PathLike[str] | None = None):
         self._h = None
         h = c_void_p()
         check(fn("kvl_admin_open")(None if socket is None else
@@ -97,10 +152,10 @@ class Admin:
     def __enter__(self) -> "Admin":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
@@ -121,12 +176,19 @@ class Admin:
         check(fn("kvl_admin_tenant_del")(self._handle(), cstr(pool),
                                          cstr(name)), "kvl_admin_tenant_del")
 
-    def tenant_set(self, name: str, *, pool: str | None = None, max=KEEP,
-                   min=KEEP, uid=KEEP, gid=KEEP) -> None:
+    def tenant_set(self, name: str, *, pool: str | None = None,
+                   max: int | None | object = KEEP,
+                   min: int | object = KEEP,
+                   uid: int | None | object = KEEP,
+                   gid: int | None | object = KEEP) -> None:
         """Change a tenant's limits; fields left at KEEP stay as they are
         (max None: unlimited)."""
-        def arg(v, n, none):
-            return _lib.ADMIN_KEEP if v is KEEP else _u(v, n, none)
+        def arg(v: object, n: str, none: int) -> int:
+            if v is KEEP:
+                return _lib.ADMIN_KEEP
+            if v is not None and not isinstance(v, int):
+                raise InvalidArgument(errno.EINVAL, f"{n}: {v!r}")
+            return _u(v, n, none)
         check(fn("kvl_admin_tenant_set")(
             self._handle(), cstr(pool), cstr(name),
             arg(max, "max", _lib.UNLIMITED), arg(min, "min", 0),
@@ -162,12 +224,7 @@ class Admin:
         p = _lib.KvlPoolInfo()
         check(fn("kvl_admin_pool_status")(self._handle(), byref(p)),
               "kvl_admin_pool_status")
-        return PoolInfo(
-            name=pystr(p.name), block_bytes=p.block_bytes,
-            capacity=p.capacity, backed=p.backed, used=p.used,
-            state=p.state, epoch=p.epoch, leases=p.leases,
-            chunk_blocks=p.chunk_blocks, tenants=p.tenants,
-            mode=_mode(p.mode), backend=pystr(p.backend))
+        return _pool_info(p)
 
     def clients(self, pool: str | None = None) -> list[ClientInfo]:
         """Every lease of the pool (from kvpoold)."""
@@ -183,3 +240,99 @@ class Admin:
         return [ClientInfo(lease_id=c.lease_id, pid=c.pid, uid=c.uid,
                            tenant=pystr(c.tenant), blocks=c.blocks,
                            connected=bool(c.connected)) for c in buf[:n]]
+
+    # -- prefix caches --
+
+    def prefix_caches(self, pool: str | None = None) -> list[PrefixInfo]:
+        """Every tenant's prefix cache (kvl_admin_prefix_list; kvpoold
+        only: EOPNOTSUPP without it)."""
+        cap = 16
+        while True:
+            buf = (_lib.KvlPrefixInfo * cap)()
+            n = check(fn("kvl_admin_prefix_list")(self._handle(), cstr(pool),
+                                                  buf, cap),
+                      "kvl_admin_prefix_list")
+            if n <= cap:
+                break
+            cap = n
+        return [PrefixInfo(
+            tenant=pystr(p.tenant), ns=pystr(p.ns), hot_lease=p.hot_lease,
+            cold_lease=p.cold_lease, cached=p.cached,
+            referenced=p.referenced, hits=p.hits, misses=p.misses,
+            hit_tokens=p.hit_tokens, evictions=p.evictions,
+            published=p.published) for p in buf[:n]]
+
+    def prefix_cache(self, tenant: str,
+                     pool: str | None = None) -> PrefixInfo:
+        """One tenant's prefix cache (ENOENT when it has none)."""
+        for p in self.prefix_caches(pool):
+            if p.tenant == tenant:
+                return p
+        raise KvpoolError(errno.ENOENT, f"no prefix cache of {tenant!r}")
+
+    def prefix_flush(self, tenant: str, *, pool: str | None = None) -> int:
+        """Give back a tenant's unreferenced cached blocks
+        (kvl_admin_prefix_flush); returns how many."""
+        return check(fn("kvl_admin_prefix_flush")(self._handle(), cstr(pool),
+                                                  cstr(tenant)),
+                     "kvl_admin_prefix_flush")
+
+    def prefix_share(self, tenant: str, ns: str | None, *,
+                     pool: str | None = None) -> None:
+        """The tenant joins the shared namespace ns (None: its own cache
+        again) (kvl_admin_prefix_share); its cache is flushed."""
+        check(fn("kvl_admin_prefix_share")(self._handle(), cstr(pool),
+                                           cstr(tenant), cstr(ns)),
+              "kvl_admin_prefix_share")
+
+    # -- tiers --
+
+    def tiers(self) -> list[TierStats]:
+        """Every tier of the daemon with its swap figures
+        (kvl_admin_tier_list)."""
+        buf = (_lib.KvlTierStats * _lib.MAX_TIERS)()
+        n = check(fn("kvl_admin_tier_list")(self._handle(), buf,
+                                            _lib.MAX_TIERS),
+                  "kvl_admin_tier_list")
+        return [TierStats(
+            pool=_pool_info(t.pool), tier=t.tier, kind=_kind(t.kind),
+            flags=t.flags, swaps=t.swaps, blocks_in=t.blocks_in,
+            blocks_out=t.blocks_out, bytes_in=t.bytes_in,
+            bytes_out=t.bytes_out, copy_in_ns=t.copy_in_ns,
+            copy_out_ns=t.copy_out_ns, errors=t.errors,
+            lat_us=tuple(t.lat_us), mapped_bytes=t.mapped_bytes,
+            prefix_blocks=t.prefix_blocks, prefix_in=t.prefix_in,
+            prefix_out=t.prefix_out) for t in buf[:min(n, _lib.MAX_TIERS)]]
+
+    def client_tiers(self) -> list[ClientTiers]:
+        """Every connected client's blocks and sequences per tier
+        (kvl_admin_client_tiers)."""
+        cap = 16
+        while True:
+            buf = (_lib.KvlClientTiers * cap)()
+            n = check(fn("kvl_admin_client_tiers")(self._handle(), buf, cap),
+                      "kvl_admin_client_tiers")
+            if n <= cap:
+                break
+            cap = n
+        return [ClientTiers(
+            lease_id=c.lease_id, pid=c.pid, uid=c.uid,
+            tenant=pystr(c.tenant), blocks=tuple(c.blocks),
+            joined=tuple(bool(j) for j in c.joined),
+            seq_resident=c.seq_resident, seq_dropped=c.seq_dropped,
+            seq_swapped=tuple(c.seq_swapped), swaps=c.swaps,
+            bytes_out=c.bytes_out, bytes_in=c.bytes_in) for c in buf[:n]]
+
+
+def _kind(k: int) -> str:
+    return {_lib.TIER_TOP: "top", _lib.TIER_DRAM: "dram",
+            _lib.TIER_NVME: "nvme"}.get(k, str(k))
+
+
+def _pool_info(p: _lib.KvlPoolInfo) -> PoolInfo:
+    return PoolInfo(
+        name=pystr(p.name), block_bytes=p.block_bytes,
+        capacity=p.capacity, backed=p.backed, used=p.used,
+        state=p.state, epoch=p.epoch, leases=p.leases,
+        chunk_blocks=p.chunk_blocks, tenants=p.tenants,
+        mode=_mode(p.mode), backend=pystr(p.backend))

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from typing import Callable, Mapping, Sequence
 
 from .admin import Admin
 from .errors import KvpoolError
@@ -46,8 +47,8 @@ class Daemon:
     def __init__(self, *, backend: str = "cpu", ledger: str = "inproc",
                  block_bytes: int = 65536, capacity: int = 2048,
                  chunk_blocks: int = 32, shrink_delay_ms: int = 300,
-                 tenants: list[str] = (), extra: list[str] = (),
-                 env: dict | None = None):
+                 tenants: Sequence[str] = (), extra: Sequence[str] = (),
+                 env: Mapping[str, str] | None = None):
         self.tmp = tempfile.mkdtemp(prefix="kvpool-py.")
         self.socket = os.path.join(self.tmp, "kvpool.sock")
         self.log_path = os.path.join(self.tmp, "daemon.log")
@@ -64,26 +65,28 @@ class Daemon:
         self._args = args
         self._env = env
         self._log = open(self.log_path, "ab")
-        self.proc = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self._start()
 
     def _start(self) -> None:
         self.proc = subprocess.Popen(self._args, stdout=self._log,
                                      stderr=subprocess.STDOUT,
                                      env=self._env)
-        self._wait_ready()
+        self._wait_ready(self.proc)
 
     def kill9_and_restart(self) -> None:
         """kill -9 kvpoold, then start it again on the same socket (a new
         data epoch; with the in-process ledger every lease is gone)."""
-        self.proc.kill()
-        self.proc.wait()
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
         self._start()
 
-    def _wait_ready(self, timeout: float = 10.0) -> None:
+    def _wait_ready(self, proc: "subprocess.Popen[bytes]",
+                    timeout: float = 10.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 text = self.log()
                 self.stop()
                 raise RuntimeError("kvpoold exited at start:\n" + text)
@@ -110,8 +113,15 @@ class Daemon:
     def admin(self) -> Admin:
         return Admin(self.socket)
 
+    @property
+    def pid(self) -> int:
+        """kvpoold's process id (to pin it, to watch its CPU time)."""
+        if self.proc is None:
+            raise RuntimeError("kvpoold is not running")
+        return self.proc.pid
+
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 5 s; removes the directory."""
@@ -128,11 +138,12 @@ class Daemon:
     def __enter__(self) -> "Daemon":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-def wait_until(cond, timeout: float = 5.0, step: float = 0.01) -> bool:
+def wait_until(cond: Callable[[], object], timeout: float = 5.0,
+               step: float = 0.01) -> bool:
     """Poll cond() until it is true or timeout seconds passed; returns its
     last value.  For effects that kvpoold applies asynchronously (blocks
     of a closed or killed client come back when it sees the hang-up)."""

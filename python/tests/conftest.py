@@ -36,3 +36,25 @@ def fresh_daemon():
     d = kvpool.testing.Daemon(tenants=["chat"])
     yield d
     d.stop()
+
+
+# Tenants of the tiers daemon: "tight" has room for 6 top-pool blocks
+# (the pressure tests), the others none of their own limits.
+TIER_TENANTS = ["tight:6", "swapper", "prefix", "prefix2", "edit"]
+
+
+@pytest.fixture(scope="session")
+def tier_daemon(tmp_path_factory):
+    """kvpoold with a dram tier of 512 blocks and an nvme tier (a file)
+    of 32 MiB below the top pool."""
+    swapfile = tmp_path_factory.mktemp("swap") / "tier.swap"
+    d = kvpool.testing.Daemon(tenants=TIER_TENANTS, extra=[
+        "--tier", "dram:512", "--tier", f"nvme:{swapfile}:32M"])
+    yield d
+    d.stop()
+
+
+@pytest.fixture
+def tsock(tier_daemon):
+    assert tier_daemon.alive(), tier_daemon.log()
+    return tier_daemon.socket

@@ -21,10 +21,11 @@ CACHE=${KVPOOL_PKG_CACHE:-/var/cache/kvpool-test}
 SUITE=bookworm
 # Depends of the five packages (debian/control and the shlibs of the
 # binaries) and what the checks run: gcc and pkg-config for the example,
-# dkms and the headers for the module, systemd-analyze, man.
+# dkms and the headers for the module, systemd-analyze, man; python3 and
+# python3-numpy for python3-kvpool.
 INCLUDE="adduser dkms linux-headers-amd64 gcc make libc6-dev pkg-config
 kmod procps systemd man-db binutils libcap2 libinih1 libmicrohttpd12 libnl-3-200
-libnl-genl-3-200 liburing2 libxxhash0 libhiredis0.14"
+libnl-genl-3-200 liburing2 libxxhash0 libhiredis0.14 python3 python3-numpy"
 # From bookworm-security: the DKMS build is checked against both kernels.
 INCLUDE_SECURITY="linux-headers-6.12-amd64"
 

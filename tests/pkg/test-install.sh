@@ -157,6 +157,24 @@ check "installed kvpoold starts with the shipped kvpoold.conf and drops to kvpoo
 	 [ "$(stat -c %U /proc/'"$KPID"')" = kvpool ] && grep -q "running as kvpool" /tmp/kvpoold.log'
 check "the example runs against it" '/tmp/kvlease-example'
 check "kvpoolctl status and metrics" 'kvpoolctl status && kvpoolctl metrics | grep -q "^kvpool_pool_capacity_blocks{pool=\"host\"} 512$"'
+# python3-kvpool, the sixth package: the binding on the installed
+# library, against the installed kvpoold; then removed again
+cp "$DEB_DIR"/python3-kvpool_*_all.deb "$R/tmp/" || fail "no python3-kvpool in $DEB_DIR"
+check "python3-kvpool installs, imports and leases from the installed kvpoold" \
+	'dpkg -i /tmp/python3-kvpool_*_all.deb && cd / && python3 -c "
+import kvpool, numpy as np
+assert kvpool.__file__.startswith(\"/usr/lib/python3/dist-packages/kvpool/\"), kvpool.__file__
+assert kvpool.library_path() == \"libkvlease.so.1\", kvpool.library_path()
+with kvpool.Context() as ctx:
+    lay = ctx.declare_layout(1, 2, 64)
+    s = lay.sequence()
+    s.append(10)
+    k = np.ones((10, 2, 64), np.float32)
+    s.write_kv(0, 0, k, k)
+    assert np.array_equal(s.read_kv(0, 0, 10)[0], k)
+    print(ctx.status())
+" && [ -e /usr/lib/python3/dist-packages/kvpool/py.typed ] &&
+	 dpkg --purge python3-kvpool && ! ls -d /usr/lib/python3/dist-packages/kvpool 2>/dev/null'
 IN "kill $KPID; i=0; while kill -0 $KPID && [ \$i -lt 100 ]; do sleep 0.1; i=\$((i+1)); done" 2>/dev/null
 KPID=
 # the tiers, from a configuration file, in the unit's state directory
