@@ -14,6 +14,8 @@
 #     drops to the user kvpool), and kvpoolctl reads the pool; a kvpoold
 #     with a dram tier and a file tier in /var/lib/kvpool (the unit's
 #     StateDirectory) from a kvpoold.conf serves their pools and series;
+#     python3-kvpool, the sixth package, installs, imports and leases
+#     from the installed kvpoold, and purges without a trace;
 #  4. dkms status lists kvpool; installing kvpool-dkms built the module
 #     against the headers of both kernels Debian 12 ships
 #     (linux-headers-amd64: 6.1, and linux-headers-6.12-amd64) and dkms
