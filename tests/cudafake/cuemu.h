@@ -10,6 +10,16 @@
  * movmatrix, cp.async groups, shuffles, redux) are computed from their
  * definitions in the PTX ISA, fragment by fragment.
  *
+ * The order in which the fibers of a block run between two barriers, and
+ * the order of the blocks of a grid, come from CUEMU_ORDER:
+ *   forward        thread (block) index order
+ *   reverse        the reverse, so that a thread reading a lower thread's
+ *                  store without a barrier in between reads the poison
+ *   random:SEED    a permutation drawn anew for every round of the
+ *                  scheduler, and for the blocks of every grid
+ * Shared memory, static and dynamic, is filled with 0xff bytes (a NaN as
+ * FP32, BF16 and FP16) before every block.
+ *
  * cp.async copies happen when the issuing thread waits for their group
  * (cp.async.wait_group), not before: a thread that reads shared memory
  * another thread copied without the barrier in between reads stale data,
@@ -85,9 +95,10 @@ float cuemu_fp8_to_f32(uint8_t b);
 
 #define __global__
 #define __launch_bounds__(...)
-#define __shared__ static
+/* static shared memory: one section, poisoned before every block */
+#define __shared__ static __attribute__((section("cuemu_smem")))
 #define __align__(n) __attribute__((aligned(n)))
-#define __forceinline__ inline
+#define __forceinline__ static inline
 #define __device__
 
 /* IEEE FP32 operations rounded one by one (built with -ffp-contract=off) */
