@@ -36,6 +36,17 @@
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static struct cuda_drv drv;
+
+/* A copy from pageable memory returns once the source is staged, before
+ * its DMA is done (the driver API's synchronization behavior), and the
+ * library's kernels run on a non-blocking stream that does not wait for
+ * the legacy one: wait for the copy. */
+static CUresult h2d(CUdeviceptr d, const void *h, size_t n)
+{
+	CUresult r = drv.cuMemcpyHtoD(d, h, n);
+
+	return r != CUDA_SUCCESS ? r : drv.cuStreamSynchronize(NULL);
+}
 static struct kvk_cuda *kc;
 static int compare = 1;
 static int quick;
@@ -49,7 +60,7 @@ static int dev_pool(const struct kt_batch *kb, CUdeviceptr *d)
 
 	if (drv.cuMemAlloc(d, bytes) != CUDA_SUCCESS)
 		return -ENOMEM;
-	if (drv.cuMemcpyHtoD(*d, kb->pool, bytes) != CUDA_SUCCESS) {
+	if (h2d(*d, kb->pool, bytes) != CUDA_SUCCESS) {
 		drv.cuMemFree(*d);
 		return -EIO;
 	}
@@ -113,7 +124,7 @@ static void check_write(uint32_t dtype, uint32_t D, uint32_t tpb, int bf16)
 	KT_CHECK(drv.cuMemAlloc(&d, bytes) == CUDA_SUCCESS, "alloc");
 	KT_CHECK(drv.cuMemAlloc(&dk, rows * 4 * 2) == CUDA_SUCCESS, "alloc");
 	dv = dk + rows * 4;
-	drv.cuMemcpyHtoD(d, cpu, bytes);
+	h2d(d, cpu, bytes);
 	for (c0 = 0; c0 < n; c0 = c1) {
 		c1 = c0 + 1 + kt_below(40);
 		if (c1 > n)
@@ -127,9 +138,9 @@ static void check_write(uint32_t dtype, uint32_t D, uint32_t tpb, int bf16)
 				 hv + c0 * H * D) == 0, "gpu write");
 		} else if (c0 & 1) {
 			/* the zero-copy path: K/V already on the device */
-			drv.cuMemcpyHtoD(dk, k + c0 * H * D,
+			h2d(dk, k + c0 * H * D,
 					 (size_t)(c1 - c0) * H * D * 4);
-			drv.cuMemcpyHtoD(dv, v + c0 * H * D,
+			h2d(dv, v + c0 * H * D,
 					 (size_t)(c1 - c0) * H * D * 4);
 			KT_CHECK(kvk_write_kv(&l, cpu, 1, c1 - c0, blk + c0,
 				 slot + c0, k + c0 * H * D, v + c0 * H * D) == 0,
@@ -263,7 +274,7 @@ static double check_attn(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 		a.pool_base = (void *)(uintptr_t)d;
 		a.out = o_gpu;
 		if (dev) {
-			drv.cuMemcpyHtoD(dq, q, nq * 4);
+			h2d(dq, q, nq * 4);
 			KT_CHECK(kvk_cuda_attn_dev(kc, &a, dq, dq + nq * 4) == 0,
 				 "gpu attention (device q/out)");
 			drv.cuMemcpyDtoH(o_gpu, dq + nq * 4, nq * 4);
@@ -449,8 +460,8 @@ static void check_big_grid(void)
 		q[i] = kt_gauss();
 	KT_CHECK(drv.cuMemAlloc(&d, nb * l.block_bytes) == CUDA_SUCCESS, "pool");
 	KT_CHECK(drv.cuMemAlloc(&dq, nq * 4 * 2) == CUDA_SUCCESS, "q");
-	drv.cuMemcpyHtoD(d, pool, nb * l.block_bytes);
-	drv.cuMemcpyHtoD(dq, q, nq * 4);
+	h2d(d, pool, nb * l.block_bytes);
+	h2d(dq, q, nq * 4);
 	{
 		struct kvk_prefill_args a = {
 			.layout = &l, .pool_base = (void *)(uintptr_t)d,
