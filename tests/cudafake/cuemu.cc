@@ -287,9 +287,16 @@ static float elem16(uint16_t h, int bf16)
 	return cuemu_f16_to_f32(h);
 }
 
+/*
+ * mma.sync.m16n8k16 with FP32 accumulation, as the tensor cores do it:
+ * each product of two BF16 (FP16) elements is exact in FP32 (8 x 8 (11 x
+ * 11) significand bits), the 16 products and the accumulator are summed
+ * in FP32, rounded after every addition (the hardware's order of the
+ * additions is not documented; this one is C first, then k = 0..15).
+ */
 static void do_mma(struct fiber *w)
 {
-	double A[16][16], B[16][8], C[16][8];
+	float A[16][16], B[16][8], C[16][8];
 	int l;
 
 	for (l = 0; l < 32; l++) {
@@ -319,12 +326,12 @@ static void do_mma(struct fiber *w)
 		int cols[4] = { 2 * c, 2 * c + 1, 2 * c, 2 * c + 1 };
 
 		for (i = 0; i < 4; i++) {
-			double s = C[rows[i]][cols[i]];
+			float s = C[rows[i]][cols[i]];
 			int k;
 
 			for (k = 0; k < 16; k++)
 				s += A[rows[i]][k] * B[k][cols[i]];
-			w[l].d[i] = (float)s;
+			w[l].d[i] = s;
 		}
 	}
 }

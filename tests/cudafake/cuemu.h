@@ -248,14 +248,30 @@ static inline uint32_t movm_t(uint32_t x)
 	return cuemu_movmatrix_trans(x);
 }
 
-/* ex2.approx.ftz.f32 */
+/*
+ * ex2.approx.ftz.f32: not exact on the GPU.  The CUDA C++ Programming
+ * Guide gives exp2f(), which compiles to it, a maximum error of 2 ulp over
+ * the full range; the emulation returns exp2f's result moved by -2..+2
+ * ulp, the step a hash of the argument's bits, so that the kernels'
+ * results carry an error of the size the hardware's may have.  Subnormal
+ * arguments and results flush to zero (.ftz).
+ */
 static inline float ex2(float x)
 {
+	uint32_t h;
 	float y;
+	int k;
 
 	if (fabsf(x) < 0x1p-126f)
 		x = 0.0f;
 	y = exp2f(x);
+	if (fabsf(y) < 0x1p-126f)
+		return 0.0f;
+	if (y == 1.0f && x == 0.0f)
+		return y;
+	h = __float_as_uint(x) * 0x9e3779b1u;
+	for (k = (int)(h >> 29) % 5 - 2; k; k += k > 0 ? -1 : 1)
+		y = nextafterf(y, k > 0 ? INFINITY : 0.0f);
 	return fabsf(y) < 0x1p-126f ? 0.0f : y;
 }
 
