@@ -98,12 +98,24 @@ struct ctx {
 	struct stream legacy;
 };
 
+/*
+ * Device memory is at addresses the host cannot touch: every allocation
+ * (a memfd) is mapped twice, at its device address with PROT_NONE, where
+ * a host dereference faults, and at a host view the double's copies,
+ * memsets and checks use.  The device addresses open (with the mapping's
+ * access) only while an emulated kernel runs.
+ */
 struct dalloc {			/* cuMemAlloc */
 	struct dalloc *next;
 	uintptr_t ptr;
 	size_t size;
-	void *map;
+	void *map;		/* the device range, with a guard page */
 	size_t map_size;
+	uint8_t *host;		/* the host view of ptr */
+	void *hmap;
+	size_t hmap_size;
+	size_t body;		/* bytes of the memfd both map */
+	uint8_t *dbody;		/* where the device range's pages start */
 	struct ctx *ctx;
 };
 
@@ -146,6 +158,7 @@ struct mapping {		/* cuMemMap */
 	size_t size;
 	struct handle *h;
 	int access;		/* CU_MEM_ACCESS_FLAGS_PROT_* */
+	uint8_t *host;		/* the host view of ptr */
 };
 
 struct module {
@@ -472,10 +485,75 @@ static void check_range(const char *fn, const char *what, uint64_t p,
 	}
 }
 
-/* where the double keeps the bytes of device address p */
-static void *dev_host(uint64_t p)
+/* The host view of device address p and how many bytes follow it in
+ * the same allocation or mapping (0 and NULL: not device memory). */
+static uint8_t *dev_seg(uint64_t p, size_t *len)
 {
-	return (void *)(uintptr_t)p;
+	struct dalloc *a = find_alloc(p);
+	struct mapping *m;
+
+	if (a) {
+		*len = a->ptr + a->size - p;
+		return a->host + (p - a->ptr);
+	}
+	m = find_map(p);
+	if (m) {
+		*len = m->ptr + m->size - p;
+		return m->host + (p - m->ptr);
+	}
+	*len = 0;
+	return NULL;
+}
+
+/* host <-> device bytes through the host views, piece by piece:
+ * to_dev copies host into [p, +n), else [p, +n) into host */
+static void dev_copy(uint64_t p, void *host, size_t n, int to_dev)
+{
+	uint8_t *b = host;
+
+	while (n) {
+		size_t len;
+		uint8_t *h = dev_seg(p, &len);
+
+		if (!h)
+			violation("cudafake", "internal: %#llx is not device "
+				  "memory", (unsigned long long)p);
+		if (len > n)
+			len = n;
+		if (to_dev)
+			memcpy(h, b, len);
+		else
+			memcpy(b, h, len);
+		p += len;
+		b += len;
+		n -= len;
+	}
+}
+
+static uint32_t dev_u32(uint64_t p)
+{
+	uint32_t v;
+
+	dev_copy(p, &v, 4, 0);
+	return v;
+}
+
+/* While an emulated kernel runs, the device addresses hold their memory
+ * (open != 0), else they fault. */
+static void dev_open(int open)
+{
+	struct dalloc *a;
+	struct mapping *m;
+
+	for (a = F.allocs; a; a = a->next)
+		mprotect(a->dbody, a->body, open ? PROT_READ | PROT_WRITE :
+						   PROT_NONE);
+	for (m = F.maps; m; m = m->next)
+		mprotect((void *)m->ptr, m->size, !open ? PROT_NONE :
+			 m->access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ?
+			 PROT_READ | PROT_WRITE :
+			 m->access == CU_MEM_ACCESS_FLAGS_PROT_READ ?
+			 PROT_READ : PROT_NONE);
 }
 
 static void check_host(const char *fn, const void *p, size_t n)
@@ -695,21 +773,56 @@ API CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	LEAVE(CUDA_SUCCESS);
 }
 
-/* pages with a guard page after: the allocation ends at the guard */
-static void *guarded(size_t size, size_t align, void **map, size_t *map_size)
+/* a memfd of size bytes mapped at a fresh range of len bytes whose last
+ * page is a guard, the memfd's pages ending at it; NULL on failure */
+static uint8_t *view(int fd, size_t body, size_t len, int prot, void **map)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t body = (size + align - 1) / align * align;
-	size_t len = (body + page - 1) / page * page + page;
-	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+	uint8_t *m = mmap(NULL, len, PROT_NONE,
 			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uint8_t *at;
 
 	if (m == MAP_FAILED)
 		return NULL;
-	mprotect(m + len - page, page, PROT_NONE);
+	at = m + len - page - body;
+	if (mmap(at, body, prot, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+		munmap(m, len);
+		return NULL;
+	}
 	*map = m;
-	*map_size = len;
-	return m + len - page - body;
+	return at;
+}
+
+/* a cuMemAlloc allocation ending at a guard page, in both views */
+static int guarded(struct dalloc *a, size_t size, size_t align)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t rounded = (size + align - 1) / align * align;
+	size_t body = (rounded + page - 1) / page * page;
+	size_t len = body + page;
+	int fd = memfd_create("cudafake-alloc", MFD_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, (off_t)body))
+		goto fail;
+	a->dbody = view(fd, body, len, PROT_NONE, &a->map);
+	if (!a->dbody)
+		goto fail;
+	a->host = view(fd, body, len, PROT_READ | PROT_WRITE, &a->hmap);
+	if (!a->host) {
+		munmap(a->map, len);
+		goto fail;
+	}
+	close(fd);
+	a->map_size = a->hmap_size = len;
+	a->body = body;
+	a->ptr = (uintptr_t)a->dbody + body - rounded;
+	a->host += body - rounded;
+	return 0;
+fail:
+	close(fd);
+	return -1;
 }
 
 API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
@@ -727,8 +840,7 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
-	a->ptr = (uintptr_t)guarded(size, 256, &a->map, &a->map_size);
-	if (!a->ptr) {
+	if (guarded(a, size, 256)) {
 		free(a);
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
 	}
@@ -761,6 +873,7 @@ API CUresult cuMemFree_v2(CUdeviceptr p)
 	*pp = a->next;
 	F.mem_used -= a->size;
 	munmap(a->map, a->map_size);
+	munmap(a->hmap, a->hmap_size);
 	free(a);
 	LEAVE(CUDA_SUCCESS);
 }
@@ -952,6 +1065,55 @@ static struct work *new_work(const char *fn, int kind, struct stream *s)
 
 static uint64_t fnv1a(const void *p, size_t n);
 
+/* device to device: piece by piece, through a bounce buffer */
+static void dev_dtod(uint64_t dst, uint64_t src, size_t n)
+{
+	size_t at = 0, len;
+	uint8_t *d, *sv;
+	void *tmp;
+
+	/* overlapping ranges (undefined for the driver) as memmove */
+	if (dst < src + n && src < dst + n) {
+		tmp = malloc(n);
+		if (!tmp)
+			violation("cuMemcpyDtoD", "out of host memory");
+		dev_copy(src, tmp, n, 0);
+		dev_copy(dst, tmp, n, 1);
+		free(tmp);
+		return;
+	}
+	while (at < n) {
+		size_t dl, sl;
+
+		d = dev_seg(dst + at, &dl);
+		sv = dev_seg(src + at, &sl);
+		len = n - at;
+		len = len < dl ? len : dl;
+		len = len < sl ? len : sl;
+		memcpy(d, sv, len);
+		at += len;
+	}
+}
+
+/* n bytes of v's low byte (unit 1) or 32-bit words (unit 4) */
+static void dev_fill(uint64_t p, size_t n, int unit, uint32_t v)
+{
+	while (n) {
+		size_t len, i;
+		uint8_t *h = dev_seg(p, &len);
+
+		if (len > n)
+			len = n;
+		if (unit == 1)
+			memset(h, (int)(v & 0xff), len);
+		else
+			for (i = 0; i + 4 <= len; i += 4)
+				memcpy(h + i, &v, 4);
+		p += len;
+		n -= len;
+	}
+}
+
 static void run_work(struct work *w)
 {
 	const char *fn = w->fn;
@@ -966,20 +1128,22 @@ static void run_work(struct work *w)
 				if (!strcmp(e->name, w->f->k->name))
 					break;
 			cuemu_set_sm(F.arch);
+			dev_open(1);
 			if (cuemu_launch(e->name, e->call, w->prm, w->g[0],
 					 w->g[1], w->g[2], w->b[0], w->b[1],
 					 w->b[2], w->smem))
 				violation(fn, "%s: out of host memory for the "
 					  "emulation", w->f->k->name);
+			dev_open(0);
 		}
 		break;
 	case W_HTOD:
 		check_range(fn, "destination", w->dst, w->n, 1);
-		memcpy(dev_host(w->dst), w->staged ? w->staged : w->hsrc, w->n);
+		dev_copy(w->dst, w->staged ? w->staged : (void *)w->hsrc, w->n, 1);
 		break;
 	case W_DTOH:
 		check_range(fn, "source", w->src, w->n, 0);
-		memcpy(w->hdst, dev_host(w->src), w->n);
+		dev_copy(w->src, w->hdst, w->n, 0);
 		if (F.log)
 			logf_("dtoh %zu %016llx", w->n,
 			      (unsigned long long)fnv1a(w->hdst, w->n));
@@ -987,20 +1151,15 @@ static void run_work(struct work *w)
 	case W_DTOD:
 		check_range(fn, "source", w->src, w->n, 0);
 		check_range(fn, "destination", w->dst, w->n, 1);
-		memmove(dev_host(w->dst), dev_host(w->src), w->n);
+		dev_dtod(w->dst, w->src, w->n);
 		break;
 	case W_MEMSET8:
 		check_range(fn, "destination", w->dst, w->n, 1);
-		memset(dev_host(w->dst), (int)w->v, w->n);
+		dev_fill(w->dst, w->n, 1, w->v);
 		break;
 	case W_MEMSET32: {
-		uint32_t *d;
-		size_t i;
-
 		check_range(fn, "destination", w->dst, (uint64_t)w->n * 4, 1);
-		d = dev_host(w->dst);
-		for (i = 0; i < w->n; i++)
-			d[i] = w->v;
+		dev_fill(w->dst, w->n * 4, 4, w->v);
 		break;
 	}
 	case W_EVENT:
@@ -1547,6 +1706,14 @@ API CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset,
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+	/* the host view, accessible as cuMemSetAccess says */
+	m->host = mmap(NULL, size, PROT_NONE, MAP_SHARED, h->fd, 0);
+	if (m->host == MAP_FAILED) {
+		free(m);
+		mmap((void *)(uintptr_t)p, size, PROT_NONE, MAP_PRIVATE |
+		     MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+	}
 	m->ptr = p;
 	m->size = size;
 	m->h = h;
@@ -1605,6 +1772,7 @@ API CUresult cuMemUnmap(CUdeviceptr p, size_t size)
 			mmap((void *)m->ptr, m->size, PROT_NONE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
 			     MAP_NORESERVE, -1, 0);
+			munmap(m->host, m->size);
 			free(m);
 			h->maps--;
 			handle_put(h);
@@ -1640,7 +1808,7 @@ API CUresult cuMemSetAccess(CUdeviceptr p, size_t size,
 	for (at = p; at < p + size;) {
 		struct mapping *m = find_map(at);
 
-		mprotect((void *)m->ptr, m->size, prot);
+		mprotect(m->host, m->size, prot);
 		m->access = desc->flags;
 		at = m->ptr + m->size;
 	}
@@ -2010,7 +2178,6 @@ static void footprint(const struct func *f, const void *prm,
 		uint64_t qb = (uint64_t)p->batch * nq1 * p->q_heads * D * 4;
 		uint32_t need = kvk_cu_attn_smem(l->dtype, D, l->row_bytes);
 		char want[32];
-		const uint32_t *ctx, *tab;
 
 		snprintf(want, sizeof(want), "kvk_attn_%s_d%u",
 			 l->dtype == 1 ? "bf16" : l->dtype == 2 ? "fp8" :
@@ -2044,23 +2211,23 @@ static void footprint(const struct func *f, const void *prm,
 		if (p->nsplit > 1)
 			check_range(fn, "parts", p->parts, (uint64_t)gx *
 				    p->nsplit * KVK_CU_ROWS * (D + 2) * 4, 1);
-		ctx = (const uint32_t *)(uintptr_t)p->ctx;
-		tab = (const uint32_t *)(uintptr_t)p->tables;
 		for (b = 0; b < p->batch; b++) {
-			uint32_t nb = (ctx[b] + l->tokens_per_block - 1) /
+			uint32_t cb = dev_u32(p->ctx + 4ULL * b);
+			uint32_t nb = (cb + l->tokens_per_block - 1) /
 				      l->tokens_per_block;
 
-			if ((uint64_t)p->nsplit * p->chunk < ctx[b])
+			if ((uint64_t)p->nsplit * p->chunk < cb)
 				violation(fn, "%s: %u splits of %u positions do "
 					  "not cover a context of %u", n,
-					  p->nsplit, p->chunk, ctx[b]);
+					  p->nsplit, p->chunk, cb);
 			if (nb > p->mbps)
 				violation(fn, "%s: context %u needs %u blocks, "
-					  "the table has %u", n, ctx[b], nb,
+					  "the table has %u", n, cb, nb,
 					  p->mbps);
 			for (j = 0; j < nb; j++)
 				check_range(fn, "pool block", p->pool +
-					    (uint64_t)tab[(uint64_t)b * p->mbps + j] *
+					    (uint64_t)dev_u32(p->tables + 4 *
+					    ((uint64_t)b * p->mbps + j)) *
 					    l->block_bytes, l->block_bytes, 0);
 		}
 	} else if (!strcmp(n, "kvk_merge")) {
@@ -2075,7 +2242,6 @@ static void footprint(const struct func *f, const void *prm,
 		const struct kvk_cu_write *p = prm;
 		uint64_t row = (uint64_t)p->l.kv_heads * p->l.head_dim *
 			       (p->bf16_in ? 2 : 4);
-		const uint32_t *gb = (const uint32_t *)(uintptr_t)p->grp_block;
 		uint32_t g;
 
 		if ((uint64_t)gx != (uint64_t)p->ngroups * 2 * p->l.kv_heads)
@@ -2089,12 +2255,11 @@ static void footprint(const struct func *f, const void *prm,
 		check_range(fn, "k", p->k, p->ntok * row, 0);
 		check_range(fn, "v", p->v, p->ntok * row, 0);
 		for (g = 0; g < p->ngroups; g++)
-			check_range(fn, "pool block", p->pool + (uint64_t)gb[g] *
+			check_range(fn, "pool block", p->pool + (uint64_t)dev_u32(p->grp_block + 4ULL * g) *
 				    p->l.block_bytes, p->l.block_bytes, 1);
 	} else if (!strcmp(n, "kvk_read")) {
 		const struct kvk_cu_read *p = prm;
 		uint64_t row = (uint64_t)p->l.kv_heads * p->l.head_dim * 4;
-		const uint32_t *bl = (const uint32_t *)(uintptr_t)p->blocks;
 		uint32_t t;
 
 		if ((uint64_t)gx != (uint64_t)p->ntok * 2 * p->l.kv_heads)
@@ -2107,7 +2272,7 @@ static void footprint(const struct func *f, const void *prm,
 		if (p->v)
 			check_range(fn, "v", p->v, p->ntok * row, 1);
 		for (t = 0; t < p->ntok; t++)
-			check_range(fn, "pool block", p->pool + (uint64_t)bl[t] *
+			check_range(fn, "pool block", p->pool + (uint64_t)dev_u32(p->blocks + 4ULL * t) *
 				    p->l.block_bytes, p->l.block_bytes, 0);
 	} else if (!strcmp(n, "kvk_read_bw")) {
 		const struct kvk_cu_bw *p = prm;
