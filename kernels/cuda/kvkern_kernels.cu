@@ -739,9 +739,10 @@ KVK_DEV float int4_scale(const uint8_t *sc, const kvk_cu_layout &l,
 		 * 4-byte word given by the parity of its index */
 		uint32_t slot = pos % l.tokens_per_block;
 
-		return f16_to_f32(s[(plane_t + slot) & 1]);
+		return h2f_bits(s[(plane_t + slot) & 1]);
 	}
-	return f16_to_f32(s[G]);
+	/* cvt.f32.f16: exact, one instruction, no branches */
+	return h2f_bits(s[G]);
 }
 
 /* A fragment of K rows (m = 16 positions) for k-step ks */
