@@ -211,23 +211,34 @@ void kvd_chunks_trim(struct kvd_chunks *k, uint32_t keep)
 		k->drv->cuMemRelease(k->spare[--k->nspare]);
 }
 
+/* A chunk whose unmap fails here stays mapped: its handle is not
+ * released and the reservation not freed (cuMemAddressFree refuses a
+ * reservation with mappings); the context's destruction frees them. */
 void kvd_chunks_fini(struct kvd_chunks *k)
 {
-	uint32_t c;
+	uint32_t c, stuck = 0;
 
 	if (!k->drv)
 		return;
 	for (c = 0; k->state && c < k->nchunks; c++) {
 		if (k->state[c] == KVD_CHUNK_EMPTY)
 			continue;
-		if (k->drv->cuMemUnmap(kvd_chunks_addr(k, c), k->chunk_bytes) ==
-		    CUDA_SUCCESS)
-			k->state[c] = KVD_CHUNK_EMPTY;
+		if (cu(k->drv, k->drv->cuMemUnmap(kvd_chunks_addr(k, c),
+						  k->chunk_bytes),
+		       "cuMemUnmap")) {
+			stuck++;
+			continue;
+		}
+		k->state[c] = KVD_CHUNK_EMPTY;
 		k->drv->cuMemRelease(k->handles[c]);
 	}
 	if (k->spare)
 		kvd_chunks_trim(k, 0);
-	if (k->base)
+	if (stuck)
+		fprintf(stderr, "cuda chunks: %u chunks still mapped: their "
+			"handles and address range are left to the context\n",
+			stuck);
+	else if (k->base)
 		k->drv->cuMemAddressFree(k->base,
 					 (size_t)k->chunk_bytes * k->nchunks);
 	if (k->st)

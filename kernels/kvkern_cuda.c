@@ -57,6 +57,9 @@ struct kvk_cuda {
 	size_t parts_bytes;
 	void *host;		/* pinned staging */
 	size_t host_bytes;
+	CUstream edit_st;	/* the edit kernels' own stream */
+	CUdeviceptr edit_buf;	/* their arrays and stage, kept between calls */
+	size_t edit_bytes;
 	char module[PATH_MAX + 32];
 	char device[128];
 };
@@ -297,6 +300,12 @@ void kvk_cuda_free(struct kvk_cuda *c)
 		return;
 	if (c->st)
 		c->drv->cuStreamSynchronize(c->st);
+	if (c->edit_st)
+		c->drv->cuStreamSynchronize(c->edit_st);
+	if (c->edit_buf)
+		c->drv->cuMemFree(c->edit_buf);
+	if (c->edit_st)
+		c->drv->cuStreamDestroy(c->edit_st);
 	if (c->scratch)
 		c->drv->cuMemFree(c->scratch);
 	if (c->parts)
@@ -366,6 +375,9 @@ int kvk_cuda_init(struct kvk_cuda **out, struct cuda_drv *drv,
 		goto fail;
 	ret = cu(c, drv->cuStreamCreate(&c->st, CU_STREAM_NON_BLOCKING),
 		 "cuStreamCreate");
+	ret = ret ? ret : cu(c, drv->cuStreamCreate(&c->edit_st,
+						    CU_STREAM_NON_BLOCKING),
+			     "cuStreamCreate");
 	if (ret)
 		goto fail;
 	*out = c;
@@ -386,6 +398,40 @@ int kvk_cuda_function(struct kvk_cuda *c, const char *name, CUfunction *f)
 	if (!c || !c->mod)
 		return -EINVAL;
 	return cu(c, c->drv->cuModuleGetFunction(f, c->mod, name), name);
+}
+
+int kvk_cuda_edit_scratch(struct kvk_cuda *c, size_t bytes, CUstream *st,
+			  CUdeviceptr *buf)
+{
+	int ret;
+
+	if (!c || !c->edit_st)
+		return -EINVAL;
+	if (bytes > c->edit_bytes) {
+		/* whole 2 MiB: the next call of a similar size fits */
+		size_t want = (bytes + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+
+		if (c->edit_buf) {
+			/* work queued on it must end before it goes */
+			ret = cu(c, c->drv->cuStreamSynchronize(c->edit_st),
+				 "cuStreamSynchronize");
+			if (ret)
+				return ret;
+			c->drv->cuMemFree(c->edit_buf);
+		}
+		c->edit_buf = 0;
+		c->edit_bytes = 0;
+		ret = cu(c, c->drv->cuMemAlloc(&c->edit_buf, want),
+			 "cuMemAlloc");
+		if (ret) {
+			c->edit_buf = 0;
+			return ret;
+		}
+		c->edit_bytes = want;
+	}
+	*st = c->edit_st;
+	*buf = c->edit_buf;
+	return 0;
 }
 
 int kvk_cuda_sm_count(const struct kvk_cuda *c)

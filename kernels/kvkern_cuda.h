@@ -178,6 +178,15 @@ struct cuda_drv *kvk_cuda_drv(struct kvk_cuda *c);
 int kvk_cuda_function(struct kvk_cuda *c, const char *name, CUfunction *f);
 int kvk_cuda_sm_count(const struct kvk_cuda *c);
 /*
+ * The edit kernels' own non-blocking stream (neither the attention
+ * stream nor the legacy one, so that an edit does not wait for swap
+ * copies or other work) and their device scratch of at least bytes, kept
+ * between calls (grown when a call needs more) and freed with the
+ * context.  The caller synchronises the stream before it returns.
+ */
+int kvk_cuda_edit_scratch(struct kvk_cuda *c, size_t bytes, CUstream *st,
+			  CUdeviceptr *buf);
+/*
  * Run the warp-level primitives the attention kernels rely on (mma.sync
  * fragments, ldmatrix, movmatrix, FP8/INT8/INT4 conversion, cp.async zero
  * fill) on known inputs and compare each result with the PTX ISA's

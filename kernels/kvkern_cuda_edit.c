@@ -4,9 +4,10 @@
  * through the driver API.  The plan of a splice or compaction is made on
  * the host by the CPU ops' own code (kvk_plan_splice, kvk_plan_compact:
  * same checks, same errors, same cos/sin table), the host arrays go into
- * one device buffer per call, batches of destination blocks run in the
- * plan's order (kvk_edit_gather, then kvk_edit_scatter, for each), and
- * the call synchronises.  Score: pass 1 on the GPU, the per-row merge of
+ * the context's edit scratch (kept between calls), batches of destination
+ * blocks run in the plan's order (kvk_edit_gather, then kvk_edit_scatter,
+ * for each) on the context's edit stream, and the call synchronises that
+ * stream only.  Score: pass 1 on the GPU, the per-row merge of
  * its partials on the host (as the CPU op does it), pass 2 on the GPU.
  */
 #include <errno.h>
@@ -55,9 +56,10 @@ static void elayout(const struct kvk_layout *l, struct kvk_cu_elayout *o)
 	o->dtype = l->dtype;
 }
 
-/* The call's arrays in one device allocation, 256-byte aligned. */
+/* The call's arrays in the edit scratch, 256-byte aligned. */
 struct dbuf {
 	CUdeviceptr base;
+	CUstream st;
 	size_t off;
 	struct {
 		size_t off, len;
@@ -78,43 +80,37 @@ static size_t dbuf_add(struct dbuf *b, const void *src, size_t len)
 	return off;
 }
 
-static int dbuf_upload(struct cuda_drv *drv, struct dbuf *b)
+/* the arrays into the scratch, queued on the edit stream (from pageable
+ * memory: the driver stages the source before the call returns) */
+static int dbuf_upload(struct kvk_cuda *c, struct dbuf *b)
 {
+	struct cuda_drv *drv = kvk_cuda_drv(c);
 	int i, ret;
 
-	ret = cu_err(drv, drv->cuMemAlloc(&b->base, b->off), "cuMemAlloc");
-	if (ret) {
-		b->base = 0;
+	ret = kvk_cuda_edit_scratch(c, b->off, &b->st, &b->base);
+	if (ret)
 		return ret;
-	}
 	for (i = 0; i < b->n; i++) {
 		if (!b->in[i].src || !b->in[i].len)
 			continue;
-		ret = cu_err(drv, drv->cuMemcpyHtoD(b->base + b->in[i].off,
-						    b->in[i].src,
-						    b->in[i].len),
-			     "cuMemcpyHtoD");
+		ret = cu_err(drv, drv->cuMemcpyHtoDAsync(b->base + b->in[i].off,
+							 b->in[i].src,
+							 b->in[i].len, b->st),
+			     "cuMemcpyHtoDAsync");
 		if (ret)
 			return ret;
 	}
 	return 0;
 }
 
-static void dbuf_free(struct cuda_drv *drv, struct dbuf *b)
-{
-	if (b->base)
-		drv->cuMemFree(b->base);
-	b->base = 0;
-}
-
 static int launch(struct cuda_drv *drv, CUfunction f, unsigned int gx,
-		  unsigned int gy, void *param, const char *what)
+		  unsigned int gy, void *param, CUstream st, const char *what)
 {
 	void *params[1] = { param };
 
 	return cu_err(drv, drv->cuLaunchKernel(f, gx, gy, 1,
 					       KVK_CU_EDIT_THREADS, 1, 1, 0,
-					       NULL, params, NULL), what);
+					       st, params, NULL), what);
 }
 
 static uint64_t al16(uint64_t x)
@@ -133,7 +129,7 @@ static int run_edit(struct kvk_cuda *c, const struct kvk_layout *l,
 	struct dbuf b;
 	CUfunction fg, fs;
 	size_t o_t, o_k = 0, o_c, o_s, o_st;
-	int ret;
+	int ret, sr;
 
 	if (!p->ndest)
 		return 0;
@@ -160,9 +156,9 @@ static int run_edit(struct kvk_cuda *c, const struct kvk_layout *l,
 	o_c = dbuf_add(&b, p->cs, sizeof(p->cs));
 	o_s = dbuf_add(&b, p->sn, sizeof(p->sn));
 	o_st = dbuf_add(&b, NULL, nb * per);
-	ret = dbuf_upload(drv, &b);
+	ret = dbuf_upload(c, &b);
 	if (ret)
-		goto out;
+		return ret;
 	memset(&prm, 0, sizeof(prm));
 	elayout(l, &prm.l);
 	prm.pool = pool;
@@ -189,17 +185,15 @@ static int run_edit(struct kvk_cuda *c, const struct kvk_layout *l,
 						p->ndest - k0 : nb);
 
 		prm.k0 = (uint32_t)k0;
-		ret = launch(drv, fg, n, (unsigned int)planes, &prm,
+		ret = launch(drv, fg, n, (unsigned int)planes, &prm, b.st,
 			     "kvk_edit_gather");
 		if (!ret)
 			ret = launch(drv, fs, n, (unsigned int)planes, &prm,
-				     "kvk_edit_scatter");
+				     b.st, "kvk_edit_scatter");
 	}
-	if (!ret)
-		ret = cu_err(drv, drv->cuCtxSynchronize(), "edit");
-out:
-	dbuf_free(drv, &b);
-	return ret;
+	/* also after a failed launch: queued work ends before the call */
+	sr = cu_err(drv, drv->cuStreamSynchronize(b.st), "edit");
+	return ret ? ret : sr;
 }
 
 int kvk_cuda_splice(struct kvk_cuda *c, const struct kvk_splice_args *a)
@@ -242,6 +236,7 @@ int kvk_cuda_score(struct kvk_cuda *c, const struct kvk_score_args *a)
 	struct dbuf b;
 	CUfunction f1, f2;
 	uint32_t H, G, Rh, nchunks, h, r, k;
+	int sr;
 	size_t o_t, o_q, o_p, o_m, o_o, nparts;
 	float *parts = NULL, *ml = NULL;
 	int ret = kvk_check_score(a);
@@ -278,9 +273,9 @@ int kvk_cuda_score(struct kvk_cuda *c, const struct kvk_score_args *a)
 	o_p = dbuf_add(&b, NULL, nparts * sizeof(float));
 	o_m = dbuf_add(&b, NULL, (size_t)H * Rh * 2 * sizeof(float));
 	o_o = dbuf_add(&b, NULL, (size_t)a->len * sizeof(float));
-	ret = dbuf_upload(drv, &b);
+	ret = dbuf_upload(c, &b);
 	if (ret)
-		goto out;
+		goto out_host;
 	memset(&prm, 0, sizeof(prm));
 	elayout(l, &prm.l);
 	prm.pool = (CUdeviceptr)(uintptr_t)a->pool_base;
@@ -298,15 +293,16 @@ int kvk_cuda_score(struct kvk_cuda *c, const struct kvk_score_args *a)
 	prm.want_max = !!(a->flags & KVK_SCORE_MAX);
 	prm.nchunks = nchunks;
 	prm.scale = a->scale;
-	ret = launch(drv, f1, nchunks, H, &prm, "kvk_edit_score_stats");
+	ret = launch(drv, f1, nchunks, H, &prm, b.st, "kvk_edit_score_stats");
 	if (!ret)
-		ret = cu_err(drv, drv->cuCtxSynchronize(), "score");
-	if (!ret)
-		ret = cu_err(drv, drv->cuMemcpyDtoH(parts, prm.parts,
-						    nparts * sizeof(float)),
-			     "cuMemcpyDtoH");
+		ret = cu_err(drv, drv->cuMemcpyDtoHAsync(parts, prm.parts,
+							 nparts * sizeof(float),
+							 b.st),
+			     "cuMemcpyDtoHAsync");
+	sr = cu_err(drv, drv->cuStreamSynchronize(b.st), "score");
+	ret = ret ? ret : sr;
 	if (ret)
-		goto out;
+		goto out_host;
 	/* merge every row's chunks in chunk order (as kvk_score) */
 	for (h = 0; h < H; h++)
 		for (r = 0; r < Rh; r++) {
@@ -329,19 +325,19 @@ int kvk_cuda_score(struct kvk_cuda *c, const struct kvk_score_args *a)
 			ml[((size_t)h * Rh + r) * 2] = M;
 			ml[((size_t)h * Rh + r) * 2 + 1] = L;
 		}
-	ret = cu_err(drv, drv->cuMemcpyHtoD(prm.ml, ml, (size_t)H * Rh * 2 *
-					    sizeof(float)), "cuMemcpyHtoD");
+	ret = cu_err(drv, drv->cuMemcpyHtoDAsync(prm.ml, ml, (size_t)H * Rh *
+						 2 * sizeof(float), b.st),
+		     "cuMemcpyHtoDAsync");
 	if (!ret)
-		ret = launch(drv, f2, nchunks, 1, &prm, "kvk_edit_score_accum");
+		ret = launch(drv, f2, nchunks, 1, &prm, b.st,
+			     "kvk_edit_score_accum");
 	if (!ret)
-		ret = cu_err(drv, drv->cuCtxSynchronize(), "score");
-	if (!ret)
-		ret = cu_err(drv, drv->cuMemcpyDtoH(a->out, prm.out,
-						    (size_t)a->len *
-						    sizeof(float)),
-			     "cuMemcpyDtoH");
-out:
-	dbuf_free(drv, &b);
+		ret = cu_err(drv, drv->cuMemcpyDtoHAsync(a->out, prm.out,
+							 (size_t)a->len *
+							 sizeof(float), b.st),
+			     "cuMemcpyDtoHAsync");
+	sr = cu_err(drv, drv->cuStreamSynchronize(b.st), "score");
+	ret = ret ? ret : sr;
 out_host:
 	free(parts);
 	free(ml);

@@ -571,6 +571,8 @@ KVK_DEV uint32_t q_dim(uint32_t ks, uint32_t c, uint32_t e, uint32_t hi8)
 
 	if (DT == KVK_BF16)
 		return 16 * ks + 2 * c + e + 8 * hi8;
+	if (DT != KVK_INT4)
+		return 16 * ks + 4 * c + e + 2 * hi8;	/* see k_frag */
 	{
 		const uint32_t per = C::W / 4;
 		const uint32_t j = ks / per, s = ks % per;
@@ -737,9 +739,10 @@ KVK_DEV float int4_scale(const uint8_t *sc, const kvk_cu_layout &l,
 		 * 4-byte word given by the parity of its index */
 		uint32_t slot = pos % l.tokens_per_block;
 
-		return f16_to_f32(s[(plane_t + slot) & 1]);
+		return h2f_bits(s[(plane_t + slot) & 1]);
 	}
-	return f16_to_f32(s[G]);
+	/* cvt.f32.f16: exact, one instruction, no branches */
+	return h2f_bits(s[G]);
 }
 
 /* A fragment of K rows (m = 16 positions) for k-step ks */
@@ -776,9 +779,17 @@ KVK_DEV void k_frag(const uint8_t *kt, uint32_t ks, uint32_t lane,
 		return;
 	}
 	{
-		const uint32_t per = C::W / 4;
-		const uint32_t j = ks / per, s = ks % per;
-		const uint32_t off = j * 4 * C::W + c * C::W + 4 * s;
+		/*
+		 * FP8/INT8: lane (g, c) reads the 4 bytes at 16 ks + 4 c of
+		 * rows g and g + 8 (dimensions as q_dim).  Rows are RS = D +
+		 * 16 bytes apart, so the word's bank is (g RS / 4 + 4 ks + c)
+		 * mod 32; RS / 4 = 12, 20, 36, 68 for D = 32 .. 256 makes
+		 * g RS / 4 mod 32 eight distinct multiples of 4, and c adds
+		 * 0..3: 32 lanes, 32 banks, no conflict (a column step of 16
+		 * bytes had 4-way conflicts, 2-way at D = 32; see
+		 * Documentation/gpu.rst).
+		 */
+		const uint32_t off = 16 * ks + 4 * c;
 		const uint32_t w0 = *(const uint32_t *)(kt + g * C::RS + off);
 		const uint32_t w1 = *(const uint32_t *)(kt + (g + 8) * C::RS + off);
 

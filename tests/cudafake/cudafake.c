@@ -43,8 +43,14 @@
  *                                    copy with the FNV-1a hash of its bytes
  *                                    (two runs that read back the same
  *                                    results log the same hashes)
- * Not modelled: timing, asynchrony (work runs when issued), peer access,
- * several processes sharing one device's memory budget.
+ *   CUEMU_ORDER=forward|reverse|random:SEED  the order of the emulated
+ *                                    threads and blocks (cuemu.h) and of
+ *                                    the streams' deferred work (below)
+ * Work queued on streams is deferred until a synchronisation (see
+ * "streams: deferred work").
+ * Not modelled: timing, concurrency between streams within one piece of
+ * work, peer access, several processes sharing one device's memory
+ * budget.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -75,17 +81,41 @@ API const int kvpool_cudafake_version = 1;
 
 /* ---- state ---- */
 
+struct work;
+
+struct stream {
+	struct stream *next;
+	struct ctx *ctx;
+	unsigned int flags;	/* CU_STREAM_NON_BLOCKING or 0 */
+	int legacy;		/* the context's NULL stream */
+	struct work *head, *tail;
+	uint64_t queued, done;	/* sequence numbers of its work */
+};
+
 struct ctx {
 	int dev;
 	int refs;
+	struct stream legacy;
 };
 
+/*
+ * Device memory is at addresses the host cannot touch: every allocation
+ * (a memfd) is mapped twice, at its device address with PROT_NONE, where
+ * a host dereference faults, and at a host view the double's copies,
+ * memsets and checks use.  The device addresses open (with the mapping's
+ * access) only while an emulated kernel runs.
+ */
 struct dalloc {			/* cuMemAlloc */
 	struct dalloc *next;
 	uintptr_t ptr;
 	size_t size;
-	void *map;
+	void *map;		/* the device range, with a guard page */
 	size_t map_size;
+	uint8_t *host;		/* the host view of ptr */
+	void *hmap;
+	size_t hmap_size;
+	size_t body;		/* bytes of the memfd both map */
+	uint8_t *dbody;		/* where the device range's pages start */
 	struct ctx *ctx;
 };
 
@@ -128,6 +158,7 @@ struct mapping {		/* cuMemMap */
 	size_t size;
 	struct handle *h;
 	int access;		/* CU_MEM_ACCESS_FLAGS_PROT_* */
+	uint8_t *host;		/* the host view of ptr */
 };
 
 struct module {
@@ -144,17 +175,44 @@ struct func {
 	int max_dyn;		/* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
 };
 
-struct stream {
-	struct stream *next;
-	struct ctx *ctx;
-};
-
 struct event {
 	struct event *next;
 	struct ctx *ctx;
 	unsigned int flags;
-	int recorded;
-	double t;
+	int recorded;		/* cuEventRecord was called */
+	struct stream *rec_s;	/* its last record: this stream's work */
+	uint64_t rec_seq;	/* number rec_seq */
+	double t;		/* when that record ran */
+};
+
+/* the work queued on a stream, run at a synchronisation (see below) */
+enum { W_LAUNCH, W_HTOD, W_DTOH, W_DTOD, W_MEMSET8, W_MEMSET32, W_EVENT };
+
+struct dep {
+	struct stream *s;
+	uint64_t seq;
+};
+
+struct work {
+	struct work *next;
+	int kind;
+	uint64_t seq;
+	const char *fn;
+	struct dep *deps;	/* work of other streams that must run first */
+	int ndeps;
+	/* W_LAUNCH */
+	const struct func *f;
+	void *prm;
+	unsigned int g[3], b[3], smem;
+	/* copies and memsets */
+	uint64_t dst, src;
+	void *hdst;
+	const void *hsrc;
+	void *staged;		/* a pageable source, copied at the call */
+	size_t n;
+	uint32_t v;
+	/* W_EVENT */
+	struct event *ev;
 };
 
 static struct {
@@ -183,6 +241,8 @@ static struct {
 } F = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread struct ctx *cur_ctx;
+
+static void sync_ctx(struct ctx *c);
 
 struct fail {
 	char fn[64];
@@ -425,6 +485,77 @@ static void check_range(const char *fn, const char *what, uint64_t p,
 	}
 }
 
+/* The host view of device address p and how many bytes follow it in
+ * the same allocation or mapping (0 and NULL: not device memory). */
+static uint8_t *dev_seg(uint64_t p, size_t *len)
+{
+	struct dalloc *a = find_alloc(p);
+	struct mapping *m;
+
+	if (a) {
+		*len = a->ptr + a->size - p;
+		return a->host + (p - a->ptr);
+	}
+	m = find_map(p);
+	if (m) {
+		*len = m->ptr + m->size - p;
+		return m->host + (p - m->ptr);
+	}
+	*len = 0;
+	return NULL;
+}
+
+/* host <-> device bytes through the host views, piece by piece:
+ * to_dev copies host into [p, +n), else [p, +n) into host */
+static void dev_copy(uint64_t p, void *host, size_t n, int to_dev)
+{
+	uint8_t *b = host;
+
+	while (n) {
+		size_t len;
+		uint8_t *h = dev_seg(p, &len);
+
+		if (!h)
+			violation("cudafake", "internal: %#llx is not device "
+				  "memory", (unsigned long long)p);
+		if (len > n)
+			len = n;
+		if (to_dev)
+			memcpy(h, b, len);
+		else
+			memcpy(b, h, len);
+		p += len;
+		b += len;
+		n -= len;
+	}
+}
+
+static uint32_t dev_u32(uint64_t p)
+{
+	uint32_t v;
+
+	dev_copy(p, &v, 4, 0);
+	return v;
+}
+
+/* While an emulated kernel runs, the device addresses hold their memory
+ * (open != 0), else they fault. */
+static void dev_open(int open)
+{
+	struct dalloc *a;
+	struct mapping *m;
+
+	for (a = F.allocs; a; a = a->next)
+		mprotect(a->dbody, a->body, open ? PROT_READ | PROT_WRITE :
+						   PROT_NONE);
+	for (m = F.maps; m; m = m->next)
+		mprotect((void *)m->ptr, m->size, !open ? PROT_NONE :
+			 m->access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ?
+			 PROT_READ | PROT_WRITE :
+			 m->access == CU_MEM_ACCESS_FLAGS_PROT_READ ?
+			 PROT_READ : PROT_NONE);
+}
+
 static void check_host(const char *fn, const void *p, size_t n)
 {
 	if (n && !p)
@@ -561,6 +692,8 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice d)
 	if (!pctx)
 		violation(fname, "NULL argument");
 	F.prim[d].dev = d;
+	F.prim[d].legacy.ctx = &F.prim[d];
+	F.prim[d].legacy.legacy = 1;
 	F.prim[d].refs++;
 	*pctx = (CUcontext)&F.prim[d];
 	LEAVE(CUDA_SUCCESS);
@@ -575,6 +708,8 @@ API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
 	if (F.prim[d].refs <= 0)
 		violation(fname, "device %d's primary context is not retained",
 			  d);
+	if (F.prim[d].refs == 1)
+		sync_ctx(&F.prim[d]);
 	if (--F.prim[d].refs == 0)
 		leaks_of(&F.prim[d], "when its last reference was released");
 	LEAVE(CUDA_SUCCESS);
@@ -613,6 +748,7 @@ API CUresult cuCtxSynchronize(void)
 {
 	ENTER("cuCtxSynchronize");
 	NEED_CTX();
+	sync_ctx(cur_ctx);
 	LEAVE(CUDA_SUCCESS);
 }
 
@@ -637,21 +773,56 @@ API CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	LEAVE(CUDA_SUCCESS);
 }
 
-/* pages with a guard page after: the allocation ends at the guard */
-static void *guarded(size_t size, size_t align, void **map, size_t *map_size)
+/* a memfd of size bytes mapped at a fresh range of len bytes whose last
+ * page is a guard, the memfd's pages ending at it; NULL on failure */
+static uint8_t *view(int fd, size_t body, size_t len, int prot, void **map)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t body = (size + align - 1) / align * align;
-	size_t len = (body + page - 1) / page * page + page;
-	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+	uint8_t *m = mmap(NULL, len, PROT_NONE,
 			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uint8_t *at;
 
 	if (m == MAP_FAILED)
 		return NULL;
-	mprotect(m + len - page, page, PROT_NONE);
+	at = m + len - page - body;
+	if (mmap(at, body, prot, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+		munmap(m, len);
+		return NULL;
+	}
 	*map = m;
-	*map_size = len;
-	return m + len - page - body;
+	return at;
+}
+
+/* a cuMemAlloc allocation ending at a guard page, in both views */
+static int guarded(struct dalloc *a, size_t size, size_t align)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t rounded = (size + align - 1) / align * align;
+	size_t body = (rounded + page - 1) / page * page;
+	size_t len = body + page;
+	int fd = memfd_create("cudafake-alloc", MFD_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, (off_t)body))
+		goto fail;
+	a->dbody = view(fd, body, len, PROT_NONE, &a->map);
+	if (!a->dbody)
+		goto fail;
+	a->host = view(fd, body, len, PROT_READ | PROT_WRITE, &a->hmap);
+	if (!a->host) {
+		munmap(a->map, len);
+		goto fail;
+	}
+	close(fd);
+	a->map_size = a->hmap_size = len;
+	a->body = body;
+	a->ptr = (uintptr_t)a->dbody + body - rounded;
+	a->host += body - rounded;
+	return 0;
+fail:
+	close(fd);
+	return -1;
 }
 
 API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
@@ -669,8 +840,7 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t size)
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
-	a->ptr = (uintptr_t)guarded(size, 256, &a->map, &a->map_size);
-	if (!a->ptr) {
+	if (guarded(a, size, 256)) {
 		free(a);
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
 	}
@@ -699,9 +869,11 @@ API CUresult cuMemFree_v2(CUdeviceptr p)
 	if (a->ctx != cur_ctx)
 		violation(fname, "%#llx belongs to another context",
 			  (unsigned long long)p);
+	sync_ctx(cur_ctx);
 	*pp = a->next;
 	F.mem_used -= a->size;
 	munmap(a->map, a->map_size);
+	munmap(a->hmap, a->hmap_size);
 	free(a);
 	LEAVE(CUDA_SUCCESS);
 }
@@ -738,6 +910,7 @@ API CUresult cuMemFreeHost(void *p)
 			break;
 	if (!*pp)
 		violation(fname, "%p was not returned by cuMemAllocHost", p);
+	sync_ctx(cur_ctx);
 	h = *pp;
 	*pp = h->next;
 	free(h->ptr);
@@ -814,13 +987,364 @@ static struct stream *find_stream(const char *fn, CUstream s)
 		  (void *)s);
 }
 
-static CUresult htod(const char *fn, CUdeviceptr dst, const void *src,
-		     size_t n)
+/*
+ * ---- streams: deferred work ----
+ *
+ * Work queued on a stream (launches, async copies and memsets, event
+ * records) runs only when something waits for it: cuStreamSynchronize,
+ * cuEventSynchronize, cuCtxSynchronize, a copy to pageable host memory,
+ * work of the legacy stream queued behind it, the stream's destruction,
+ * cuMemFree (the driver waits for the device there too) and the release
+ * of the context.  Each stream's work runs in its order; the legacy (NULL)
+ * stream's work waits for the work queued before it on every blocking
+ * stream and theirs for the legacy stream's (CU_STREAM_NON_BLOCKING
+ * streams for neither).  Which other streams' work runs at a
+ * synchronisation follows CUEMU_ORDER: forward runs only what the wait
+ * needs; reverse first runs all the other streams' work; random:SEED runs
+ * the other streams' work interleaved at random.  A missing
+ * synchronisation shows as stale data read back, or as a violation when
+ * the work finally runs on memory unmapped or freed meanwhile (its ranges
+ * are checked again when it runs).
+ */
+static void footprint(const struct func *f, const void *prm,
+		      unsigned int gx, unsigned int gy, unsigned int smem);
+
+static struct stream *stream_of(const char *fn, CUstream s)
 {
+	struct stream *st = find_stream(fn, s);
+
+	return st ? st : &cur_ctx->legacy;
+}
+
+static int pending(const struct stream *s)
+{
+	return s->done < s->queued;
+}
+
+static struct work *new_work(const char *fn, int kind, struct stream *s)
+{
+	struct work *w = calloc(1, sizeof(*w));
+	struct stream *o;
+	int n = 0;
+
+	if (!w)
+		violation(fn, "out of host memory for queued work");
+	w->fn = fn;
+	w->kind = kind;
+	if (s->legacy) {
+		for (o = F.streams; o; o = o->next)
+			n += o->ctx == s->ctx && pending(o) &&
+			     !(o->flags & CU_STREAM_NON_BLOCKING);
+	} else if (!(s->flags & CU_STREAM_NON_BLOCKING) &&
+		   pending(&s->ctx->legacy)) {
+		n = 1;
+	}
+	if (n) {
+		w->deps = calloc((size_t)n, sizeof(*w->deps));
+		if (!w->deps)
+			violation(fn, "out of host memory for queued work");
+		if (s->legacy) {
+			for (o = F.streams; o; o = o->next)
+				if (o->ctx == s->ctx && pending(o) &&
+				    !(o->flags & CU_STREAM_NON_BLOCKING))
+					w->deps[w->ndeps++] =
+						(struct dep){ o, o->queued };
+		} else {
+			w->deps[w->ndeps++] = (struct dep){ &s->ctx->legacy,
+							    s->ctx->legacy.queued };
+		}
+	}
+	w->seq = ++s->queued;
+	if (s->tail)
+		s->tail->next = w;
+	else
+		s->head = w;
+	s->tail = w;
+	return w;
+}
+
+static uint64_t fnv1a(const void *p, size_t n);
+
+/* device to device: piece by piece, through a bounce buffer */
+static void dev_dtod(uint64_t dst, uint64_t src, size_t n)
+{
+	size_t at = 0, len;
+	uint8_t *d, *sv;
+	void *tmp;
+
+	/* overlapping ranges (undefined for the driver) as memmove */
+	if (dst < src + n && src < dst + n) {
+		tmp = malloc(n);
+		if (!tmp)
+			violation("cuMemcpyDtoD", "out of host memory");
+		dev_copy(src, tmp, n, 0);
+		dev_copy(dst, tmp, n, 1);
+		free(tmp);
+		return;
+	}
+	while (at < n) {
+		size_t dl, sl;
+
+		d = dev_seg(dst + at, &dl);
+		sv = dev_seg(src + at, &sl);
+		len = n - at;
+		len = len < dl ? len : dl;
+		len = len < sl ? len : sl;
+		memcpy(d, sv, len);
+		at += len;
+	}
+}
+
+/* n bytes of v's low byte (unit 1) or 32-bit words (unit 4) */
+static void dev_fill(uint64_t p, size_t n, int unit, uint32_t v)
+{
+	while (n) {
+		size_t len, i;
+		uint8_t *h = dev_seg(p, &len);
+
+		if (len > n)
+			len = n;
+		if (unit == 1)
+			memset(h, (int)(v & 0xff), len);
+		else
+			for (i = 0; i + 4 <= len; i += 4)
+				memcpy(h + i, &v, 4);
+		p += len;
+		n -= len;
+	}
+}
+
+static void run_work(struct work *w)
+{
+	const char *fn = w->fn;
+
+	switch (w->kind) {
+	case W_LAUNCH:
+		footprint(w->f, w->prm, w->g[0], w->g[1], w->smem);
+		if (F.exec) {
+			const struct cuemu_kernel *e;
+
+			for (e = cuemu_kernels; e->name; e++)
+				if (!strcmp(e->name, w->f->k->name))
+					break;
+			cuemu_set_sm(F.arch);
+			dev_open(1);
+			if (cuemu_launch(e->name, e->call, w->prm, w->g[0],
+					 w->g[1], w->g[2], w->b[0], w->b[1],
+					 w->b[2], w->smem))
+				violation(fn, "%s: out of host memory for the "
+					  "emulation", w->f->k->name);
+			dev_open(0);
+		}
+		break;
+	case W_HTOD:
+		check_range(fn, "destination", w->dst, w->n, 1);
+		dev_copy(w->dst, w->staged ? w->staged : (void *)w->hsrc, w->n, 1);
+		break;
+	case W_DTOH:
+		check_range(fn, "source", w->src, w->n, 0);
+		dev_copy(w->src, w->hdst, w->n, 0);
+		if (F.log)
+			logf_("dtoh %zu %016llx", w->n,
+			      (unsigned long long)fnv1a(w->hdst, w->n));
+		break;
+	case W_DTOD:
+		check_range(fn, "source", w->src, w->n, 0);
+		check_range(fn, "destination", w->dst, w->n, 1);
+		dev_dtod(w->dst, w->src, w->n);
+		break;
+	case W_MEMSET8:
+		check_range(fn, "destination", w->dst, w->n, 1);
+		dev_fill(w->dst, w->n, 1, w->v);
+		break;
+	case W_MEMSET32: {
+		check_range(fn, "destination", w->dst, (uint64_t)w->n * 4, 1);
+		dev_fill(w->dst, w->n * 4, 4, w->v);
+		break;
+	}
+	case W_EVENT:
+		w->ev->t = now_ms();
+		break;
+	}
+}
+
+static void drain_to(struct stream *s, uint64_t seq);
+
+/* the first work of s, after the work of other streams it waits for */
+static void run_one(struct stream *s)
+{
+	struct work *w = s->head;
+	int i;
+
+	for (i = 0; i < w->ndeps; i++)
+		if (w->deps[i].s)
+			drain_to(w->deps[i].s, w->deps[i].seq);
+	run_work(w);
+	s->head = w->next;
+	if (!s->head)
+		s->tail = NULL;
+	s->done = w->seq;
+	free(w->deps);
+	free(w->prm);
+	free(w->staged);
+	free(w);
+}
+
+static void drain_to(struct stream *s, uint64_t seq)
+{
+	while (s->done < seq)
+		run_one(s);
+}
+
+/* the streams of c with work queued, the legacy stream first */
+static int pending_streams(struct ctx *c, struct stream **v, int max)
+{
+	struct stream *o;
+	int n = 0;
+
+	if (pending(&c->legacy))
+		v[n++] = &c->legacy;
+	for (o = F.streams; o && n < max; o = o->next)
+		if (o->ctx == c && pending(o))
+			v[n++] = o;
+	return n;
+}
+
+#define MAX_PENDING 64
+
+/* a wait for s's work up to seq, in CUEMU_ORDER's manner */
+static void sync_to(struct stream *s, uint64_t seq)
+{
+	struct stream *v[MAX_PENDING];
+	int order = cuemu_order(), n, i;
+
+	if (order == 1) {
+		n = pending_streams(s->ctx, v, MAX_PENDING);
+		for (i = n - 1; i >= 0; i--)
+			if (v[i] != s)
+				drain_to(v[i], v[i]->queued);
+	}
+	while (s->done < seq) {
+		if (order == 2 && (cuemu_rand() & 1)) {
+			n = pending_streams(s->ctx, v, MAX_PENDING);
+			if (n) {
+				i = (int)(cuemu_rand() % (unsigned int)n);
+				if (v[i] != s)
+					run_one(v[i]);
+				continue;
+			}
+		}
+		run_one(s);
+	}
+}
+
+/* all of c's work: forward in stream order, reverse backwards, random
+ * interleaved */
+static void sync_ctx(struct ctx *c)
+{
+	struct stream *v[MAX_PENDING];
+	int order = cuemu_order(), n;
+
+	while ((n = pending_streams(c, v, MAX_PENDING))) {
+		struct stream *s = v[order == 0 ? 0 : order == 1 ? n - 1 :
+				     (int)(cuemu_rand() % (unsigned int)n)];
+
+		if (order == 2)
+			run_one(s);
+		else
+			drain_to(s, s->queued);
+	}
+}
+
+/* s goes: nothing may name it (its work has run) */
+static void forget_stream(struct stream *s)
+{
+	struct stream *o;
+	struct event *e;
+	struct work *w;
+	int i, d;
+
+	for (o = F.streams; o; o = o->next)
+		for (w = o->head; w; w = w->next)
+			for (i = 0; i < w->ndeps; i++)
+				if (w->deps[i].s == s)
+					w->deps[i].s = NULL;
+	for (d = 0; d < MAX_DEV; d++)
+		for (w = F.prim[d].legacy.head; w; w = w->next)
+			for (i = 0; i < w->ndeps; i++)
+				if (w->deps[i].s == s)
+					w->deps[i].s = NULL;
+	for (e = F.events; e; e = e->next)
+		if (e->rec_s == s)
+			e->rec_s = NULL;
+}
+
+/* a host range cuMemAllocHost returned or cuMemHostRegister locked */
+static int is_pinned(const void *p, size_t n)
+{
+	uintptr_t a = (uintptr_t)p;
+	struct halloc *h;
+	struct hreg *r;
+
+	for (h = F.hosts; h; h = h->next)
+		if (a >= (uintptr_t)h->ptr && a + n <= (uintptr_t)h->ptr + h->size)
+			return 1;
+	for (r = F.hregs; r; r = r->next)
+		if (a >= r->ptr && a + n <= r->ptr + r->size)
+			return 1;
+	return 0;
+}
+
+/* a host-to-device copy: a pageable source is read now (the driver
+ * stages it), a page-locked one when the copy runs */
+static struct work *q_htod(const char *fn, struct stream *s, CUdeviceptr dst,
+			   const void *src, size_t n)
+{
+	struct work *w;
+
 	check_range(fn, "destination", dst, n, 1);
 	check_host(fn, src, n);
-	memcpy((void *)(uintptr_t)dst, src, n);
-	return CUDA_SUCCESS;
+	w = new_work(fn, W_HTOD, s);
+	w->dst = dst;
+	w->n = n;
+	if (is_pinned(src, n)) {
+		w->hsrc = src;
+	} else {
+		w->staged = malloc(n ? n : 1);
+		if (!w->staged)
+			violation(fn, "out of host memory for staging");
+		memcpy(w->staged, src, n);
+	}
+	return w;
+}
+
+/* a device-to-host copy: one to pageable memory is done on return */
+static void q_dtoh(const char *fn, struct stream *s, void *dst,
+		   CUdeviceptr src, size_t n, int sync)
+{
+	struct work *w;
+
+	check_range(fn, "source", src, n, 0);
+	check_host(fn, dst, n);
+	w = new_work(fn, W_DTOH, s);
+	w->src = src;
+	w->hdst = dst;
+	w->n = n;
+	if (sync || !is_pinned(dst, n))
+		sync_to(s, w->seq);
+}
+
+static void q_dtod(const char *fn, struct stream *s, CUdeviceptr dst,
+		   CUdeviceptr src, size_t n)
+{
+	struct work *w;
+
+	check_range(fn, "source", src, n, 0);
+	check_range(fn, "destination", dst, n, 1);
+	w = new_work(fn, W_DTOD, s);
+	w->src = src;
+	w->dst = dst;
+	w->n = n;
 }
 
 static uint64_t fnv1a(const void *p, size_t n)
@@ -833,97 +1357,83 @@ static uint64_t fnv1a(const void *p, size_t n)
 	return h;
 }
 
-static CUresult dtoh(const char *fn, void *dst, CUdeviceptr src, size_t n)
-{
-	check_range(fn, "source", src, n, 0);
-	check_host(fn, dst, n);
-	memcpy(dst, (const void *)(uintptr_t)src, n);
-	if (F.log)
-		logf_("dtoh %zu %016llx", n, (unsigned long long)fnv1a(dst, n));
-	return CUDA_SUCCESS;
-}
-
-static CUresult dtod(const char *fn, CUdeviceptr dst, CUdeviceptr src,
-		     size_t n)
-{
-	check_range(fn, "source", src, n, 0);
-	check_range(fn, "destination", dst, n, 1);
-	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
-	return CUDA_SUCCESS;
-}
-
+/* The synchronous copies are work of the legacy stream: from pageable
+ * memory the call returns once the source is staged, from page-locked
+ * memory once the copy is done; to the host once it is done; device to
+ * device and memsets without waiting (the driver API's "API
+ * synchronization behavior"). */
 API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
-	CUresult r;
+	struct work *w;
 
 	ENTER("cuMemcpyHtoD");
 	NEED_CTX();
-	r = htod(fname, dst, src, n);
-	LEAVE(r);
+	w = q_htod(fname, &cur_ctx->legacy, dst, src, n);
+	if (w->hsrc)
+		sync_to(&cur_ctx->legacy, w->seq);
+	LEAVE(CUDA_SUCCESS);
 }
 
 API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
-	CUresult r;
-
 	ENTER("cuMemcpyDtoH");
 	NEED_CTX();
-	r = dtoh(fname, dst, src, n);
-	LEAVE(r);
+	q_dtoh(fname, &cur_ctx->legacy, dst, src, n, 1);
+	LEAVE(CUDA_SUCCESS);
 }
 
 API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
-	CUresult r;
-
 	ENTER("cuMemcpyDtoD");
 	NEED_CTX();
-	r = dtod(fname, dst, src, n);
-	LEAVE(r);
+	q_dtod(fname, &cur_ctx->legacy, dst, src, n);
+	LEAVE(CUDA_SUCCESS);
 }
 
 API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n,
 				  CUstream s)
 {
-	CUresult r;
-
 	ENTER("cuMemcpyHtoDAsync");
 	NEED_CTX();
-	find_stream(fname, s);
-	r = htod(fname, dst, src, n);
-	LEAVE(r);
+	q_htod(fname, stream_of(fname, s), dst, src, n);
+	LEAVE(CUDA_SUCCESS);
 }
 
 API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n,
 				  CUstream s)
 {
-	CUresult r;
-
 	ENTER("cuMemcpyDtoHAsync");
 	NEED_CTX();
-	find_stream(fname, s);
-	r = dtoh(fname, dst, src, n);
-	LEAVE(r);
+	q_dtoh(fname, stream_of(fname, s), dst, src, n, 0);
+	LEAVE(CUDA_SUCCESS);
 }
 
 API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n,
 				  CUstream s)
 {
-	CUresult r;
-
 	ENTER("cuMemcpyDtoDAsync");
 	NEED_CTX();
-	find_stream(fname, s);
-	r = dtod(fname, dst, src, n);
-	LEAVE(r);
+	q_dtod(fname, stream_of(fname, s), dst, src, n);
+	LEAVE(CUDA_SUCCESS);
+}
+
+static void q_memset8(const char *fn, struct stream *s, CUdeviceptr dst,
+		      unsigned char v, size_t n)
+{
+	struct work *w;
+
+	check_range(fn, "destination", dst, n, 1);
+	w = new_work(fn, W_MEMSET8, s);
+	w->dst = dst;
+	w->v = v;
+	w->n = n;
 }
 
 API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n)
 {
 	ENTER("cuMemsetD8");
 	NEED_CTX();
-	check_range(fname, "destination", dst, n, 1);
-	memset((void *)(uintptr_t)dst, v, n);
+	q_memset8(fname, &cur_ctx->legacy, dst, v, n);
 	LEAVE(CUDA_SUCCESS);
 }
 
@@ -932,9 +1442,7 @@ API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n,
 {
 	ENTER("cuMemsetD8Async");
 	NEED_CTX();
-	find_stream(fname, s);
-	check_range(fname, "destination", dst, n, 1);
-	memset((void *)(uintptr_t)dst, v, n);
+	q_memset8(fname, stream_of(fname, s), dst, v, n);
 	LEAVE(CUDA_SUCCESS);
 }
 
@@ -942,19 +1450,22 @@ API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n,
 API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n,
 			      CUstream s)
 {
-	size_t i;
+	struct stream *st;
+	struct work *w;
 
 	ENTER("cuMemsetD32Async");
 	NEED_CTX();
-	find_stream(fname, s);
+	st = stream_of(fname, s);
 	if (dst % 4)
 		violation(fname, "destination %#llx is not 4-byte aligned "
 			  "(CUDA_ERROR_INVALID_VALUE)", (unsigned long long)dst);
 	if (n > SIZE_MAX / 4)
 		violation(fname, "%zu words overflow the address space", n);
 	check_range(fname, "destination", dst, (uint64_t)n * 4, 1);
-	for (i = 0; i < n; i++)
-		((uint32_t *)(uintptr_t)dst)[i] = v;
+	w = new_work(fname, W_MEMSET32, st);
+	w->dst = dst;
+	w->v = v;
+	w->n = n;
 	logf_("memset32 %#llx %zu", (unsigned long long)dst, n * 4);
 	LEAVE(CUDA_SUCCESS);
 }
@@ -1195,6 +1706,14 @@ API CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset,
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+	/* the host view, accessible as cuMemSetAccess says */
+	m->host = mmap(NULL, size, PROT_NONE, MAP_SHARED, h->fd, 0);
+	if (m->host == MAP_FAILED) {
+		free(m);
+		mmap((void *)(uintptr_t)p, size, PROT_NONE, MAP_PRIVATE |
+		     MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
+	}
 	m->ptr = p;
 	m->size = size;
 	m->h = h;
@@ -1253,6 +1772,7 @@ API CUresult cuMemUnmap(CUdeviceptr p, size_t size)
 			mmap((void *)m->ptr, m->size, PROT_NONE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
 			     MAP_NORESERVE, -1, 0);
+			munmap(m->host, m->size);
 			free(m);
 			h->maps--;
 			handle_put(h);
@@ -1288,7 +1808,7 @@ API CUresult cuMemSetAccess(CUdeviceptr p, size_t size,
 	for (at = p; at < p + size;) {
 		struct mapping *m = find_map(at);
 
-		mprotect((void *)m->ptr, m->size, prot);
+		mprotect(m->host, m->size, prot);
 		m->access = desc->flags;
 		at = m->ptr + m->size;
 	}
@@ -1658,7 +2178,6 @@ static void footprint(const struct func *f, const void *prm,
 		uint64_t qb = (uint64_t)p->batch * nq1 * p->q_heads * D * 4;
 		uint32_t need = kvk_cu_attn_smem(l->dtype, D, l->row_bytes);
 		char want[32];
-		const uint32_t *ctx, *tab;
 
 		snprintf(want, sizeof(want), "kvk_attn_%s_d%u",
 			 l->dtype == 1 ? "bf16" : l->dtype == 2 ? "fp8" :
@@ -1692,23 +2211,23 @@ static void footprint(const struct func *f, const void *prm,
 		if (p->nsplit > 1)
 			check_range(fn, "parts", p->parts, (uint64_t)gx *
 				    p->nsplit * KVK_CU_ROWS * (D + 2) * 4, 1);
-		ctx = (const uint32_t *)(uintptr_t)p->ctx;
-		tab = (const uint32_t *)(uintptr_t)p->tables;
 		for (b = 0; b < p->batch; b++) {
-			uint32_t nb = (ctx[b] + l->tokens_per_block - 1) /
+			uint32_t cb = dev_u32(p->ctx + 4ULL * b);
+			uint32_t nb = (cb + l->tokens_per_block - 1) /
 				      l->tokens_per_block;
 
-			if ((uint64_t)p->nsplit * p->chunk < ctx[b])
+			if ((uint64_t)p->nsplit * p->chunk < cb)
 				violation(fn, "%s: %u splits of %u positions do "
 					  "not cover a context of %u", n,
-					  p->nsplit, p->chunk, ctx[b]);
+					  p->nsplit, p->chunk, cb);
 			if (nb > p->mbps)
 				violation(fn, "%s: context %u needs %u blocks, "
-					  "the table has %u", n, ctx[b], nb,
+					  "the table has %u", n, cb, nb,
 					  p->mbps);
 			for (j = 0; j < nb; j++)
 				check_range(fn, "pool block", p->pool +
-					    (uint64_t)tab[(uint64_t)b * p->mbps + j] *
+					    (uint64_t)dev_u32(p->tables + 4 *
+					    ((uint64_t)b * p->mbps + j)) *
 					    l->block_bytes, l->block_bytes, 0);
 		}
 	} else if (!strcmp(n, "kvk_merge")) {
@@ -1723,7 +2242,6 @@ static void footprint(const struct func *f, const void *prm,
 		const struct kvk_cu_write *p = prm;
 		uint64_t row = (uint64_t)p->l.kv_heads * p->l.head_dim *
 			       (p->bf16_in ? 2 : 4);
-		const uint32_t *gb = (const uint32_t *)(uintptr_t)p->grp_block;
 		uint32_t g;
 
 		if ((uint64_t)gx != (uint64_t)p->ngroups * 2 * p->l.kv_heads)
@@ -1737,12 +2255,11 @@ static void footprint(const struct func *f, const void *prm,
 		check_range(fn, "k", p->k, p->ntok * row, 0);
 		check_range(fn, "v", p->v, p->ntok * row, 0);
 		for (g = 0; g < p->ngroups; g++)
-			check_range(fn, "pool block", p->pool + (uint64_t)gb[g] *
+			check_range(fn, "pool block", p->pool + (uint64_t)dev_u32(p->grp_block + 4ULL * g) *
 				    p->l.block_bytes, p->l.block_bytes, 1);
 	} else if (!strcmp(n, "kvk_read")) {
 		const struct kvk_cu_read *p = prm;
 		uint64_t row = (uint64_t)p->l.kv_heads * p->l.head_dim * 4;
-		const uint32_t *bl = (const uint32_t *)(uintptr_t)p->blocks;
 		uint32_t t;
 
 		if ((uint64_t)gx != (uint64_t)p->ntok * 2 * p->l.kv_heads)
@@ -1755,7 +2272,7 @@ static void footprint(const struct func *f, const void *prm,
 		if (p->v)
 			check_range(fn, "v", p->v, p->ntok * row, 1);
 		for (t = 0; t < p->ntok; t++)
-			check_range(fn, "pool block", p->pool + (uint64_t)bl[t] *
+			check_range(fn, "pool block", p->pool + (uint64_t)dev_u32(p->blocks + 4ULL * t) *
 				    p->l.block_bytes, p->l.block_bytes, 0);
 	} else if (!strcmp(n, "kvk_read_bw")) {
 		const struct kvk_cu_bw *p = prm;
@@ -1779,11 +2296,13 @@ API CUresult cuLaunchKernel(CUfunction fu, unsigned int gx, unsigned int gy,
 	const void *prm = NULL;
 	unsigned long long threads = (unsigned long long)bx * by * bz;
 	int regs, per_warp;
+	struct stream *st;
+	struct work *w;
 
 	ENTER("cuLaunchKernel");
 	NEED_CTX();
 	f = find_func(fname, fu);
-	find_stream(fname, s);
+	st = stream_of(fname, s);
 	if (!gx || !gy || !gz || gx > 0x7fffffffU || gy > 65535 || gz > 65535)
 		violation(fname, "%s: grid %ux%ux%u outside 1..2^31-1 x 1..65535 "
 			  "x 1..65535", f->k->name, gx, gy, gz);
@@ -1847,10 +2366,6 @@ API CUresult cuLaunchKernel(CUfunction fu, unsigned int gx, unsigned int gy,
 				  f->k->name);
 		}
 	}
-	footprint(f, prm, gx, gy, smem);
-	F.launches++;
-	logf_("launch %s grid %ux%ux%u block %ux%ux%u smem %u", f->k->name, gx,
-	      gy, gz, bx, by, bz, smem);
 	if (F.exec) {
 		const struct cuemu_kernel *e;
 
@@ -1859,12 +2374,28 @@ API CUresult cuLaunchKernel(CUfunction fu, unsigned int gx, unsigned int gy,
 				break;
 		if (!e->name)
 			violation(fname, "%s has no emulation", f->k->name);
-		/* the lock stays held: one emulated grid at a time */
-		cuemu_set_sm(F.arch);
-		if (cuemu_launch(e->name, e->call, prm, gx, gy, gz, bx, by, bz,
-				 smem))
-			LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
 	}
+	/* the parameters are copied now, the arrays they name checked (and
+	 * the kernel run, with the lock held: one emulated grid at a time)
+	 * when the stream's work runs */
+	w = new_work(fname, W_LAUNCH, st);
+	w->f = f;
+	if (prm && f->k->param_bytes > 0) {
+		w->prm = malloc((size_t)f->k->param_bytes);
+		if (!w->prm)
+			violation(fname, "out of host memory");
+		memcpy(w->prm, prm, (size_t)f->k->param_bytes);
+	}
+	w->g[0] = gx;
+	w->g[1] = gy;
+	w->g[2] = gz;
+	w->b[0] = bx;
+	w->b[1] = by;
+	w->b[2] = bz;
+	w->smem = smem;
+	F.launches++;
+	logf_("launch %s grid %ux%ux%u block %ux%ux%u smem %u", f->k->name, gx,
+	      gy, gz, bx, by, bz, smem);
 	LEAVE(CUDA_SUCCESS);
 }
 
@@ -1882,6 +2413,7 @@ API CUresult cuStreamCreate(CUstream *out, unsigned int flags)
 	if (!s)
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
 	s->ctx = cur_ctx;
+	s->flags = flags;
 	s->next = F.streams;
 	F.streams = s;
 	*out = (CUstream)s;
@@ -1897,6 +2429,9 @@ API CUresult cuStreamDestroy_v2(CUstream st)
 	s = find_stream(fname, st);
 	if (!s)
 		violation(fname, "the NULL stream cannot be destroyed");
+	/* its work still runs (the driver lets it finish) */
+	sync_to(s, s->queued);
+	forget_stream(s);
 	for (pp = &F.streams; *pp != s; pp = &(*pp)->next)
 		;
 	*pp = s->next;
@@ -1906,9 +2441,12 @@ API CUresult cuStreamDestroy_v2(CUstream st)
 
 API CUresult cuStreamSynchronize(CUstream s)
 {
+	struct stream *st;
+
 	ENTER("cuStreamSynchronize");
 	NEED_CTX();
-	find_stream(fname, s);
+	st = stream_of(fname, s);
+	sync_to(st, st->queued);
 	LEAVE(CUDA_SUCCESS);
 }
 
@@ -1951,6 +2489,9 @@ API CUresult cuEventDestroy_v2(CUevent ev)
 	ENTER("cuEventDestroy");
 	NEED_CTX();
 	e = find_event(fname, ev);
+	/* a pending record completes first (the driver frees it after) */
+	if (e->rec_s)
+		sync_to(e->rec_s, e->rec_seq);
 	for (pp = &F.events; *pp != e; pp = &(*pp)->next)
 		;
 	*pp = e->next;
@@ -1964,18 +2505,28 @@ API CUresult cuEventRecord(CUevent ev, CUstream s)
 
 	ENTER("cuEventRecord");
 	NEED_CTX();
+	struct stream *st;
+	struct work *w;
+
 	e = find_event(fname, ev);
-	find_stream(fname, s);
+	st = stream_of(fname, s);
+	w = new_work(fname, W_EVENT, st);
+	w->ev = e;
 	e->recorded = 1;
-	e->t = now_ms();
+	e->rec_s = st;
+	e->rec_seq = w->seq;
 	LEAVE(CUDA_SUCCESS);
 }
 
 API CUresult cuEventSynchronize(CUevent ev)
 {
+	struct event *e;
+
 	ENTER("cuEventSynchronize");
 	NEED_CTX();
-	find_event(fname, ev);
+	e = find_event(fname, ev);
+	if (e->rec_s)
+		sync_to(e->rec_s, e->rec_seq);
 	LEAVE(CUDA_SUCCESS);
 }
 
@@ -1994,6 +2545,9 @@ static CUresult elapsed(float *ms, CUevent a, CUevent b)
 			  "(CUDA_ERROR_INVALID_HANDLE)");
 	if ((e0->flags | e1->flags) & CU_EVENT_DISABLE_TIMING)
 		violation(fname, "an event was created without timing");
+	if ((e0->rec_s && e0->rec_s->done < e0->rec_seq) ||
+	    (e1->rec_s && e1->rec_s->done < e1->rec_seq))
+		LEAVE(CUDA_ERROR_NOT_READY);
 	*ms = (float)(e1->t - e0->t);
 	if (*ms <= 0)
 		*ms = 1e-3f;

@@ -107,7 +107,88 @@ static struct {
 	const void *params;
 	const char *name;
 	int sm;
+	/* CUEMU_ORDER */
+	int order_read, order;
+	uint64_t rng;
+	char order_name[40];
+	unsigned int *perm;
+	unsigned int perm_cap;
 } E;
+
+/* the static shared memory of every kernel (cuemu.h's __shared__) */
+extern "C" uint8_t __start_cuemu_smem[] __attribute__((weak, visibility("hidden")));
+extern "C" uint8_t __stop_cuemu_smem[] __attribute__((weak, visibility("hidden")));
+
+static void read_order(void)
+{
+	const char *s = getenv("CUEMU_ORDER");
+
+	if (E.order_read)
+		return;
+	E.order_read = 1;
+	E.order = 0;
+	E.rng = 0;
+	if (!s || !*s || !strcmp(s, "forward")) {
+		E.order = 0;
+	} else if (!strcmp(s, "reverse")) {
+		E.order = 1;
+	} else if (!strncmp(s, "random:", 7) && s[7]) {
+		char *end;
+
+		E.order = 2;
+		E.rng = strtoull(s + 7, &end, 0);
+		if (*end) {
+			fprintf(stderr, "cudafake: CUEMU_ORDER=%s: the seed is "
+				"not a number\n", s);
+			abort();
+		}
+	} else {
+		fprintf(stderr, "cudafake: CUEMU_ORDER=%s: want forward, "
+			"reverse or random:SEED\n", s);
+		abort();
+	}
+	snprintf(E.order_name, sizeof(E.order_name), "%s",
+		 s && *s ? s : "forward");
+	E.rng = E.rng * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+}
+
+extern "C" int cuemu_order(void)
+{
+	read_order();
+	return E.order;
+}
+
+extern "C" const char *cuemu_order_name(void)
+{
+	read_order();
+	return E.order_name;
+}
+
+/* xorshift64* */
+extern "C" unsigned int cuemu_rand(void)
+{
+	read_order();
+	E.rng ^= E.rng >> 12;
+	E.rng ^= E.rng << 25;
+	E.rng ^= E.rng >> 27;
+	return (unsigned int)((E.rng * 0x2545f4914f6cdd1dull) >> 32);
+}
+
+/* p[0..n): the identity, its reverse or a fresh random permutation */
+static void order_perm(unsigned int *p, unsigned int n)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++)
+		p[i] = E.order == 1 ? n - 1 - i : i;
+	if (E.order == 2)
+		for (i = n; i > 1; i--) {
+			unsigned int j = cuemu_rand() % i, t = p[i - 1];
+
+			p[i - 1] = p[j];
+			p[j] = t;
+		}
+}
 
 void cuemu_fail(const char *fmt, ...)
 {
@@ -206,9 +287,16 @@ static float elem16(uint16_t h, int bf16)
 	return cuemu_f16_to_f32(h);
 }
 
+/*
+ * mma.sync.m16n8k16 with FP32 accumulation, as the tensor cores do it:
+ * each product of two BF16 (FP16) elements is exact in FP32 (8 x 8 (11 x
+ * 11) significand bits), the 16 products and the accumulator are summed
+ * in FP32, rounded after every addition (the hardware's order of the
+ * additions is not documented; this one is C first, then k = 0..15).
+ */
 static void do_mma(struct fiber *w)
 {
-	double A[16][16], B[16][8], C[16][8];
+	float A[16][16], B[16][8], C[16][8];
 	int l;
 
 	for (l = 0; l < 32; l++) {
@@ -238,12 +326,12 @@ static void do_mma(struct fiber *w)
 		int cols[4] = { 2 * c, 2 * c + 1, 2 * c, 2 * c + 1 };
 
 		for (i = 0; i < 4; i++) {
-			double s = C[rows[i]][cols[i]];
+			float s = C[rows[i]][cols[i]];
 			int k;
 
 			for (k = 0; k < 16; k++)
 				s += A[rows[i]][k] * B[k][cols[i]];
-			w[l].d[i] = (float)s;
+			w[l].d[i] = s;
 		}
 	}
 }
@@ -355,7 +443,7 @@ static int is_warp_op(int op)
 	return op >= OP_SYNCWARP;
 }
 
-static void run_block(void)
+static void run_block(unsigned int *perm)
 {
 	unsigned int n = E.nf, i;
 	unsigned int nwarps = (n + 31) / 32;
@@ -364,11 +452,14 @@ static void run_block(void)
 		cuemu_fail("block of %u threads is not whole warps", n);
 	for (i = 0; i < n; i++)
 		fiber_start(&E.f[i]);
+	order_perm(perm, n);
 	for (;;) {
 		unsigned int done = 0, at_bar = 0, progressed = 0, w;
 
+		if (E.order == 2)
+			order_perm(perm, n);
 		for (i = 0; i < n; i++) {
-			struct fiber *f = &E.f[i];
+			struct fiber *f = &E.f[perm[i]];
 
 			if (f->state != ST_RUN)
 				continue;
@@ -473,18 +564,47 @@ extern "C" int cuemu_launch(const char *name, void (*fn)(const void *),
 		mprotect(m + E.smem_map - page, page, PROT_NONE);
 		E.smem = m + E.smem_map - page - E.smem_bytes;
 	}
-	E.grid = grid;
-	E.block = block;
-	E.fn = fn;
-	E.params = params;
-	E.name = name;
-	for (E.bidx.z = 0; E.bidx.z < grid.z; E.bidx.z++)
-		for (E.bidx.y = 0; E.bidx.y < grid.y; E.bidx.y++)
-			for (E.bidx.x = 0; E.bidx.x < grid.x; E.bidx.x++) {
-				/* uninitialised shared memory reads as NaN */
-				memset(E.smem, 0xff, E.smem_bytes);
-				run_block();
+	read_order();
+	{
+		/* the blocks in the order's order, then the fibers */
+		uint64_t nb = (uint64_t)gx * gy * gz, k;
+		uint64_t cap = nb > n ? nb : n;
+		unsigned int *bperm;
+
+		if (cap > 0xffffffffu)
+			return -ENOMEM;
+		if (cap > E.perm_cap) {
+			free(E.perm);
+			E.perm = (unsigned int *)malloc(sizeof(unsigned int) *
+							(size_t)cap * 2);
+			if (!E.perm) {
+				E.perm_cap = 0;
+				return -ENOMEM;
 			}
+			E.perm_cap = (unsigned int)cap;
+		}
+		bperm = E.perm + E.perm_cap;
+		order_perm(bperm, (unsigned int)nb);
+		E.grid = grid;
+		E.block = block;
+		E.fn = fn;
+		E.params = params;
+		E.name = name;
+		for (k = 0; k < nb; k++) {
+			unsigned int b = bperm[k];
+
+			E.bidx.x = b % gx;
+			E.bidx.y = b / gx % gy;
+			E.bidx.z = b / gx / gy;
+			/* uninitialised shared memory reads as NaN */
+			memset(E.smem, 0xff, E.smem_bytes);
+			if (__start_cuemu_smem && __stop_cuemu_smem)
+				memset(__start_cuemu_smem, 0xff,
+				       (size_t)(__stop_cuemu_smem -
+						__start_cuemu_smem));
+			run_block(E.perm);
+		}
+	}
 	E.name = NULL;
 	return 0;
 }

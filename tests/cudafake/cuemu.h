@@ -10,6 +10,16 @@
  * movmatrix, cp.async groups, shuffles, redux) are computed from their
  * definitions in the PTX ISA, fragment by fragment.
  *
+ * The order in which the fibers of a block run between two barriers, and
+ * the order of the blocks of a grid, come from CUEMU_ORDER:
+ *   forward        thread (block) index order
+ *   reverse        the reverse, so that a thread reading a lower thread's
+ *                  store without a barrier in between reads the poison
+ *   random:SEED    a permutation drawn anew for every round of the
+ *                  scheduler, and for the blocks of every grid
+ * Shared memory, static and dynamic, is filled with 0xff bytes (a NaN as
+ * FP32, BF16 and FP16) before every block.
+ *
  * cp.async copies happen when the issuing thread waits for their group
  * (cp.async.wait_group), not before: a thread that reads shared memory
  * another thread copied without the barrier in between reads stale data,
@@ -85,9 +95,10 @@ float cuemu_fp8_to_f32(uint8_t b);
 
 #define __global__
 #define __launch_bounds__(...)
-#define __shared__ static
+/* static shared memory: one section, poisoned before every block */
+#define __shared__ static __attribute__((section("cuemu_smem")))
 #define __align__(n) __attribute__((aligned(n)))
-#define __forceinline__ inline
+#define __forceinline__ static inline
 #define __device__
 
 /* IEEE FP32 operations rounded one by one (built with -ffp-contract=off) */
@@ -237,14 +248,30 @@ static inline uint32_t movm_t(uint32_t x)
 	return cuemu_movmatrix_trans(x);
 }
 
-/* ex2.approx.ftz.f32 */
+/*
+ * ex2.approx.ftz.f32: not exact on the GPU.  The CUDA C++ Programming
+ * Guide gives exp2f(), which compiles to it, a maximum error of 2 ulp over
+ * the full range; the emulation returns exp2f's result moved by -2..+2
+ * ulp, the step a hash of the argument's bits, so that the kernels'
+ * results carry an error of the size the hardware's may have.  Subnormal
+ * arguments and results flush to zero (.ftz).
+ */
 static inline float ex2(float x)
 {
+	uint32_t h;
 	float y;
+	int k;
 
 	if (fabsf(x) < 0x1p-126f)
 		x = 0.0f;
 	y = exp2f(x);
+	if (fabsf(y) < 0x1p-126f)
+		return 0.0f;
+	if (y == 1.0f && x == 0.0f)
+		return y;
+	h = __float_as_uint(x) * 0x9e3779b1u;
+	for (k = (int)(h >> 29) % 5 - 2; k; k += k > 0 ? -1 : 1)
+		y = nextafterf(y, k > 0 ? INFINITY : 0.0f);
 	return fabsf(y) < 0x1p-126f ? 0.0f : y;
 }
 

@@ -30,6 +30,12 @@ int cuemu_launch(const char *name, void (*fn)(const void *),
 		 unsigned int bz, size_t smem);
 /* The architecture to emulate: 80 or 90 (default). */
 void cuemu_set_sm(int sm);
+/* CUEMU_ORDER: 0 forward, 1 reverse, 2 random:SEED (see cuemu.h).
+ * cuemu_rand() is the generator random:SEED draws from, for the driver
+ * double's stream order; cuemu_order_name() names the order. */
+int cuemu_order(void);
+unsigned int cuemu_rand(void);
+const char *cuemu_order_name(void);
 /* The kernel being run, or NULL. */
 const char *cuemu_current_kernel(void);
 

@@ -11,6 +11,8 @@
 #                     host emulation and compared (test-kvk-gpu-emu.sh)
 #   test-kvk-gpu-edit the edit ops (splice, compact, score) on the GPU
 #                     against the CPU (exit 77 without a GPU)
+#   test-kvd-chunks-fini.sh  daemon/cuda_chunks.c's teardown after a
+#                     failed unmap, against the driver test double
 #   bench-kvk-gpu     decode KV GB/s against the read bandwidth, grow and
 #                     shrink latency of a chunk
 # tests/gpu/run.sh is the whole GPU check (build, tests, benchmark) for a
@@ -34,12 +36,20 @@ $(KVKG_DIR)/test-kvk-gpu-edit: tests/gpu/test-kvk-gpu-edit.c \
 	@mkdir -p $(@D)
 	$(CC) $(KVKG_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVK_LIB) $(KVK_LIBS)
 
+$(KVKG_DIR)/test-kvd-chunks-fini: tests/gpu/test-kvd-chunks-fini.c \
+		$(KVK_LIB) $(KVD_CHUNKS_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(KVKG_CFLAGS) $(CFLAGS_BASE) $< -o $@ $(KVD_CHUNKS_OBJ) \
+		$(KVK_LIB) $(KVK_LIBS)
+
 KVKG_PROGS := $(KVKG_DIR)/test-kvk-gpu $(KVKG_DIR)/bench-kvk-gpu \
-	      $(KVKG_DIR)/test-kvk-gpu-edit
+	      $(KVKG_DIR)/test-kvk-gpu-edit \
+	      $(KVKG_DIR)/test-kvd-chunks-fini
 ALL += $(KVKG_PROGS)
 CHECK_PROGS += $(KVKG_DIR)/test-kvk-gpu $(KVKG_DIR)/test-kvk-gpu-edit \
 	       tests/gpu/test-kvk-gpu-launches.sh \
-	       tests/gpu/test-kvk-gpu-emu.sh
+	       tests/gpu/test-kvk-gpu-emu.sh \
+	       tests/gpu/test-kvd-chunks-fini.sh
 CHECK_FIRST += tests/gpu/test-kvk-gpu-fake.sh
 
 .PHONY: check-gpu

@@ -26,6 +26,17 @@
 #include "kvkern_cuda.h"
 
 static struct cuda_drv drv;
+
+/* A copy from pageable memory returns once the source is staged, before
+ * its DMA is done (the driver API's synchronization behavior), and the
+ * library's kernels run on a non-blocking stream that does not wait for
+ * the legacy one: wait for the copy. */
+static CUresult h2d(CUdeviceptr d, const void *h, size_t n)
+{
+	CUresult r = drv.cuMemcpyHtoD(d, h, n);
+
+	return r != CUDA_SUCCESS ? r : drv.cuStreamSynchronize(NULL);
+}
 static struct kvk_cuda *kc;
 
 /* scale of the cases: 1 full, 0 small (the emulation is slow) */
@@ -40,7 +51,7 @@ static size_t pool_bytes(const struct es *e)
 
 static int upload(const struct es *e, CUdeviceptr d)
 {
-	return drv.cuMemcpyHtoD(d, e->pool, pool_bytes(e)) == CUDA_SUCCESS ?
+	return h2d(d, e->pool, pool_bytes(e)) == CUDA_SUCCESS ?
 	       0 : -EIO;
 }
 
@@ -280,7 +291,7 @@ static void check_merge_write(uint32_t dtype)
 	h = calloc(3, l.block_bytes);
 	back = malloc(3 * l.block_bytes);
 	drv.cuMemAlloc(&d, 3 * l.block_bytes);
-	drv.cuMemcpyHtoD(d, h, 3 * l.block_bytes);
+	h2d(d, h, 3 * l.block_bytes);
 	for (i = 0; i < 16; i++) {
 		blk[i] = 2;
 		sl[i] = i;

@@ -10,7 +10,10 @@
 # allocations; the double aborts on the first violation).  The kernels do
 # not run here, so no result is compared: test-kvk-gpu-emu.sh runs them
 # (emulated, smaller grid) and compares with the CPU, and test-kvk-gpu
-# does on a GPU.  Exit 77 only without nvcc (the double is not built).
+# does on a GPU.  The streams' work is deferred (the checks run when it
+# does), in the random order of seed CUEMU_SEED (default 1) on sm_90 and
+# in reverse on sm_80.  Exit 77 only without nvcc (the double is not
+# built).
 B=${B:-build}
 fake=$B/tests/cudafake/libcuda.so.1
 . "$(dirname "$0")/../nvcc.sh"
@@ -18,7 +21,8 @@ need_nvcc_built "$fake" "$B/tests/gpu/test-kvk-gpu"
 for arch in 90 80; do
 	echo "== sm_$arch"
 	[ $arch = 80 ] && quick=--quick || quick=
-	KVPOOL_LIBCUDA=$fake KVPOOL_FAKE_CUDA_ARCH=$arch \
+	[ $arch = 80 ] && order=reverse || order="random:${CUEMU_SEED:-1}"
+	KVPOOL_LIBCUDA=$fake KVPOOL_FAKE_CUDA_ARCH=$arch CUEMU_ORDER=$order \
 	KVPOOL_FAKE_CUDA_MEM=$((4 << 30)) \
 		"$B/tests/gpu/test-kvk-gpu" $quick || exit 1
 done

@@ -17,7 +17,9 @@
  *       same results as the staged ones;
  *   a prefill whose grid has more than 65,535 row blocks; head_dim 96 is
  *       refused (-EOPNOTSUPP).
- * --quick: a smaller grid (for compute-sanitizer and the emulation).
+ * --quick: a smaller grid (for the emulation); --small as well: without
+ *   the big grid's prefill (66,000 CTAs and a CPU reference), for
+ *   compute-sanitizer, where it would take minutes.
  *
  * Exit 77 only without libcuda.so.1 or without a device (cuInit or the
  * device count saying so); a driver that is present but fails (a
@@ -27,8 +29,12 @@
  * but kernels only run with KVPOOL_FAKE_CUDA_EXEC=1 (host emulation);
  * without it the results are not compared.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "kvk_test.h"
 #include "kvkern_cuda.h"
@@ -36,9 +42,20 @@
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 static struct cuda_drv drv;
+
+/* A copy from pageable memory returns once the source is staged, before
+ * its DMA is done (the driver API's synchronization behavior), and the
+ * library's kernels run on a non-blocking stream that does not wait for
+ * the legacy one: wait for the copy. */
+static CUresult h2d(CUdeviceptr d, const void *h, size_t n)
+{
+	CUresult r = drv.cuMemcpyHtoD(d, h, n);
+
+	return r != CUDA_SUCCESS ? r : drv.cuStreamSynchronize(NULL);
+}
 static struct kvk_cuda *kc;
 static int compare = 1;
-static int quick;
+static int quick, small;
 /* The optimised CPU path (itself held to the FP64 reference by the
  * kernel tests) computes the long contexts' references on all cores. */
 static struct kvk_cpu *cpu_ref;
@@ -49,7 +66,7 @@ static int dev_pool(const struct kt_batch *kb, CUdeviceptr *d)
 
 	if (drv.cuMemAlloc(d, bytes) != CUDA_SUCCESS)
 		return -ENOMEM;
-	if (drv.cuMemcpyHtoD(*d, kb->pool, bytes) != CUDA_SUCCESS) {
+	if (h2d(*d, kb->pool, bytes) != CUDA_SUCCESS) {
 		drv.cuMemFree(*d);
 		return -EIO;
 	}
@@ -113,7 +130,7 @@ static void check_write(uint32_t dtype, uint32_t D, uint32_t tpb, int bf16)
 	KT_CHECK(drv.cuMemAlloc(&d, bytes) == CUDA_SUCCESS, "alloc");
 	KT_CHECK(drv.cuMemAlloc(&dk, rows * 4 * 2) == CUDA_SUCCESS, "alloc");
 	dv = dk + rows * 4;
-	drv.cuMemcpyHtoD(d, cpu, bytes);
+	h2d(d, cpu, bytes);
 	for (c0 = 0; c0 < n; c0 = c1) {
 		c1 = c0 + 1 + kt_below(40);
 		if (c1 > n)
@@ -127,9 +144,9 @@ static void check_write(uint32_t dtype, uint32_t D, uint32_t tpb, int bf16)
 				 hv + c0 * H * D) == 0, "gpu write");
 		} else if (c0 & 1) {
 			/* the zero-copy path: K/V already on the device */
-			drv.cuMemcpyHtoD(dk, k + c0 * H * D,
+			h2d(dk, k + c0 * H * D,
 					 (size_t)(c1 - c0) * H * D * 4);
-			drv.cuMemcpyHtoD(dv, v + c0 * H * D,
+			h2d(dv, v + c0 * H * D,
 					 (size_t)(c1 - c0) * H * D * 4);
 			KT_CHECK(kvk_write_kv(&l, cpu, 1, c1 - c0, blk + c0,
 				 slot + c0, k + c0 * H * D, v + c0 * H * D) == 0,
@@ -263,7 +280,7 @@ static double check_attn(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 		a.pool_base = (void *)(uintptr_t)d;
 		a.out = o_gpu;
 		if (dev) {
-			drv.cuMemcpyHtoD(dq, q, nq * 4);
+			h2d(dq, q, nq * 4);
 			KT_CHECK(kvk_cuda_attn_dev(kc, &a, dq, dq + nq * 4) == 0,
 				 "gpu attention (device q/out)");
 			drv.cuMemcpyDtoH(o_gpu, dq + nq * 4, nq * 4);
@@ -378,6 +395,29 @@ static void check_waves(void)
 }
 
 /* head_dims without kernels are refused, not computed wrong */
+/* The test double keeps device memory where the host cannot reach it: a
+ * dereference of a device address from host code faults, as on a GPU. */
+static void check_device_unreachable(void)
+{
+	CUdeviceptr d;
+	int st = 0;
+	pid_t pid;
+
+	KT_CHECK(drv.cuMemAlloc(&d, 4096) == CUDA_SUCCESS, "alloc");
+	pid = fork();
+	if (pid == 0) {
+		struct rlimit no_core = { 0, 0 };
+
+		setrlimit(RLIMIT_CORE, &no_core);
+		_exit(*(volatile unsigned char *)(uintptr_t)d == 0x5a ? 3 : 4);
+	}
+	KT_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid, "fork");
+	KT_CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV,
+		 "a host read of device address %#llx did not fault (status "
+		 "%#x)", (unsigned long long)d, st);
+	drv.cuMemFree(d);
+}
+
 static void check_refused(void)
 {
 	uint32_t ctx[1] = { 20 };
@@ -449,8 +489,8 @@ static void check_big_grid(void)
 		q[i] = kt_gauss();
 	KT_CHECK(drv.cuMemAlloc(&d, nb * l.block_bytes) == CUDA_SUCCESS, "pool");
 	KT_CHECK(drv.cuMemAlloc(&dq, nq * 4 * 2) == CUDA_SUCCESS, "q");
-	drv.cuMemcpyHtoD(d, pool, nb * l.block_bytes);
-	drv.cuMemcpyHtoD(dq, q, nq * 4);
+	h2d(d, pool, nb * l.block_bytes);
+	h2d(dq, q, nq * 4);
 	{
 		struct kvk_prefill_args a = {
 			.layout = &l, .pool_base = (void *)(uintptr_t)d,
@@ -506,9 +546,20 @@ int main(int argc, char **argv)
 	CUcontext ctx;
 	CUresult cr;
 	uint32_t dt, di, gi, ci, n = 0;
+	int i;
 	int ret;
 
-	quick = argc > 1 && !strcmp(argv[1], "--quick");
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--quick"))
+			quick = 1;
+		else if (!strcmp(argv[i], "--small"))
+			quick = small = 1;
+		else {
+			fprintf(stderr, "usage: %s [--quick] [--small]\n",
+				argv[0]);
+			return 2;
+		}
+	}
 	if (quick) {
 		pd = qdims, pg = qgs, pc = qctxs;
 		nd = N(qdims), ng = N(qgs), nc = N(qctxs);
@@ -578,6 +629,8 @@ int main(int argc, char **argv)
 	       ret ? msg : "ok");
 	check_refused();
 	check_waves();
+	if (drv.fake)
+		check_device_unreachable();
 	for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
 		double wd = 0, wp = 0, e;
 
@@ -613,7 +666,9 @@ int main(int argc, char **argv)
 		       kvk_dtype_name(dt), wd, wp);
 		fflush(stdout);
 	}
-	if (!quick || !drv.fake || !compare)
+	if (small)
+		printf("big grid: skipped (--small)\n");
+	else if (!quick || !drv.fake || !compare)
 		check_big_grid();
 	kvk_cuda_free(kc);
 	kvk_cpu_free(cpu_ref);

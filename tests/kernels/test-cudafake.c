@@ -86,6 +86,9 @@ static void launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx,
 			  CU_LAUNCH_PARAM_END };
 
 	drv.cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, smem, NULL, NULL, extra);
+	/* the double checks the arrays a kernel is given when its stream's
+	 * work runs, as the device reads them then */
+	drv.cuCtxSynchronize();
 }
 
 /* ---- the cases ---- */
