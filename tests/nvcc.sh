@@ -17,3 +17,18 @@ need_nvcc_built() {
 		exit 77
 	done
 }
+
+# emu_orders "$0" "$@" (after need_nvcc_built, before the test starts
+# anything): the test runs again under each of two orders of the CUDA
+# emulation (CUEMU_ORDER, tests/cudafake/cuemu.h): forward, and random
+# with seed CUEMU_SEED (default 1), each with the streams' work deferred,
+# so that a missing synchronisation shows in one of them.  With
+# CUEMU_ORDER set the test runs once, in that order.
+emu_orders() {
+	[ -n "${CUEMU_ORDER:-}" ] && return 0
+	for o in forward "random:${CUEMU_SEED:-1}"; do
+		echo "== CUEMU_ORDER=$o"
+		CUEMU_ORDER=$o "$@" || exit $?
+	done
+	exit 0
+}

@@ -12,6 +12,7 @@ FAKE=${FAKE:-build/tests/cudafake/libcuda.so.1}
 CTL=${CTL:-build/bin/kvpoolctl}
 . "$(dirname "$0")/../nvcc.sh"
 need_nvcc_built "$FAKE"
+emu_orders "$0" "$@"
 [ -x "$CTL" ] || { echo "missing $CTL (run make)"; exit 1; }
 KVPOOL_LIBCUDA=$PWD/$FAKE
 export KVPOOL_LIBCUDA

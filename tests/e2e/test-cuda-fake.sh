@@ -15,6 +15,7 @@
 FAKE=${FAKE:-build/tests/cudafake/libcuda.so.1}
 . "$(dirname "$0")/../nvcc.sh"
 need_nvcc_built "$FAKE"
+emu_orders "$0" "$@"
 KVPOOL_LIBCUDA=$PWD/$FAKE
 KVPOOL_FAKE_CUDA_EXEC=1
 KVPOOL_FAKE_CUDA_LOG=$TMP/cuda.log

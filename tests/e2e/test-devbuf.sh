@@ -17,6 +17,7 @@ FAKE=${FAKE:-build/tests/cudafake/libcuda.so.1}
 DEVBUF=$E2E_BIN/e2e-devbuf
 . "$(dirname "$0")/../nvcc.sh"
 need_nvcc_built "$FAKE"
+emu_orders "$0" "$@"
 [ -x "$DEVBUF" ] || { echo "missing $DEVBUF (run make)"; exit 1; }
 KVPOOL_LIBCUDA=$PWD/$FAKE
 KVPOOL_FAKE_CUDA_EXEC=1

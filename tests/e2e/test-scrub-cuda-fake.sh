@@ -7,7 +7,9 @@
 # alignment, inside mapped device memory) and the daemon exits with
 # every driver resource released.
 FAKE=${FAKE:-build/tests/cudafake/libcuda.so.1}
-[ -f "$FAKE" ] || { echo "no $FAKE (needs nvcc)"; exit 77; }
+. "$(dirname "$0")/../nvcc.sh"
+need_nvcc_built "$FAKE"
+emu_orders "$0" "$@"
 LOG=$(mktemp /tmp/kvpool-scrub-cuda.XXXXXX) || exit 1
 trap 'rm -f "$LOG"' EXIT
 KVPOOL_LIBCUDA=$PWD/$FAKE KVPOOL_FAKE_CUDA_EXEC=1 KVPOOL_FAKE_CUDA_LOG=$LOG \
