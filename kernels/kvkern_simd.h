@@ -631,7 +631,6 @@ static int item_bf(const struct kvk_attn_job *job,
 
 	if ((dtype != KVK_BF16 && dtype != KVK_FP8) || D % 64)
 		return 0;
-	pthread_once(&fp8_bf16_once, fp8_bf16_init);
 #ifndef KVK_NO_SPECIALISE
 	switch (dtype * 1000 + D) {
 	BFCASE(KVK_BF16, 64); BFCASE(KVK_BF16, 128); BFCASE(KVK_BF16, 256);
