@@ -277,7 +277,12 @@ static inline void kt_ref_row(const float *q, const float *k, const float *v,
  * subnormals as zero; every other path and dtype keeps FP32 products (or
  * hi + lo BF16 parts, about 2^-17).
  */
-enum { KT_Q_FP32, KT_Q_BF16 };
+enum { KT_Q_FP32, KT_Q_BF16, KT_Q_INT8 };
+
+/* unit roundoff of the weights: BF16 rounded once (kvkern_dpbf16.h's
+ * BF_SPLIT_P()) */
+#define KT_FP8_PU 0x1p-9
+#define KT_INT8_PU 0x1p-9
 
 struct kt_rounding {
 	int qmode;		/* KT_Q_*: how the scaled query is rounded */
@@ -292,8 +297,12 @@ static inline struct kt_rounding kt_path_rounding(const char *simd,
 
 	if (!strcmp(simd, "avx512bf16") && D % 64 == 0 && dtype == KVK_FP8) {
 		r.qmode = KT_Q_BF16;
-		r.pu = 0x1p-9;
+		r.pu = KT_FP8_PU;
 		r.fp8_ftz = 1;
+	}
+	if (!strcmp(simd, "avx512bf16") && D % 64 == 0 && dtype == KVK_INT8) {
+		r.qmode = KT_Q_INT8;
+		r.pu = KT_INT8_PU;
 	}
 	return r;
 }
@@ -311,15 +320,35 @@ static inline float kt_bf16(float x)
 	return x;
 }
 
-/* The query row as the path multiplies it: q x scale, rounded. */
+/*
+ * The query row as the path multiplies it: q x scale, rounded.  INT8: the
+ * row quantised with its own scale, qs = amax / 127 and
+ * q8 = rint(x x (127 / amax)) in FP32 (amax: the largest |x|), read as
+ * q8 x qs.
+ */
 static inline void kt_round_query(const float *q, uint32_t D, float scale,
 				  struct kt_rounding r, float *out)
 {
+	float amax = 0.0f, inv, qs, y;
 	uint32_t d;
 
-	for (d = 0; d < D; d++)
-		out[d] = r.qmode == KT_Q_BF16 ? kt_bf16(q[d] * scale) :
-			 q[d] * scale;
+	for (d = 0; d < D; d++) {
+		out[d] = q[d] * scale;
+		if (fabsf(out[d]) > amax)
+			amax = fabsf(out[d]);
+	}
+	if (r.qmode == KT_Q_BF16)
+		for (d = 0; d < D; d++)
+			out[d] = kt_bf16(out[d]);
+	if (r.qmode != KT_Q_INT8 || amax == 0.0f)
+		return;
+	inv = 127.0f / amax;
+	qs = amax / 127.0f;
+	for (d = 0; d < D; d++) {
+		y = rintf(out[d] * inv);
+		y = y > 127.0f ? 127.0f : y < -127.0f ? -127.0f : y;
+		out[d] = (float)((double)y * qs);
+	}
 }
 
 /*

@@ -20,10 +20,10 @@
  *   - scalar reference and optimised path vs FP64 over the dequantised
  *     cache: relative L2 error <= 1e-4 (FP32 accumulation only);
  *   - a path that rounds the query and the softmax weights for a dtype
- *     (kt_path_rounding(): AVX512-BF16 on FP8) is held instead to the
- *     FP64 attention of what it multiplies (its rounded query, E4M3
- *     subnormals as zero) within the bound of its weight rounding
- *     (kt_round_bound(), derived there) plus 1e-4;
+ *     (kt_path_rounding(): AVX512-BF16 on FP8 and INT8) is held to the
+ *     FP64 attention of what it multiplies (its rounded or quantised
+ *     query, E4M3 subnormals as zero) within the bound of its weight
+ *     rounding (kt_round_bound(), derived there) plus 1e-4;
  *   - optimised path vs FP64 over the original FP32 K/V: relative L2
  *     error <= the dtype's bound (Documentation/kernels.rst);
  *   - optimised == scalar reference within 1e-4 relative (for a path
