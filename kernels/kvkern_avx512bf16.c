@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * kvkern_avx512bf16.c - attention inner loops for avx512 with AVX512-BF16
- * and AVX512-VBMI: BF16 and FP8 caches take kvkern_dpbf16.h, the other
- * dtypes the avx512 loops of kvkern_simd.h.
+ * kvkern_avx512bf16.c - attention inner loops for avx512 with AVX512-BF16,
+ * AVX512-VBMI and AVX512-VNNI: BF16, FP8 and INT8 caches take
+ * kvkern_dpbf16.h, INT4 the avx512 loops of kvkern_simd.h.
  */
 #define VW 16
 #define KVK_DPBF16 1

@@ -120,7 +120,8 @@ static const struct kvk_simd_ops *pick_simd(void)
 	    __builtin_cpu_supports("avx512vl") &&
 	    __builtin_cpu_supports("avx512dq") &&
 	    __builtin_cpu_supports("avx512bf16") &&
-	    __builtin_cpu_supports("avx512vbmi")) {
+	    __builtin_cpu_supports("avx512vbmi") &&
+	    __builtin_cpu_supports("avx512vnni")) {
 		if (lvl >= 4) {
 			pthread_once(&amx_once, amx_probe);
 			if (amx_granted)

@@ -1,22 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * kvkern_dpbf16.h - the BF16 and FP8 attention core on AVX512-BF16 +
- * AVX512-VBMI, included by kvkern_simd.h when KVK_DPBF16 is defined (only
- * kvkern_avx512bf16.c, VW 16).
+ * kvkern_dpbf16.h - the BF16, FP8 and INT8 attention core on AVX512-BF16 +
+ * AVX512-VBMI + AVX512-VNNI, included by kvkern_simd.h when KVK_DPBF16 is
+ * defined (only kvkern_avx512bf16.c, VW 16).
  *
  * Why: the FP32 core spends most of its time converting each element to
  * FP32 (FP8 takes four instructions per 16 values) and in one FMA per
- * multiply.  Here the cache stays in BF16 and VDPBF16PS multiplies pairs
- * of BF16 values and adds both products into FP32 lanes:
+ * multiply.  Here the cache stays in BF16 (or INT8 for the scores) and
+ * VDPBF16PS multiplies pairs of BF16 values and adds both products into
+ * FP32 lanes:
  *
- *   - BF16 K rows are used as loaded; FP8 rows become BF16 by two 128-entry
- *     byte lookups (VPERMI2B: high and low byte of the BF16 code of each
- *     magnitude, every FP8 value is exact in BF16; 0x7F maps to a BF16 NaN)
- *     and two byte interleaves, five instructions per 64 values.
- *   - The query (times the softmax scale) and the softmax weights are split
- *     into hi + lo BF16 parts (x = hi + lo + O(2^-17 x)), so each product
- *     is hi * k + lo * k: the result matches the FP32 core to about 1e-5
- *     relative, well inside the 1e-4 the tests assert.
+ *   - BF16 K rows are used as loaded; FP8 rows become BF16 x 2^-120 by bit
+ *     operations (fp8_bits32(), three instructions per 32 values), the
+ *     2^120 folded into the query's and the weights' powers of two.
+ *   - INT8 scores: VPDPBUSD of the K bytes (read as k + 128) and the query
+ *     quantised to INT8 per row; INT8 V rows become BF16 by byte lookups.
+ *   - BF16 only: the query (times the softmax scale) and the softmax
+ *     weights are split into hi + lo BF16 parts (x = hi + lo + O(2^-17 x)),
+ *     so each product is hi * k + lo * k (BF_SPLIT()).  FP8 and INT8 round
+ *     them once: their own quantisation error is larger
+ *     (Documentation/kernels.rst, "Precision per dtype").
  *   - Values: rows j and j+1 are interleaved so that one VDPBF16PS adds
  *     p[j] * V[j] + p[j+1] * V[j+1] for 16 output dimensions.
  *
@@ -28,41 +31,112 @@
  * Softmax: per tile of 16 positions and query row, as in attn_core():
  * scores reduced by a transpose-add tree, online (max, sum), per-lane sums.
  */
+#include <float.h>
 #include <pthread.h>
 
 #define BF_RG 4			/* query rows per value pass */
 
-static uint8_t fp8_bf16_hi[128] __attribute__((aligned(64)));
-static uint8_t fp8_bf16_lo[128] __attribute__((aligned(64)));
-static pthread_once_t fp8_bf16_once = PTHREAD_ONCE_INIT;
+/*
+ * Which products use hi + lo BF16 parts of the query and of the softmax
+ * weights: only BF16, whose own rounding (2^-9) is of the order of the
+ * BF16 rounding of a single part.  FP8's quantisation error (2^-4 relative)
+ * is 32 times that rounding, and one part is enough
+ * (Documentation/kernels.rst, "Precision per dtype").  -DKVK_DPBF16_SPLIT
+ * splits for every dtype (to measure the difference).
+ */
+#ifdef KVK_DPBF16_SPLIT
+#define BF_SPLIT(dt) ((dt) != KVK_INT8)
+#else
+#define BF_SPLIT(dt) ((dt) == KVK_BF16)
+#endif
+/* dtypes whose weights carry a block scale and the exponent ve */
+#define BF_SCALED(dt) ((dt) == KVK_FP8 || (dt) == KVK_INT8)
+#ifndef BF_SPLIT_P
+#define BF_SPLIT_P(dt) BF_SPLIT(dt)
+#endif
 
-/* The BF16 code of each FP8 E4M3 magnitude (0x7F: NaN 0x7FC0). */
-static void fp8_bf16_init(void)
+/*
+ * FP8 E4M3 -> BF16 by bit operations: the byte s.eeee.mmm sign-extended to
+ * 16 bits and shifted left by 4 puts e:m at bits 10..4 (BF16 exponent e,
+ * mantissa m000 0000) and a copy of the sign at bit 15; the mask clears
+ * the other sign copies.  The result is the value times 2^-120, exactly,
+ * for every normal E4M3 value; E4M3 subnormals (e = 0) become BF16
+ * subnormals, which VDPBF16PS reads as zero; the NaN codes 0x7F / 0xFF
+ * become 480 x 2^-120 and are repaired by fp8_nan() where a row holds one.
+ */
+#define FP8_BF16_MASK 0x87f0
+
+/* 32 FP8 bytes at p -> 32 BF16 (x 2^-120), natural order */
+static inline __attribute__((always_inline))
+__m512i fp8_bits32(const uint8_t *p)
+{
+	__m512i x = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const void *)p));
+
+	return _mm512_and_si512(_mm512_slli_epi16(x, 4),
+				_mm512_set1_epi16((short)FP8_BF16_MASK));
+}
+
+/* bytes b (in the high byte of each word, low byte 0) -> BF16 x 2^-120 */
+static inline __attribute__((always_inline))
+__m512i fp8_bits_hi(__m512i w)
+{
+	return _mm512_and_si512(_mm512_srai_epi16(w, 4),
+				_mm512_set1_epi16((short)FP8_BF16_MASK));
+}
+
+/* Does any of the 64 bytes hold an FP8 NaN code (0x7f, 0xff)? */
+static inline __attribute__((always_inline)) __mmask64 fp8_nanm(__m512i x)
+{
+	return _mm512_cmpeq_epi8_mask(_mm512_and_si512(x,
+				      _mm512_set1_epi8(0x7f)),
+				      _mm512_set1_epi8(0x7f));
+}
+
+/* The converted NaN codes (e:m = 1111:111 -> 0x07f0) back to BF16 NaN. */
+static inline __attribute__((always_inline)) __m512i fp8_nan(__m512i w)
+{
+	__mmask32 m = _mm512_cmpeq_epi16_mask(_mm512_and_si512(w,
+			_mm512_set1_epi16(0x7ff0)), _mm512_set1_epi16(0x07f0));
+
+	return _mm512_mask_mov_epi16(w, m, _mm512_set1_epi16(0x7fc0));
+}
+
+/*
+ * INT8 V rows -> BF16 (every value -127..127 is exact in BF16): two
+ * 128-entry byte lookups (VPERMI2B) of |x|, the high and the low byte of
+ * the BF16 code, the sign put back into the high byte, two byte
+ * interleaves: six instructions per 64 values.
+ */
+static uint8_t int8_bf16_hi[128] __attribute__((aligned(64)));
+static uint8_t int8_bf16_lo[128] __attribute__((aligned(64)));
+static pthread_once_t int8_bf16_once = PTHREAD_ONCE_INIT;
+
+static void int8_bf16_init(void)
 {
 	uint32_t c, b;
 
 	for (c = 0; c < 128; c++) {
-		b = kvk_f32_bits(kvk_fp8_to_f32((uint8_t)c)) >> 16;
-		if (c == 0x7f)
-			b = 0x7fc0;
-		fp8_bf16_hi[c] = (uint8_t)(b >> 8);
-		fp8_bf16_lo[c] = (uint8_t)b;
+		b = kvk_f32_bits((float)c) >> 16;
+		int8_bf16_hi[c] = (uint8_t)(b >> 8);
+		int8_bf16_lo[c] = (uint8_t)b;
 	}
 }
 
-struct fp8_lut {
-	__m512i h0, h1, l0, l1, sign;
+struct int8_lut {
+	__m512i h0, h1, l0, l1;
 };
 
-/* 64 FP8 bytes -> two vectors of 32 BF16: w0 holds the bytes 0..7 of each
- * 128-bit lane L (dimensions 16L + 0..7), w1 the bytes 8..15. */
+/* 64 INT8 bytes -> two vectors of 32 BF16: w0 holds the bytes 0..7 of each
+ * 128-bit lane, w1 the bytes 8..15. */
 static inline __attribute__((always_inline))
-void fp8_bf16(const struct fp8_lut *t, __m512i x, __m512i *w0, __m512i *w1)
+void int8_bf16(const struct int8_lut *t, __m512i x, __m512i *w0, __m512i *w1)
 {
-	__m512i hi = _mm512_permutex2var_epi8(t->h0, x, t->h1);
-	__m512i lo = _mm512_permutex2var_epi8(t->l0, x, t->l1);
+	__m512i a = _mm512_abs_epi8(x);
+	__m512i hi = _mm512_permutex2var_epi8(t->h0, a, t->h1);
+	__m512i lo = _mm512_permutex2var_epi8(t->l0, a, t->l1);
 
-	hi = _mm512_ternarylogic_epi32(hi, x, t->sign, 0xf8);	/* hi | x & s */
+	hi = _mm512_ternarylogic_epi32(hi, x, _mm512_set1_epi8((char)0x80),
+				       0xf8);	/* hi | x & 0x80 */
 	*w0 = _mm512_unpacklo_epi8(lo, hi);
 	*w1 = _mm512_unpackhi_epi8(lo, hi);
 }
@@ -71,7 +145,7 @@ void fp8_bf16(const struct fp8_lut *t, __m512i x, __m512i *w0, __m512i *w1)
  * The natural dimension of element x of the value accumulators.  Chunk
  * c = x / 64, vector k = x % 64 / 16, lane L = x % 16 / 4, i = x % 4.
  * BF16: unpack{lo,hi}_epi16 of 32-dimension halves; FP8: unpack{lo,hi}
- * _epi8 of the rows, then of the lookup bytes.
+ * _epi8 of the rows, then of those bytes with zero (bf_values()).
  */
 static inline uint32_t perm_v(uint32_t dtype, uint32_t x)
 {
@@ -82,14 +156,11 @@ static inline uint32_t perm_v(uint32_t dtype, uint32_t x)
 	return 64 * c + 16 * L + 4 * k + i;
 }
 
-/* The natural dimension of BF16 element x of the converted K row. */
+/* The natural dimension of element x of the converted K row: BF16 and
+ * FP8 rows keep their order (VPMOVSXBW widens in order). */
 static inline uint32_t perm_k(uint32_t dtype, uint32_t x)
 {
-	uint32_t c = x / 64, t = x % 64 / 32, L = x % 32 / 8, i = x % 8;
-
-	if (dtype == KVK_BF16)
-		return x;
-	return 64 * c + 16 * L + 8 * t + i;
+	return x;
 }
 
 /* x -> (hi, lo) BF16 with hi + lo = x to about 2^-17 relative; a
@@ -145,11 +216,117 @@ struct bf_item {
 	uint16_t *qh, *ql;	/* [rows][D] query (x scale), hi and lo BF16 */
 	uint32_t *pph, *ppl;	/* [RC][8] weights of position pairs */
 	float *ov;		/* [rows][D] output accumulators, V order */
-	struct fp8_lut lut;
+	/* FP8: the query is stored times 2^qe; scores times qf = 2^(120-qe)
+	 * (K rows are read as value x 2^-120).  The weights are stored times
+	 * the block's V scale and 2^ve; ov holds output x 2^(ve-120). */
+	float qf;
+	int32_t ve;
+	struct int8_lut lut;
+	/* INT8: the query of row r is q8 x qs[r] (bytes in qh); the K bytes
+	 * are read as k + 128, so that the scores are (dot - qc[r]) qs[r] */
+	float qs[KVK_ITEM_ROWS], qc[KVK_ITEM_ROWS];
 	float m[KVK_ITEM_ROWS];	/* running maximum per row */
 	int64_t limit[KVK_ITEM_ROWS];	/* last position each row attends to */
 	vf lv[KVK_ITEM_ROWS];		/* per-lane softmax sums */
 };
+
+/*
+ * INT8: one query row (x = q x softmax scale, D values) quantised to
+ * INT8 with its own scale: qs = amax / 127, q8 = rint(x x (127 / amax))
+ * (ties to even), all in FP32, amax the largest finite |x|.  A row with a
+ * NaN or an Inf gets qs = NaN (its scores become NaN, as the FP32 paths
+ * give); an all-zero row qs = 0.  qc = 128 sum(q8), what reading K as
+ * k + 128 adds to every dot product.
+ */
+static void bf_quant_query(const float *x, uint32_t D, int8_t *q8,
+			   float *qs, float *qc)
+{
+	float amax = 0.0f, inv, y;
+	int32_t sum = 0, v;
+	uint32_t d;
+	int bad = 0;
+
+	for (d = 0; d < D; d++) {
+		y = fabsf(x[d]);
+		if (!(y <= FLT_MAX))
+			bad = 1;
+		else if (y > amax)
+			amax = y;
+	}
+	if (bad || amax == 0.0f) {
+		memset(q8, 0, D);
+		*qs = bad ? NAN : 0.0f;
+		*qc = 0.0f;
+		return;
+	}
+	inv = 127.0f / amax;
+	for (d = 0; d < D; d++) {
+		v = (int32_t)rintf(x[d] * inv);
+		v = v > 127 ? 127 : v < -127 ? -127 : v;
+		q8[d] = (int8_t)v;
+		sum += v;
+	}
+	*qs = amax / 127.0f;
+	*qc = 128.0f * (float)sum;
+}
+
+/*
+ * FP8: the power of two the query is stored with, 2^qe, qe in 0..126:
+ * the largest |q x scale| of the item's rows times 2^qe lies in
+ * [2^119, 2^120), far from BF16's overflow, and K rows are value x
+ * 2^-120, so every product of a query element within 2^-119 of that
+ * largest one and a normal E4M3 value is a normal FP32 number (VDPBF16PS
+ * flushes subnormal results).
+ */
+static int32_t bf_query_exp(const struct kvk_attn_job *job,
+			    const struct kvk_attn_item *it, uint32_t G,
+			    uint32_t RR)
+{
+	const uint32_t D = job->l->head_dim;
+	float amax = 0.0f, y;
+	uint32_t hh, r, x;
+	int32_t e;
+
+	for (hh = 0; hh < it->nh; hh++)
+		for (r = 0; r < RR; r++) {
+			uint32_t qi = it->q0 + r / G;
+			uint32_t h = (it->head + hh) * G + r % G;
+			const float *q = job->q + (((uint64_t)it->seq *
+					 (job->n_q ? job->n_q : 1) + qi) *
+					 job->q_heads + h) * D;
+
+			for (x = 0; x < D; x++) {
+				y = fabsf(q[x] * job->scale);
+				if (y > amax && y <= FLT_MAX)
+					amax = y;
+			}
+		}
+	if (amax == 0.0f)
+		return 120;
+	e = 119 - ilogbf(amax);
+	return e < 0 ? 0 : e > 126 ? 126 : e;
+}
+
+/* x 2^e, one instruction (VSCALEFSS) */
+static inline __attribute__((always_inline)) float scale2(float x, int32_t e)
+{
+	return _mm_cvtss_f32(_mm_scalef_ss(_mm_set_ss(x),
+					   _mm_set_ss((float)e)));
+}
+
+/* FP8: a new exponent of the weights (and of the output accumulators):
+ * the accumulators so far are rescaled by 2^(ve' - ve). */
+static __attribute__((noinline))
+void bf_set_ve(struct bf_item *b, int32_t ve, uint32_t D)
+{
+	uint32_t n = b->nh * b->rc * D, i;
+
+	if (b->ve != INT32_MIN && ve < b->ve)
+		for (i = 0; i < n; i++)
+			b->ov[i] = ldexpf(b->ov[i], ve - b->ve);
+	if (b->ve == INT32_MIN || ve < b->ve)
+		b->ve = ve;
+}
 
 /*
  * The next unit of the item, 0 when none is left: the heads of a block one
@@ -184,7 +361,7 @@ int bf_next(struct bf_item *b, struct bf_tile *t, const uint32_t dtype)
 		if (bi + BF_PFD < b->nblk_end) {
 			b->nb = pool + (uint64_t)b->table[bi + BF_PFD] *
 				l->block_bytes;
-			if (dtype == KVK_FP8 &&
+			if (BF_SCALED(dtype) &&
 			    (b->pos == b->it->t0 || !b->slot0)) {
 				__builtin_prefetch(b->nb + b->ksoff);
 				__builtin_prefetch(b->nb + b->vsoff);
@@ -201,7 +378,7 @@ int bf_next(struct bf_item *b, struct bf_tile *t, const uint32_t dtype)
 					__builtin_prefetch(nb + b->koff + y);
 					__builtin_prefetch(nb + b->voff + y);
 				}
-				if (dtype == KVK_FP8) {
+				if (BF_SCALED(dtype)) {
 					__builtin_prefetch(nb + b->ksoff);
 					__builtin_prefetch(nb + b->vsoff);
 				}
@@ -220,11 +397,61 @@ int bf_next(struct bf_item *b, struct bf_tile *t, const uint32_t dtype)
 	t->nk = b->nb ? b->nb + b->koff + ro : NULL;
 	t->sk = 1.0f;
 	t->sv = 1.0f;
-	if (dtype == KVK_FP8) {
+	if (BF_SCALED(dtype)) {
 		memcpy(&t->sk, b->blk + b->ksoff + hh * b->sstep, 4);
 		memcpy(&t->sv, b->blk + b->vsoff + hh * b->sstep, 4);
 	}
 	return 1;
+}
+
+/*
+ * INT8 scores (AVX512-VNNI): VPDPBUSD multiplies 64 unsigned bytes by 64
+ * signed bytes and adds each group of four products into an INT32 lane.
+ * The K bytes, flipped by XOR 0x80, are k + 128 (unsigned), the query
+ * bytes are the row's INT8 query, so a lane sums (k + 128) q8; the
+ * reduction subtracts 128 sum(q8) (qc) once per score.  Sums are exact:
+ * |dot| <= 255 x 127 x 256 < 2^24.
+ */
+static inline __attribute__((always_inline))
+void bf_scores_i8(struct bf_item *b, const struct bf_tile *t, vf *acc,
+		  const uint32_t D, const uint32_t R)
+{
+	const uint32_t NK = D / 64;
+	const uint64_t vk = b->voff - b->koff;
+	const int8_t *q8 = (const int8_t *)b->qh;
+	uint32_t j, k, r;
+
+	for (j = 0; j < t->n; j++) {
+		const uint8_t *kr = t->kp + (uint64_t)j * D;
+		__m512i kv[KVK_MAX_HEAD_DIM / 64] = { 0 };
+
+		if (t->nk) {
+			const uint8_t *pr = t->nk + (uint64_t)j * D;
+
+			#pragma GCC unroll 4
+			for (k = 0; k < NK; k++) {
+				__builtin_prefetch(pr + 64 * k);
+				__builtin_prefetch(pr + 64 * k + vk);
+			}
+		}
+		#pragma GCC unroll 4
+		for (k = 0; k < NK; k++)
+			kv[k] = _mm512_xor_si512(_mm512_loadu_si512(
+				(const void *)(kr + 64 * k)),
+				_mm512_set1_epi8((char)0x80));
+		#pragma GCC unroll 16
+		for (r = 0; r < R; r++) {
+			const int8_t *qr = q8 + (uint64_t)(t->row0 + r) * D;
+			__m512i a = _mm512_setzero_si512();
+
+			#pragma GCC unroll 4
+			for (k = 0; k < NK; k++)
+				a = _mm512_dpbusd_epi32(a, kv[k],
+					_mm512_loadu_si512((const void *)
+							   (qr + 64 * k)));
+			acc[r * VW + j] = (vf)_mm512_cvtepi32_ps(a);
+		}
+	}
 }
 
 /* Scores of a tile: each K row converted once, dotted with the R query
@@ -239,6 +466,10 @@ void bf_scores(struct bf_item *b, const struct bf_tile *t, vf *acc,
 	const uint64_t vk = b->voff - b->koff;	/* same for all heads */
 	uint32_t j, k, r, x;
 
+	if (dtype == KVK_INT8) {
+		bf_scores_i8(b, t, acc, D, R);
+		return;
+	}
 	for (j = 0; j < t->n; j++) {
 		const uint8_t *kr = t->kp + (uint64_t)j * rb;
 		__m512i kv[KVK_MAX_HEAD_DIM / 32] = { 0 };
@@ -258,11 +489,18 @@ void bf_scores(struct bf_item *b, const struct bf_tile *t, vf *acc,
 				kv[k] = _mm512_loadu_si512((const void *)
 							   (kr + 64 * k));
 		} else {
+			__mmask64 nan = 0;
+
 			#pragma GCC unroll 16
+			for (k = 0; k < NK; k++)
+				kv[k] = fp8_bits32(kr + 32 * k);
+			#pragma GCC unroll 8
 			for (k = 0; k < NK / 2; k++)
-				fp8_bf16(&b->lut, _mm512_loadu_si512(
-					 (const void *)(kr + 64 * k)),
-					 &kv[2 * k], &kv[2 * k + 1]);
+				nan |= fp8_nanm(_mm512_loadu_si512(
+					(const void *)(kr + 64 * k)));
+			if (__builtin_expect(nan != 0, 0))
+				for (k = 0; k < NK; k++)
+					kv[k] = fp8_nan(kv[k]);
 		}
 		#pragma GCC unroll 16
 		for (r = 0; r < R; r++) {
@@ -274,10 +512,12 @@ void bf_scores(struct bf_item *b, const struct bf_tile *t, vf *acc,
 			for (k = 0; k < NK; k++) {
 				a = dp(a, kv[k], _mm512_load_si512(
 				       (const void *)(h + 32 * k)));
-				c = dp(c, kv[k], _mm512_load_si512(
-				       (const void *)(lo + 32 * k)));
+				if (BF_SPLIT(dtype))
+					c = dp(c, kv[k], _mm512_load_si512(
+					       (const void *)(lo + 32 * k)));
 			}
-			acc[r * VW + j] = (vf)_mm512_add_ps(a, c);
+			acc[r * VW + j] = BF_SPLIT(dtype) ?
+					  (vf)_mm512_add_ps(a, c) : (vf)a;
 		}
 	}
 }
@@ -300,6 +540,7 @@ void bf_softmax(struct bf_item *b, const struct bf_tile *t, vf *acc,
 	__mmask16 up = 0;
 	__m256bh hi, lo;
 	uint32_t r, j, x;
+	float sv = 1.0f;
 
 	#pragma GCC unroll 16
 	for (r = 0; r < R; r++) {
@@ -310,7 +551,10 @@ void bf_softmax(struct bf_item *b, const struct bf_tile *t, vf *acc,
 			acc[r * VW + j] = splat(0.0f);
 		sr[r] = reduce_vw(acc + r * VW);
 		if (dtype == KVK_FP8)
-			sr[r] *= t->sk;
+			sr[r] = sr[r] * b->qf * t->sk;
+		if (dtype == KVK_INT8)
+			sr[r] = (sr[r] - b->qc[t->row0 + r]) *
+				(b->qs[t->row0 + r] * t->sk);
 		mr[r] = (iota >= (vi){} + (int32_t)t->n) | (iota > (vi){} + lim);
 		sr[r] = sel(mr[r], splat(-INFINITY), sr[r]);
 		if (_mm512_cmp_ps_mask((__m512)sr[r], _mm512_set1_ps(m[r]),
@@ -332,6 +576,15 @@ void bf_softmax(struct bf_item *b, const struct bf_tile *t, vf *acc,
 				st(ov + r * D + x, ld(ov + r * D + x) * cf);
 		}
 	}
+	if (BF_SCALED(dtype)) {
+		/* weights times sv 2^ve in (2^-126, 2^100]: a larger block
+		 * scale lowers ve for the rest of the item (all rows) */
+		if (__builtin_expect(t->sv > 0 &&
+				     (b->ve == INT32_MIN ||
+				      scale2(t->sv, b->ve) > 0x1p100f), 0))
+			bf_set_ve(b, 70 - ilogbf(t->sv), D);
+		sv = b->ve == INT32_MIN ? 0.0f : scale2(t->sv, b->ve);
+	}
 	#pragma GCC unroll 16
 	for (r = 0; r < R; r++) {
 		/* nothing attended yet: every score is -inf, exp(-inf) = 0 */
@@ -340,11 +593,15 @@ void bf_softmax(struct bf_item *b, const struct bf_tile *t, vf *acc,
 		p = vexp(sr[r] - mm);
 		p = sel(mr[r], splat(0.0f), p);
 		lv[r] += p;
-		if (dtype == KVK_FP8)
-			p *= t->sv;
-		split_bf16(p, &hi, &lo);
+		if (BF_SCALED(dtype))
+			p *= sv;
+		if (BF_SPLIT_P(dtype)) {
+			split_bf16(p, &hi, &lo);
+			memcpy(b->ppl + r * 8, &lo, 32);
+		} else {
+			hi = _mm512_cvtneps_pbh((__m512)p);
+		}
 		memcpy(b->pph + r * 8, &hi, 32);
-		memcpy(b->ppl + r * 8, &lo, 32);
 	}
 }
 
@@ -392,7 +649,7 @@ void bf_values(struct bf_item *b, const struct bf_tile *t, const uint32_t D,
 					w[1] = _mm512_unpackhi_epi16(a0, b0);
 					w[2] = _mm512_unpacklo_epi16(a1, b1);
 					w[3] = _mm512_unpackhi_epi16(a1, b1);
-				} else {
+				} else if (dtype == KVK_INT8) {
 					const uint8_t *pb = rbp ? rbp + 64 * c :
 							    zero_row;
 					__m512i xa, xb;
@@ -400,24 +657,46 @@ void bf_values(struct bf_item *b, const struct bf_tile *t, const uint32_t D,
 					xa = _mm512_loadu_si512((const void *)
 								(ra + 64 * c));
 					xb = _mm512_loadu_si512((const void *)pb);
-					fp8_bf16(&b->lut,
-						 _mm512_unpacklo_epi8(xa, xb),
-						 &w[0], &w[1]);
-					fp8_bf16(&b->lut,
-						 _mm512_unpackhi_epi8(xa, xb),
-						 &w[2], &w[3]);
+					int8_bf16(&b->lut,
+						  _mm512_unpacklo_epi8(xa, xb),
+						  &w[0], &w[1]);
+					int8_bf16(&b->lut,
+						  _mm512_unpackhi_epi8(xa, xb),
+						  &w[2], &w[3]);
+				} else {
+					const uint8_t *pb = rbp ? rbp + 64 * c :
+							    zero_row;
+					__m512i xa, xb;
+					__m512i u0, u1, z = _mm512_setzero_si512();
+
+					xa = _mm512_loadu_si512((const void *)
+								(ra + 64 * c));
+					xb = _mm512_loadu_si512((const void *)pb);
+					u0 = _mm512_unpacklo_epi8(xa, xb);
+					u1 = _mm512_unpackhi_epi8(xa, xb);
+					w[0] = fp8_bits_hi(_mm512_unpacklo_epi8(z, u0));
+					w[1] = fp8_bits_hi(_mm512_unpackhi_epi8(z, u0));
+					w[2] = fp8_bits_hi(_mm512_unpacklo_epi8(z, u1));
+					w[3] = fp8_bits_hi(_mm512_unpackhi_epi8(z, u1));
+					if (__builtin_expect((fp8_nanm(xa) |
+							      fp8_nanm(xb)) != 0, 0))
+						for (k = 0; k < 4; k++)
+							w[k] = fp8_nan(w[k]);
 				}
 				#pragma GCC unroll 16
 				for (r = 0; r < RG; r++) {
 					__m512i bh = bc32(b->pph + (g + r) * 8 +
 							  j / 2);
-					__m512i bl = bc32(b->ppl + (g + r) * 8 +
-							  j / 2);
+					__m512i bl = BF_SPLIT_P(dtype) ?
+						bc32(b->ppl + (g + r) * 8 +
+						     j / 2) : bh;
 
 					#pragma GCC unroll 16
 					for (k = 0; k < 4; k++) {
 						oa[r][k] = dp(oa[r][k], w[k], bh);
-						oa[r][k] = dp(oa[r][k], w[k], bl);
+						if (BF_SPLIT_P(dtype))
+							oa[r][k] = dp(oa[r][k],
+								      w[k], bl);
 					}
 				}
 			}
@@ -455,6 +734,7 @@ void attn_bf(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 	struct bf_tile t, tn;
 	float tmp[KVK_MAX_HEAD_DIM];
 	uint32_t r, x, hh, row;
+	int32_t qe = 0;
 	int more;
 
 	memset(&b, 0, sizeof(b));
@@ -472,12 +752,15 @@ void attn_bf(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 	b.pph = (uint32_t *)(acc1 + 16 * VW);
 	b.ppl = b.pph + 16 * 8;
 	b.ov = (float *)(b.ppl + 16 * 8);
-	if (dtype == KVK_FP8) {
-		b.lut.h0 = _mm512_load_si512((const void *)fp8_bf16_hi);
-		b.lut.h1 = _mm512_load_si512((const void *)(fp8_bf16_hi + 64));
-		b.lut.l0 = _mm512_load_si512((const void *)fp8_bf16_lo);
-		b.lut.l1 = _mm512_load_si512((const void *)(fp8_bf16_lo + 64));
-		b.lut.sign = _mm512_set1_epi8((char)0x80);
+	b.qf = 1.0f;
+	b.ve = INT32_MIN;	/* FP8: set by the first block with a scale */
+	if (dtype == KVK_FP8)
+		qe = bf_query_exp(job, it, G, RR);
+	if (dtype == KVK_INT8) {
+		b.lut.h0 = _mm512_load_si512((const void *)int8_bf16_hi);
+		b.lut.h1 = _mm512_load_si512((const void *)(int8_bf16_hi + 64));
+		b.lut.l0 = _mm512_load_si512((const void *)int8_bf16_lo);
+		b.lut.l1 = _mm512_load_si512((const void *)(int8_bf16_lo + 64));
 	}
 	b.koff = kvk_row_offset(l, job->layer, 0, it->head, 0);
 	b.voff = kvk_row_offset(l, job->layer, 1, it->head, 0);
@@ -495,6 +778,8 @@ void attn_bf(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 			if (r >= RR) {		/* padding row: masked out */
 				memset(b.qh + row * D, 0, 2 * D);
 				memset(b.ql + row * D, 0, 2 * D);
+				b.qs[row] = 0.0f;
+				b.qc[row] = 0.0f;
 				b.limit[row] = -1;
 				continue;
 			}
@@ -505,12 +790,29 @@ void attn_bf(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 
 			for (x = 0; x < D; x++)
 				tmp[x] = q[perm_k(dtype, x)] * job->scale;
+			if (dtype == KVK_INT8) {
+				bf_quant_query(tmp, D,
+						(int8_t *)b.qh + row * D,
+						&b.qs[row], &b.qc[row]);
+				b.limit[row] = job->n_q ?
+					(int64_t)ctx - job->n_q + qi :
+					(int64_t)ctx - 1;
+				continue;
+			}
 			for (x = 0; x < D; x += VW) {
 				__m256bh hi, lo;
+				vf y = ld(tmp + x);
 
-				split_bf16(ld(tmp + x), &hi, &lo);
+				if (dtype == KVK_FP8)
+					y = (vf)_mm512_scalef_ps((__m512)y,
+						_mm512_set1_ps((float)qe));
+				if (BF_SPLIT(dtype)) {
+					split_bf16(y, &hi, &lo);
+					memcpy(b.ql + row * D + x, &lo, 32);
+				} else {
+					hi = _mm512_cvtneps_pbh((__m512)y);
+				}
 				memcpy(b.qh + row * D + x, &hi, 32);
-				memcpy(b.ql + row * D + x, &lo, 32);
 			}
 			b.limit[row] = job->n_q ?
 				       (int64_t)ctx - job->n_q + qi :
@@ -518,6 +820,8 @@ void attn_bf(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 		}
 	}
 
+	if (dtype == KVK_FP8)
+		b.qf = ldexpf(1.0f, 120 - qe);
 	more = bf_next(&b, &t, dtype);
 	if (more)
 		bf_scores(&b, &t, acc, D, dtype, RC);
@@ -541,8 +845,17 @@ void attn_bf(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 			row = hh * RC + r;
 			o[0] = b.m[row];
 			o[1] = hsum(b.lv[row]);
-			for (x = 0; x < D; x++)
-				o[2 + perm_v(dtype, x)] = b.ov[row * D + x];
+			if (BF_SCALED(dtype))
+				for (x = 0; x < D; x++)
+					o[2 + perm_v(dtype, x)] = b.ve ==
+						INT32_MIN ? 0.0f :
+						ldexpf(b.ov[row * D + x],
+						       (dtype == KVK_FP8 ?
+							120 : 0) - b.ve);
+			else
+				for (x = 0; x < D; x++)
+					o[2 + perm_v(dtype, x)] =
+						b.ov[row * D + x];
 		}
 	}
 }

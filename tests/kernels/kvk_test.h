@@ -216,18 +216,22 @@ static inline int kt_batch_init(struct kt_batch *b, uint32_t layers,
 
 /*
  * FP64 attention of one query row (D values) over positions 0..npos-1 of
- * K/V arrays [pos][H][D], kv head h.  out: D doubles.
+ * K/V arrays [pos][H][D], kv head h.  out: D doubles.  w2 (if not NULL):
+ * sum over positions of (normalised weight)^2 x ||V row||^2, the scale of
+ * the error that rounding each weight once gives (kt_round_bound()).
  */
-static inline void kt_ref_row(const float *q, const float *k, const float *v,
-			      uint32_t H, uint32_t D, uint32_t h,
-			      uint32_t npos, double scale, double *out,
-			      double *sc)
+static inline void kt_ref_row2(const float *q, const float *k, const float *v,
+			       uint32_t H, uint32_t D, uint32_t h,
+			       uint32_t npos, double scale, double *out,
+			       double *sc, double *w2)
 {
-	double m = -INFINITY, sum = 0;
+	double m = -INFINITY, sum = 0, ww = 0;
 	uint32_t p, d;
 
 	for (d = 0; d < D; d++)
 		out[d] = 0;
+	if (w2)
+		*w2 = 0;
 	if (!npos)
 		return;
 	for (p = 0; p < npos; p++) {
@@ -242,14 +246,169 @@ static inline void kt_ref_row(const float *q, const float *k, const float *v,
 	}
 	for (p = 0; p < npos; p++) {
 		const float *vr = v + ((size_t)p * H + h) * D;
-		double w = exp(sc[p] - m);
+		double w = exp(sc[p] - m), vv = 0;
 
 		sum += w;
-		for (d = 0; d < D; d++)
+		for (d = 0; d < D; d++) {
 			out[d] += w * vr[d];
+			vv += (double)vr[d] * vr[d];
+		}
+		ww += w * w * vv;
 	}
 	for (d = 0; d < D; d++)
 		out[d] /= sum;
+	if (w2)
+		*w2 = ww / (sum * sum);
+}
+
+static inline void kt_ref_row(const float *q, const float *k, const float *v,
+			      uint32_t H, uint32_t D, uint32_t h,
+			      uint32_t npos, double scale, double *out,
+			      double *sc)
+{
+	kt_ref_row2(q, k, v, H, D, h, npos, scale, out, sc, NULL);
+}
+
+/*
+ * What an optimised path rounds, per dtype (Documentation/kernels.rst,
+ * "Precision per dtype"): the AVX512-BF16 path multiplies FP8 caches with
+ * the query (times the softmax scale) rounded once to BF16 and the softmax
+ * weights rounded once to BF16 (unit roundoff 2^-9), and reads E4M3
+ * subnormals as zero; every other path and dtype keeps FP32 products (or
+ * hi + lo BF16 parts, about 2^-17).
+ */
+enum { KT_Q_FP32, KT_Q_BF16, KT_Q_INT8 };
+
+/* unit roundoff of the weights: BF16 rounded once (kvkern_dpbf16.h's
+ * BF_SPLIT_P()) */
+#define KT_FP8_PU 0x1p-9
+#define KT_INT8_PU 0x1p-9
+
+struct kt_rounding {
+	int qmode;		/* KT_Q_*: how the scaled query is rounded */
+	double pu;		/* unit roundoff of each weight (0: FP32) */
+	int fp8_ftz;		/* E4M3 subnormals read as 0 */
+};
+
+static inline struct kt_rounding kt_path_rounding(const char *simd,
+						  uint32_t dtype, uint32_t D)
+{
+	struct kt_rounding r = { KT_Q_FP32, 0, 0 };
+
+	if (!strcmp(simd, "avx512bf16") && D % 64 == 0 && dtype == KVK_FP8) {
+		r.qmode = KT_Q_BF16;
+		r.pu = KT_FP8_PU;
+		r.fp8_ftz = 1;
+	}
+	if (!strcmp(simd, "avx512bf16") && D % 64 == 0 && dtype == KVK_INT8) {
+		r.qmode = KT_Q_INT8;
+		r.pu = KT_INT8_PU;
+	}
+	return r;
+}
+
+/* FP32 -> nearest BF16 (ties to even), as VCVTNEPS2BF16 rounds. */
+static inline float kt_bf16(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return x;
+	u = (u + 0x7fffu + ((u >> 16) & 1)) & 0xffff0000u;
+	memcpy(&x, &u, 4);
+	return x;
+}
+
+/*
+ * The query row as the path multiplies it: q x scale, rounded.  INT8: the
+ * row quantised with its own scale, qs = amax / 127 and
+ * q8 = rint(x x (127 / amax)) in FP32 (amax: the largest |x|), read as
+ * q8 x qs.
+ */
+static inline void kt_round_query(const float *q, uint32_t D, float scale,
+				  struct kt_rounding r, float *out)
+{
+	float amax = 0.0f, inv, qs, y;
+	uint32_t d;
+
+	for (d = 0; d < D; d++) {
+		out[d] = q[d] * scale;
+		if (fabsf(out[d]) > amax)
+			amax = fabsf(out[d]);
+	}
+	if (r.qmode == KT_Q_BF16)
+		for (d = 0; d < D; d++)
+			out[d] = kt_bf16(out[d]);
+	if (r.qmode != KT_Q_INT8 || amax == 0.0f)
+		return;
+	inv = 127.0f / amax;
+	qs = amax / 127.0f;
+	for (d = 0; d < D; d++) {
+		y = rintf(out[d] * inv);
+		y = y > 127.0f ? 127.0f : y < -127.0f ? -127.0f : y;
+		out[d] = (float)((double)y * qs);
+	}
+}
+
+/*
+ * The K/V values of a dequantised FP8 cache as a path that reads E4M3
+ * subnormals as zero sees them: |x| < 2^-6 s becomes 0 (s: the plane's
+ * block scale).  x: [n][H][D] of the sequence with block table table,
+ * kv 0 (K) or 1 (V).
+ */
+static inline void kt_fp8_ftz_seq(const struct kvk_layout *l,
+				  const uint8_t *pool, uint32_t layer,
+				  const uint32_t *table, uint32_t n,
+				  uint32_t kv, float *x)
+{
+	uint32_t T = l->tokens_per_block, H = l->kv_heads, D = l->head_dim;
+	uint32_t p, h, d;
+
+	for (p = 0; p < n; p++)
+		for (h = 0; h < H; h++) {
+			const uint8_t *blk = pool + (uint64_t)table[p / T] *
+					     l->block_bytes;
+			float s, *row = x + ((size_t)p * H + h) * D;
+
+			memcpy(&s, blk + kvk_scale_offset(l, layer, kv, h,
+							  p % T), 4);
+			for (d = 0; d < D; d++)
+				if (fabsf(row[d]) < 0x1p-6f * s)
+					row[d] = 0.0f;
+		}
+}
+
+static inline void kt_fp8_ftz(const struct kt_batch *b, uint32_t i,
+			      uint32_t kv, float *x)
+{
+	kt_fp8_ftz_seq(&b->l, b->pool, b->layer, b->tables + i * b->mbps,
+		       b->ctx[i], kv, x);
+}
+
+/*
+ * The bound on ||out - ref_eff|| over a case whose weights are each
+ * rounded once with unit roundoff pu, where ref_eff is the FP64 attention
+ * with the path's rounded query and the K/V as the path reads them, and
+ * w2sum the sum of kt_ref_row2()'s w2 over the case's rows.  Rounding
+ * weight j by (1 + e_j), |e_j| <= pu, moves the output by
+ * sum_j w_j e_j V_j: a sum of independent vectors of norms at most
+ * c_j = pu w_j ||V_j||, when the rounding errors are taken as independent
+ * and of mean zero (round to nearest even on data that are not
+ * correlated with the rounding grid).  Pinelis' inequality for sums of
+ * bounded independent vectors in a Hilbert space gives
+ * P(||sum|| >= t) <= 2 exp(-t^2 / (2 sum c_j^2)); t = 6 sqrt(sum c_j^2)
+ * holds but with probability 3e-8 per case.  Plus the FP32 accumulation
+ * bound (KT_F32_BOUND relative) as for every path.
+ */
+#define KT_ROUND_SIGMAS 6.0
+
+/* Bound on ||out - fp64(dequantised cache)|| / ||fp64||: FP32 rounding. */
+#define KT_F32_BOUND 1e-4
+
+static inline double kt_round_bound(double pu, double w2sum, double refnorm)
+{
+	return KT_ROUND_SIGMAS * pu * sqrt(w2sum) / refnorm + KT_F32_BOUND;
 }
 
 /* ||a - ref|| / ||ref|| over n values (ref in double). */
@@ -296,8 +455,5 @@ static inline double kt_quant_bound(uint32_t dtype)
 		return 0.25;
 	}
 }
-
-/* Bound on ||out - fp64(dequantised cache)|| / ||fp64||: FP32 rounding. */
-#define KT_F32_BOUND 1e-4
 
 #endif /* KVK_TEST_H */

@@ -19,9 +19,16 @@
  * Asserted per case:
  *   - scalar reference and optimised path vs FP64 over the dequantised
  *     cache: relative L2 error <= 1e-4 (FP32 accumulation only);
+ *   - a path that rounds the query and the softmax weights for a dtype
+ *     (kt_path_rounding(): AVX512-BF16 on FP8 and INT8) is held to the
+ *     FP64 attention of what it multiplies (its rounded or quantised
+ *     query, E4M3 subnormals as zero) within the bound of its weight
+ *     rounding (kt_round_bound(), derived there) plus 1e-4;
  *   - optimised path vs FP64 over the original FP32 K/V: relative L2
  *     error <= the dtype's bound (Documentation/kernels.rst);
- *   - optimised == scalar reference within 1e-4 relative.
+ *   - optimised == scalar reference within 1e-4 relative (for a path
+ *     that rounds: within the sum of the two bounds above and the FP64
+ *     difference its rounding makes, by the triangle inequality).
  * Then, per dtype and instruction set, three shapes with 8 kv heads at
  * context 1000 (200 with -DKT_SMALL): several kv heads per work item.
  * -DKT_SMALL (the sanitizer build) drops contexts above 1000.
@@ -74,7 +81,29 @@ static uint32_t kv_heads;	/* 0: 2 (1 for GQA 8) */
 
 struct worst {
 	double ref_deq, opt_deq, opt_orig, opt_ref;
+	double q_round, opt_eff;	/* paths that round (kt_path_rounding) */
+	double of_bound;		/* largest error / its bound */
 };
+
+static double norm_d(const double *x, size_t n)
+{
+	double s = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		s += x[i] * x[i];
+	return sqrt(s);
+}
+
+static double dist_d(const double *x, const double *y, size_t n)
+{
+	double s = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		s += (x[i] - y[i]) * (x[i] - y[i]);
+	return sqrt(s);
+}
 
 static int run_case(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 		    uint32_t tpb, struct kvk_cpu *cpu, uint32_t n_new,
@@ -84,8 +113,11 @@ static int run_case(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 	uint32_t b, i, h, qh;
 	struct kt_batch kb;
 	size_t nq, rows, r;
-	float *q, *o_ref, *o_opt;
-	double *f_deq, *f_orig, *sc, e1, e2, e3, e4;
+	float *q, *o_ref, *o_opt, *qe = NULL, **ek = NULL, **ev = NULL;
+	double *f_deq, *f_orig, *f_eff = NULL, *sc, e1, e2, e3, e4;
+	double b2 = KT_F32_BOUND, b4 = KT_F32_BOUND, w2sum = 0, eq = 0;
+	struct kt_rounding rnd = kt_path_rounding(kvk_cpu_simd(cpu), dtype, D);
+	int rounds = rnd.qmode != KT_Q_FP32 || rnd.pu > 0;
 	double scale = 1.0 / sqrt(D);
 	int ret;
 
@@ -149,11 +181,32 @@ static int run_case(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 		KT_CHECK(ret == 0, "decode %d", ret);
 	}
 #endif
+	if (rounds) {
+		/* the FP64 reference of what the path computes: its rounded
+		 * query, the K/V as it reads them */
+		qe = malloc(sizeof(float) * D);
+		f_eff = malloc(sizeof(double) * nq * D);
+		ek = calloc(batch, sizeof(*ek));
+		ev = calloc(batch, sizeof(*ev));
+		for (b = 0; b < batch; b++) {
+			size_t n = (size_t)ctx[b] * H * D;
+
+			ek[b] = malloc(sizeof(float) * (n ? n : 1));
+			ev[b] = malloc(sizeof(float) * (n ? n : 1));
+			memcpy(ek[b], kb.dk[b], sizeof(float) * n);
+			memcpy(ev[b], kb.dv[b], sizeof(float) * n);
+			if (rnd.fp8_ftz) {
+				kt_fp8_ftz(&kb, b, 0, ek[b]);
+				kt_fp8_ftz(&kb, b, 1, ev[b]);
+			}
+		}
+	}
 	for (b = 0; b < batch; b++)
 		for (i = 0; i < n_new; i++)
 			for (h = 0; h < qh; h++) {
 				size_t row = ((size_t)b * n_new + i) * qh + h;
 				uint32_t npos = ctx[b] - n_new + i + 1;
+				double w2;
 
 				kt_ref_row(q + row * D, kb.dk[b], kb.dv[b], H,
 					   D, h / G, npos, scale,
@@ -161,17 +214,47 @@ static int run_case(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 				kt_ref_row(q + row * D, kb.k[b], kb.v[b], H,
 					   D, h / G, npos, scale,
 					   f_orig + row * D, sc);
+				if (!rounds)
+					continue;
+				kt_round_query(q + row * D, D, (float)scale,
+					       rnd, qe);
+				kt_ref_row2(qe, ek[b], ev[b], H, D, h / G,
+					    npos, 1.0, f_eff + row * D, sc,
+					    &w2);
+				w2sum += w2;
 			}
 	e1 = kt_rel_err(o_ref, f_deq, rows * D);
 	e2 = kt_rel_err(o_opt, f_deq, rows * D);
 	e3 = kt_rel_err(o_opt, f_orig, rows * D);
 	e4 = kt_rel_err_f(o_opt, o_ref, rows * D);
-	KT_CHECK(e1 <= KT_F32_BOUND && e2 <= KT_F32_BOUND &&
-		 e3 <= kt_quant_bound(dtype) && e4 <= KT_F32_BOUND,
+	if (rounds) {
+		/* against the reference of what it computes, within the
+		 * bound of its weight rounding; against the scalar reference
+		 * within that plus what the rounded query and the flushed
+		 * subnormals change in FP64 (triangle inequality) */
+		double ne = norm_d(f_eff, rows * D), nd = norm_d(f_deq, rows * D);
+
+		b2 = kt_round_bound(rnd.pu, w2sum, ne);
+		eq = nd > 0 ? dist_d(f_eff, f_deq, rows * D) / nd : 0;
+		b4 = nd > 0 ? (b2 * ne + eq * nd + KT_F32_BOUND * nd) /
+			      (nd * (1 - KT_F32_BOUND)) : b2;
+		e2 = kt_rel_err(o_opt, f_eff, rows * D);
+		if (eq > w->q_round)
+			w->q_round = eq;
+		if (e2 > w->opt_eff)
+			w->opt_eff = e2;
+	}
+	if (e2 / b2 > w->of_bound)
+		w->of_bound = e2 / b2;
+	KT_CHECK(e1 <= KT_F32_BOUND && e2 <= b2 &&
+		 e3 <= kt_quant_bound(dtype) && e4 <= b4,
 		 "%s D=%u G=%u ctx=%u tpb=%u n_new=%u simd=%s: ref/deq %.2e "
-		 "opt/deq %.2e opt/orig %.2e opt/ref %.2e",
+		 "opt/%s %.2e (bound %.2e) opt/orig %.2e opt/ref %.2e "
+		 "(bound %.2e)",
 		 kvk_dtype_name(dtype), D, G, C, tpb, n_new,
-		 kvk_cpu_simd(cpu), e1, e2, e3, e4);
+		 kvk_cpu_simd(cpu), e1, rounds ? "eff" : "deq", e2, b2, e3,
+		 e4, b4);
+	e2 = kt_rel_err(o_opt, f_deq, rows * D);
 	if (e1 > w->ref_deq)
 		w->ref_deq = e1;
 	if (e2 > w->opt_deq)
@@ -186,6 +269,16 @@ static int run_case(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 	free(f_deq);
 	free(f_orig);
 	free(sc);
+	if (rounds) {
+		for (b = 0; b < batch; b++) {
+			free(ek[b]);
+			free(ev[b]);
+		}
+		free(ek);
+		free(ev);
+		free(qe);
+		free(f_eff);
+	}
 	kt_batch_free(&kb);
 	return 0;
 }
@@ -215,8 +308,9 @@ int main(void)
 		}
 #endif
 	}
-	printf("%-5s %10s %10s %10s %10s  (worst relative L2 errors)\n",
-	       "dtype", "ref/deq", "opt/deq", "opt/orig", "opt/ref");
+	printf("%-5s %10s %10s %10s %10s %10s %10s %8s  (worst relative L2 "
+	       "errors)\n", "dtype", "ref/deq", "opt/deq", "opt/orig",
+	       "opt/ref", "q-round", "opt/eff", "e/bound");
 	for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
 		struct worst w = { 0 };
 
@@ -243,9 +337,10 @@ int main(void)
 					 many_heads[gi][1], MANY_HEADS_CTX,
 					 tpbs[n % N(tpbs)], cpus[s], 3, &w);
 		kv_heads = 0;
-		printf("%-5s %10.2e %10.2e %10.2e %10.2e  (bound %.2g)\n",
-		       kvk_dtype_name(dt), w.ref_deq, w.opt_deq, w.opt_orig,
-		       w.opt_ref, kt_quant_bound(dt));
+		printf("%-5s %10.2e %10.2e %10.2e %10.2e %10.2e %10.2e %8.3f  "
+		       "(bound %.2g)\n", kvk_dtype_name(dt), w.ref_deq,
+		       w.opt_deq, w.opt_orig, w.opt_ref, w.q_round, w.opt_eff,
+		       w.of_bound, kt_quant_bound(dt));
 	}
 	for (s = 0; s < N(simds); s++)
 		kvk_cpu_free(cpus[s]);
