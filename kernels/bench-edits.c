@@ -909,7 +909,10 @@ static int dev_seq(struct dev *d, struct host *h, struct seq *s,
 		if (h->drv->cuMemAlloc(&p, s->pool_bytes))
 			return -ENOMEM;
 		d->pool = (void *)(uintptr_t)p;
-		if (h->drv->cuMemcpyHtoD(p, s->pool, s->pool_bytes))
+		/* the edits run on their own non-blocking stream, which
+		 * does not wait for the legacy stream's copy */
+		if (h->drv->cuMemcpyHtoD(p, s->pool, s->pool_bytes) ||
+		    h->drv->cuCtxSynchronize())
 			return -EIO;
 		return 0;
 	}

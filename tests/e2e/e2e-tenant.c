@@ -11,7 +11,12 @@
  * attention checked against kvk_prefill_ref.
  *
  * Tolerance: |daemon - reference| <= 1e-3 * max(1, max |reference|) (the
- * same quantised data on both sides; only FP32 summation order differs).
+ * same quantised data on both sides; only FP32 summation order differs),
+ * and 6 * 2^-9 * max(1, max |reference|) for FP8 and INT8, whose fast CPU
+ * paths round the query and the weights to BF16 (INT8: the query to
+ * INT8) once per step (Documentation/kernels.rst; the kernel tests hold
+ * each path to its derived bound).  A wrong block is off by the
+ * values' own size.
  *
  * A daemon restart (-ESTALE from libkvlease) is recovered by replaying the
  * sequences' writes; the number of restarts seen is printed.
@@ -125,6 +130,13 @@ static int write_tokens(uint32_t s, uint32_t ds, uint32_t pos, uint32_t n,
 	return r;
 }
 
+static double tolerance(void)
+{
+	if (C.dtype == KVL_DTYPE_FP8 || C.dtype == KVL_DTYPE_INT8)
+		return 6.0 / 512;
+	return 1e-3;
+}
+
 static int compare(const float *got, const float *ref, size_t n,
 		   const char *what)
 {
@@ -142,7 +154,7 @@ static int compare(const float *got, const float *ref, size_t n,
 	}
 	if (err / mref > max_err)
 		max_err = err / mref;
-	if (!(err <= 1e-3 * mref)) {
+	if (!(err <= tolerance() * mref)) {
 		fprintf(stderr, "tenant %u: %s mismatch: max error %g (scale "
 			"%g)\n", C.seed, what, err, mref);
 		return -EDOM;
