@@ -29,6 +29,23 @@ void kvd_ctier_rec(struct kvd_ctier *ct, struct kvp_client_tier_rec *o);
 int kvd_ctier_connected(struct kvd_ctier *ct, unsigned int tier,
 			uint64_t lease_id);
 
+#ifdef KVD_FUZZ_HOLD
+/* The fuzz build only (swap.c): the workers are held; run up to @max
+ * queued jobs (0: all) of lower tier @tier (0: every tier), oldest first,
+ * in the caller's thread; the number run. */
+unsigned int kvd_swap_fuzz_run(struct kvd *d, unsigned int tier,
+			       unsigned int max);
+/* Every queued job, in order (the workers' queue locked). */
+struct kvd_swap_fuzz_job {
+	struct kvd_pool *src, *dst;
+	uint64_t src_lease, dst_lease;	/* the leases it pinned */
+	const uint32_t *sb, *db;
+	uint32_t n;
+};
+void kvd_swap_fuzz_each(struct kvd *d, void (*fn)(void *arg,
+			const struct kvd_swap_fuzz_job *fj), void *arg);
+#endif
+
 /* server.c, for swap.c */
 int kvd_client_send(struct kvd_client *c, const void *buf, size_t len);
 int kvd_client_take_fd(struct kvd_client *c);
