@@ -14,8 +14,10 @@
  * SPLICE, COMPACT), PREFIX_PUBLISH / MATCH / UNREF / EVICT, TIER_ATTACH /
  * LEASE / RELEASE, SWAP out and in (sync or not), SWAP_WAIT, BLOCK_SUM,
  * SEQ_REPORT, device buffers, ATTACH to another tenant, the admin ops
- * (tenants, namespaces, flushes, every list), a close of a connection,
- * the owner's duties, running queued swap jobs, or a raw record.
+ * (tenants, namespaces, flushes, every list), a close of a connection
+ * (by the daemon or by the peer), the owner's duties, running queued
+ * swap jobs, or a raw record.  Run as root, the harness opens some
+ * connections as nobody: peers that are not admins.
  *
  * Each request is built valid from the input, from what the connection
  * holds now (its blocks, read from the ledger; the cached blocks it
@@ -178,6 +180,9 @@ static struct {
 /* Tenants: the harness's names (and "" for the per-uid tenant). */
 static const char *const tnames[] = { "fa", "fb", "fc", "" };
 #define NTEN 4
+/* Markers: the three names, another per-uid tenant, nobody's. */
+#define NMARK 5
+#define NOBODY 65534
 static const char *const nsnames[] = { "n1", "n2", "" };
 /* Per input: which tenants have been in each shared namespace. */
 static unsigned int ns_members[2];
@@ -185,15 +190,18 @@ static unsigned int ns_members[2];
  * nothing as the canonical layout reads them). */
 static bool foreign_format;
 
-/* The tenant index of a name: the harness's names, else 3. */
+/* The tenant index of a name: the harness's names, nobody's per-uid
+ * tenant (4), else 3. */
 static unsigned int tidx(const char *name)
 {
+	char uid[16];
 	unsigned int i;
 
 	for (i = 0; i < 3; i++)
 		if (!strncmp(name, tnames[i], KVPOOL_NAME_LEN))
 			return i;
-	return 3;
+	snprintf(uid, sizeof(uid), "%u", NOBODY);
+	return strstr(name, uid) ? 4 : 3;
 }
 
 static float marker(unsigned int t)
@@ -290,7 +298,8 @@ static int32_t drain(int sock, bool want, uint32_t req_id, bool valid_hdr)
 			fprintf(stderr, "fuzz-request: malformed reply\n");
 			abort();
 		}
-		if (r->hdr.op == KVP_EV_RECLAIM || r->hdr.op == KVP_EV_SWAP_DONE)
+		if (r->hdr.op == KVP_EV_RECLAIM || r->hdr.op == KVP_EV_SWAP_DONE ||
+		    r->hdr.op == KVP_EV_REFUSED)
 			continue;
 		replies++;
 		if (valid_hdr && r->hdr.req_id != req_id) {
@@ -313,7 +322,7 @@ static int32_t drain(int sock, bool want, uint32_t req_id, bool valid_hdr)
 	return st;
 }
 
-static void conn_close(struct conn *k);
+static void conn_close(struct conn *k, bool by_peer);
 
 /* Keep one input short: these limits are far below the daemon's own. */
 static void clamp(uint16_t op, void *body, size_t len)
@@ -347,21 +356,25 @@ static void clamp(uint16_t op, void *body, size_t len)
 	}
 }
 
-/* Does a queued job pin one of @k's leases? */
-struct pin_q {
-	const struct conn *k;
-	bool hit;
-};
-
-static void pin_cb(void *arg, const struct kvd_swap_fuzz_job *j)
+/* Is one of @k's leases pinned (a release of it would wait)? */
+static bool pinned(const struct conn *k)
 {
-	struct pin_q *q = arg;
+	struct kvpool_lease *l;
 	unsigned int i;
+	bool hit = false;
 
-	for (i = 0; i < KVD_MAX_TIERS; i++)
-		if (q->k->tlease[i] && (q->k->tlease[i] == j->src_lease ||
-					q->k->tlease[i] == j->dst_lease))
-			q->hit = true;
+	for (i = 0; i < d.npools; i++) {
+		struct kvd_pool *p = &d.pools[i];
+
+		if (!k->tlease[i])
+			continue;
+		pthread_mutex_lock(&p->lock);
+		list_for_each_entry(l, &p->pool->leases, pool_node)
+			if (l->id == k->tlease[i] && l->pins)
+				hit = true;
+		pthread_mutex_unlock(&p->lock);
+	}
+	return hit;
 }
 
 /* Every connection's leases, as the daemon has them now. */
@@ -488,13 +501,9 @@ static int32_t request(struct conn *k, uint16_t op, const void *body,
 	clamp(h->op, h + 1, blen);
 	/* A release waits for the queued jobs that pin its lease: they run
 	 * first (as a worker would run them while it waits). */
-	if (h->op == KVP_OP_RELEASE || h->op == KVP_OP_TIER_RELEASE) {
-		struct pin_q q = { k, false };
-
-		kvd_swap_fuzz_each(&d, pin_cb, &q);
-		if (q.hit)
-			kvd_swap_fuzz_run(&d, 0, 0);
-	}
+	if ((h->op == KVP_OP_RELEASE || h->op == KVP_OP_TIER_RELEASE) &&
+	    pinned(k))
+		kvd_swap_fuzz_run(&d, 0, 0);
 	if (send_record(k->sock, msg, len, k->rfd, fdmask))
 		return INT32_MIN;
 	r = kvd_client_serve(k->c);
@@ -507,7 +516,7 @@ static int32_t request(struct conn *k, uint16_t op, const void *body,
 		fprintf(stderr, "conn %d: op %u%s -> %d\n", (int)(k - cs),
 			h->op, fz.kind ? " (broken)" : "", st);
 	if (r)
-		conn_close(k);
+		conn_close(k, false);
 	return st;
 }
 
@@ -684,7 +693,7 @@ static void check_values(struct conn *k, const struct lay *l, uint32_t off,
 		float v = f[j];
 		bool ok = fabsf(v) < 1e-3f;
 
-		for (i = 0; i < NTEN && !ok; i++)
+		for (i = 0; i < NMARK && !ok; i++)
 			if (a & (1U << i))
 				ok = exact ? v == marker(i) :
 				     fabsf(v - marker(i)) <= 0.35f * marker(i);
@@ -705,12 +714,23 @@ static void check_jobs(void)
 
 /* ---- steps ---------------------------------------------------------------- */
 
-static void conn_close(struct conn *k)
+/* Close @k: the daemon's end, or (@by_peer) the peer's first, the
+ * daemon seeing it gone. */
+static void conn_close(struct conn *k, bool by_peer)
 {
 	if (!k->c)
 		return;
+	if (by_peer) {
+		close(k->sock);
+		k->sock = -1;
+		if (!kvd_client_serve(k->c)) {
+			fprintf(stderr, "fuzz-request: a closed peer served\n");
+			abort();
+		}
+	}
 	kvd_client_free(k->c);
-	close(k->sock);
+	if (k->sock >= 0)
+		close(k->sock);
 	k->c = NULL;
 	k->hello = false;
 	k->nl = 0;
@@ -720,16 +740,28 @@ static void conn_close(struct conn *k)
 	k->seq_len = 0;
 }
 
-static int conn_open(struct conn *k)
+/*
+ * Connect @k.  Run as root, the harness can connect as nobody (not an
+ * admin, limited by --max-clients-per-uid): the peer's credentials are
+ * those of the socketpair's creator.
+ */
+static int conn_open(struct conn *k, bool nobody)
 {
-	int sv[2];
+	int sv[2], r;
 
 	if (k->c)
 		return 0;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+	nobody = nobody && geteuid() == 0;
+	if (nobody && seteuid(NOBODY))
+		nobody = false;
+	r = socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv);
+	if (nobody && seteuid(0))
+		abort();
+	if (r)
 		return -errno;
 	if (kvd_client_new(&d, sv[0], &k->c)) {
 		k->c = NULL;
+		drain(sv[1], false, 0, false);	/* the refusal */
 		close(sv[1]);
 		return -EIO;
 	}
@@ -749,13 +781,15 @@ static void step_hello(struct in *in, struct conn *k)
 	struct kvp_hello h;
 	int32_t st;
 
-	if (conn_open(k))
+	unsigned int t = rd8(in);
+
+	if (conn_open(k, t & 0x80))
 		return;
 	memset(&h, 0, sizeof(h));
 	h.version = KVP_VERSION;
 	h.flags = KVP_HELLO_REGION;
 	h.region_bytes = REGION_BYTES;
-	name_set(h.tenant, tnames[rd8(in) % NTEN]);
+	name_set(h.tenant, tnames[t % NTEN]);
 	st = request(k, KVP_OP_HELLO, &h, sizeof(h), 1);
 	if (st == 0 && reply_len >= sizeof(struct kvp_hello_reply)) {
 		const struct kvp_hello_reply *r = (const void *)reply;
@@ -766,7 +800,8 @@ static void step_hello(struct in *in, struct conn *k)
 
 static void step_lease(struct in *in, struct conn *k)
 {
-	struct kvp_lease l = { .count = 1 + rd8(in) % 16,
+	unsigned int b = rd8(in);
+	struct kvp_lease l = { .count = b & 0x80 ? 32 + b % 96 : 1 + b % 16,
 			       .flags = KVPOOL_LEASE_NONBLOCK };
 
 	/* not backed yet: the owner grows the pool, the client asks again */
@@ -1243,11 +1278,12 @@ static void step_attach(struct in *in, struct conn *k)
 /* Admin ops and the queries. */
 static void step_admin(struct in *in, struct conn *k)
 {
-	unsigned int what = rd8(in) % 12, t = rd8(in) % 3;
+	unsigned int what = rd8(in), t = rd8(in) % 3;
 	int32_t st;
 
-	if (conn_open(k))
+	if (conn_open(k, what & 0x80))
 		return;
+	what %= 12;
 	switch (what) {
 	case 0: case 1: case 2: {
 		static const uint16_t ops[] = { KVP_OP_TENANT_ADD,
@@ -1332,7 +1368,7 @@ static void step_raw(struct in *in, struct conn *k)
 	uint16_t op = (uint16_t)rd8(in);
 	size_t n = rd8(in) * 2U;
 
-	if (conn_open(k))
+	if (conn_open(k, op & 1))
 		return;
 	rdbytes(in, body, n);
 	request(k, op, body, n, rd8(in) % 8);
@@ -1374,7 +1410,7 @@ static void step(struct in *in)
 	case 27: step_block_sum(in, k); break;
 	case 28:
 		if (ci & 0x80)
-			conn_close(k);
+			conn_close(k, ci & 0x10);
 		else if (ci & 0x40)
 			kvd_owner_events(&d.pools[ci % d.npools]);
 		else if (ci & 0x20)
@@ -1411,7 +1447,7 @@ static void init_once(void)
 	d.o.default_max = KVPOOL_UNLIMITED;
 	d.o.shrink_delay_ms = 0;
 	d.o.max_clients = 16;
-	d.o.max_clients_per_uid = 8;
+	d.o.max_clients_per_uid = 2;
 	d.o.log_level = KVD_ERR;
 	d.o.nvme_io = "pread";
 	d.o.kernel_threads = 1;
@@ -1462,7 +1498,7 @@ static void reset(void)
 	unsigned int i, n = 0;
 
 	for (i = 0; i < NCONN; i++)
-		conn_close(&cs[i]);
+		conn_close(&cs[i], false);
 	/* the jobs of closed connections end (their leases close then) */
 	kvd_swap_fuzz_run(&d, 0, 0);
 	/* The prefix cache's blocks are charged to their tenants. */
