@@ -5,10 +5,12 @@
  *
  * The harness sets up a real daemon once (kvd_setup(): cpu backend,
  * in-process ledger, a top pool of 256 blocks, a DRAM tier and an NVMe
- * tier in a temporary file) and plays each input as a program over up to
- * NCONN connections (socketpairs, kvd_client_new(), served by
- * kvd_client_serve() as the daemon's connection threads do), each with a
- * shared region of its own.  A step is one of: HELLO (a tenant of a small
+ * tier in a temporary file, prefix demotion with the prefix threads
+ * started) and plays each input as a program over up to NCONN
+ * connections, each with a shared region of its own: socketpairs
+ * (kvd_client_new(), served in the harness's thread by
+ * kvd_client_serve()), or connections through the daemon's socket, taken
+ * by kvd_accept() and served by their own connection thread.  A step is one of: HELLO (a tenant of a small
  * set), LEASE, RELEASE, LAYOUT and LAYOUT_MODEL, K/V writes (a sequence
  * appended slot by slot) and reads, ATTN, SCORE, COPY, the edits (RoPE,
  * SPLICE, COMPACT), PREFIX_PUBLISH / MATCH / UNREF / EVICT, TIER_ATTACH /
@@ -47,18 +49,21 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "kvpoold.h"
 #include "prefix.h"
 #include "swap.h"
 #include "inproc.h"
+#include "prefix_tier.h"
 
 #define NCONN		4
 #define REGION_BYTES	(1U << 20)
@@ -161,6 +166,7 @@ struct conn {
 	uint8_t *reg;
 	bool hello;
 	bool noncanon;			/* has a layout of another format */
+	bool thr;			/* served by its own thread */
 	uint64_t tlease[KVD_MAX_TIERS];	/* [0]: the top lease */
 	struct lay l[KVP_MAX_LAYOUTS];
 	unsigned int nl;
@@ -278,9 +284,14 @@ static int send_record(int sock, const void *msg, size_t len, int rfd,
 	return sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? -errno : 0;
 }
 
-/* Read every record queued; the one reply must answer @req_id.  Its
- * status, or INT32_MIN when there was none. */
-static int32_t drain(int sock, bool want, uint32_t req_id, bool valid_hdr)
+/*
+ * Read every record queued; the one reply must answer @req_id.  Its
+ * status, or INT32_MIN when there was none.  @wait: a connection thread
+ * serves the request, wait for its reply (*@eof: the connection ended
+ * instead).
+ */
+static int32_t drain(int sock, bool want, uint32_t req_id, bool valid_hdr,
+		     bool wait, bool *eof)
 {
 	static uint8_t buf[KVP_MSG_MAX] __attribute__((aligned(16)));
 	int replies = 0;
@@ -288,9 +299,23 @@ static int32_t drain(int sock, bool want, uint32_t req_id, bool valid_hdr)
 
 	reply_len = 0;
 	for (;;) {
-		ssize_t n = recv(sock, buf, sizeof(buf), MSG_DONTWAIT);
 		const struct kvp_reply *r = (const void *)buf;
+		ssize_t n;
 
+		if (wait && !replies) {
+			struct pollfd pf = { .fd = sock, .events = POLLIN };
+
+			if (poll(&pf, 1, 10000) <= 0) {
+				fprintf(stderr, "fuzz-request: no reply from "
+					"a connection thread in 10 s\n");
+				abort();
+			}
+		}
+		n = recv(sock, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0 && wait && !replies) {
+			*eof = true;
+			return st;
+		}
 		if (n <= 0)
 			break;
 		if ((size_t)n < sizeof(*r) || r->hdr.magic != KVP_MAGIC ||
@@ -506,8 +531,16 @@ static int32_t request(struct conn *k, uint16_t op, const void *body,
 		kvd_swap_fuzz_run(&d, 0, 0);
 	if (send_record(k->sock, msg, len, k->rfd, fdmask))
 		return INT32_MIN;
-	r = kvd_client_serve(k->c);
-	st = drain(k->sock, !r, req_id, valid_hdr);
+	if (k->thr) {
+		bool eof = false;
+
+		/* its thread serves it (client_main) */
+		st = drain(k->sock, true, req_id, valid_hdr, true, &eof);
+		r = eof;
+	} else {
+		r = kvd_client_serve(k->c);
+		st = drain(k->sock, !r, req_id, valid_hdr, false, NULL);
+	}
 	if (h->op != op)
 		reply_len = 0;	/* not the reply the step expects */
 	after(k, h->op, op, st);
@@ -716,11 +749,47 @@ static void check_jobs(void)
 
 /* Close @k: the daemon's end, or (@by_peer) the peer's first, the
  * daemon seeing it gone. */
+static unsigned int nclients(void)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&d.clients_lock);
+	n = d.nclients;
+	pthread_mutex_unlock(&d.clients_lock);
+	return n;
+}
+
+/* A connection thread is done with its client (it frees it as it ends;
+ * only the harness ends connections, one at a time). */
+static void wait_gone(unsigned int before)
+{
+	unsigned int i;
+	bool there = true;
+
+	for (i = 0; i < 1000 && there; i++) {
+		there = nclients() >= before;
+		if (there)
+			usleep(10000);
+	}
+	if (there) {
+		fprintf(stderr, "fuzz-request: a connection thread did not "
+			"end in 10 s\n");
+		abort();
+	}
+}
+
 static void conn_close(struct conn *k, bool by_peer)
 {
 	if (!k->c)
 		return;
-	if (by_peer) {
+	if (k->thr) {
+		unsigned int n = nclients();
+
+		/* its thread reads the end of the connection */
+		close(k->sock);
+		k->sock = -1;
+		wait_gone(n);
+	} else if (by_peer) {
 		close(k->sock);
 		k->sock = -1;
 		if (!kvd_client_serve(k->c)) {
@@ -728,9 +797,11 @@ static void conn_close(struct conn *k, bool by_peer)
 			abort();
 		}
 	}
-	kvd_client_free(k->c);
+	if (!k->thr)
+		kvd_client_free(k->c);
 	if (k->sock >= 0)
 		close(k->sock);
+	k->thr = false;
 	k->c = NULL;
 	k->hello = false;
 	k->nl = 0;
@@ -745,12 +816,16 @@ static void conn_close(struct conn *k, bool by_peer)
  * admin, limited by --max-clients-per-uid): the peer's credentials are
  * those of the socketpair's creator.
  */
-static int conn_open(struct conn *k, bool nobody)
+static int conn_open_thr(struct conn *k, bool nobody);
+
+static int conn_open(struct conn *k, bool nobody, bool thr)
 {
 	int sv[2], r;
 
 	if (k->c)
 		return 0;
+	if (thr)
+		return conn_open_thr(k, nobody);
 	nobody = nobody && geteuid() == 0;
 	if (nobody && seteuid(NOBODY))
 		nobody = false;
@@ -761,11 +836,55 @@ static int conn_open(struct conn *k, bool nobody)
 		return -errno;
 	if (kvd_client_new(&d, sv[0], &k->c)) {
 		k->c = NULL;
-		drain(sv[1], false, 0, false);	/* the refusal */
+		drain(sv[1], false, 0, false, false, NULL);	/* the refusal */
 		close(sv[1]);
 		return -EIO;
 	}
 	k->sock = sv[1];
+	memset(k->reg, 0, REGION_BYTES);
+	return 0;
+}
+
+/*
+ * Connect @k through the daemon's socket: kvd_accept() takes it and
+ * starts its connection thread, which serves its requests from then on.
+ */
+static int conn_open_thr(struct conn *k, bool nobody)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	unsigned int n;
+	int fd, r;
+
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);
+	nobody = nobody && geteuid() == 0;
+	if (nobody && seteuid(NOBODY))
+		nobody = false;
+	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (nobody && seteuid(0))
+		abort();
+	if (r && nobody)	/* the socket may be root's only */
+		r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (r) {
+		close(fd);
+		return -errno;
+	}
+	n = nclients();
+	kvd_accept(&d);
+	/* a new client goes first in the list */
+	pthread_mutex_lock(&d.clients_lock);
+	if (d.nclients > n)
+		k->c = d.clients;
+	pthread_mutex_unlock(&d.clients_lock);
+	if (!k->c) {
+		drain(fd, false, 0, false, false, NULL);	/* refused */
+		close(fd);
+		return -EIO;
+	}
+	k->sock = fd;
+	k->thr = true;
 	memset(k->reg, 0, REGION_BYTES);
 	return 0;
 }
@@ -783,7 +902,7 @@ static void step_hello(struct in *in, struct conn *k)
 
 	unsigned int t = rd8(in);
 
-	if (conn_open(k, t & 0x80))
+	if (conn_open(k, t & 0x80, t & 0x40))
 		return;
 	memset(&h, 0, sizeof(h));
 	h.version = KVP_VERSION;
@@ -1281,7 +1400,7 @@ static void step_admin(struct in *in, struct conn *k)
 	unsigned int what = rd8(in), t = rd8(in) % 3;
 	int32_t st;
 
-	if (conn_open(k, what & 0x80))
+	if (conn_open(k, what & 0x80, false))
 		return;
 	what %= 12;
 	switch (what) {
@@ -1368,7 +1487,7 @@ static void step_raw(struct in *in, struct conn *k)
 	uint16_t op = (uint16_t)rd8(in);
 	size_t n = rd8(in) * 2U;
 
-	if (conn_open(k, op & 1))
+	if (conn_open(k, op & 1, false))
 		return;
 	rdbytes(in, body, n);
 	request(k, op, body, n, rd8(in) % 8);
@@ -1463,8 +1582,15 @@ static void init_once(void)
 		fprintf(stderr, "fuzz-request: tier spec refused\n");
 		exit(1);
 	}
+	d.o.prefix_demote = true;
 	if (kvd_setup(&d)) {
 		fprintf(stderr, "fuzz-request: kvd_setup failed\n");
+		exit(1);
+	}
+	/* The threads main() starts after kvd_setup(): the prefix cache's
+	 * (reclaim targets of its cold leases) and the demotion worker's. */
+	if (kvd_prefix_start(&d) || kvd_ptier_start(&d)) {
+		fprintf(stderr, "fuzz-request: prefix threads failed\n");
 		exit(1);
 	}
 	atexit(cleanup);
@@ -1565,7 +1691,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			q.min = 0;
 			q.uid = KVPOOL_ID_NONE;
 			q.gid = KVPOOL_ID_NONE;
-			if (kvd_ip_tenant_op(&d, KVP_OP_TENANT_ADD, &q))
+			/* still there: the demotion worker held a lease
+			 * of it in a lower pool when the last input ended */
+			if (kvd_ip_tenant_op(&d, KVP_OP_TENANT_ADD, &q) &&
+			    kvd_ip_tenant_op(&d, KVP_OP_TENANT_SET, &q))
 				abort();
 		}
 	}
