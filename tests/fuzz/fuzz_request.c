@@ -305,9 +305,9 @@ static int32_t drain(int sock, bool want, uint32_t req_id, bool valid_hdr,
 		if (wait && !replies) {
 			struct pollfd pf = { .fd = sock, .events = POLLIN };
 
-			if (poll(&pf, 1, 10000) <= 0) {
+			if (poll(&pf, 1, 60000) <= 0) {
 				fprintf(stderr, "fuzz-request: no reply from "
-					"a connection thread in 10 s\n");
+					"a connection thread in 60 s\n");
 				abort();
 			}
 		}
@@ -766,14 +766,14 @@ static void wait_gone(unsigned int before)
 	unsigned int i;
 	bool there = true;
 
-	for (i = 0; i < 1000 && there; i++) {
+	for (i = 0; i < 6000 && there; i++) {
 		there = nclients() >= before;
 		if (there)
 			usleep(10000);
 	}
 	if (there) {
 		fprintf(stderr, "fuzz-request: a connection thread did not "
-			"end in 10 s\n");
+			"end in 60 s\n");
 		abort();
 	}
 }
@@ -1201,14 +1201,15 @@ static void tokens(struct conn *k, const struct lay *l, unsigned int s,
 static void step_publish(struct in *in, struct conn *k)
 {
 	const struct lay *l = pick_layout(in, k, true);
-	uint32_t b[8], n;
+	uint32_t b[64], n;
 	struct kvp_prefix_publish q;
 	bool ro;
 
 	if (!l)
 		return;
 	ro = (rd8(in) & 3) == 0;	/* cached blocks among them */
-	n = 1 + rd8(in) % 4;
+	n = rd8(in);
+	n = n & 0x80 ? 4 + n % 44 : 1 + n % 4;
 	n = pick_blocks(in, k, 0, ro, b, n);
 	if (!n)
 		return;
@@ -1228,7 +1229,9 @@ static void step_match(struct in *in, struct conn *k)
 {
 	const struct lay *l = pick_layout(in, k, true);
 	struct kvp_prefix_match q;
-	uint32_t nb = 1 + rd8(in) % 5;
+	uint32_t nb = rd8(in);
+
+	nb = nb & 0x80 ? 8 + nb % 40 : 1 + nb % 5;
 
 	if (!l)
 		return;
@@ -1238,7 +1241,7 @@ static void step_match(struct in *in, struct conn *k)
 	tokens(k, l, rd8(in), q.ntok);
 	q.off_tokens = OFF_TOK;
 	q.off_blocks = OFF_B;
-	q.max_blocks = rd8(in) % 2 ? nb : rd8(in) % 8;
+	q.max_blocks = rd8(in) % 2 ? nb : rd8(in) % 48;
 	request(k, KVP_OP_PREFIX_MATCH, &q, sizeof(q), 0);
 }
 
@@ -1354,9 +1357,19 @@ static void step_block_sum(struct in *in, struct conn *k)
 
 static void step_devbuf(struct in *in, struct conn *k)
 {
-	unsigned int what = rd8(in) % 3;
+	unsigned int what = rd8(in) % 4;
 
-	if (what == 0) {
+	if (what == 3) {
+		struct kvp_attn_dev q;
+
+		memset(&q, 0, sizeof(q));
+		q.batch = 1;
+		q.q_heads = 1;
+		q.max_blocks_per_seq = 1;
+		q.off_tables = OFF_A;
+		q.off_ctx = OFF_C;
+		request(k, KVP_OP_ATTN_DEV, &q, sizeof(q), 0);
+	} else if (what == 0) {
 		struct kvp_devbuf q;
 
 		memset(&q, 0, sizeof(q));
@@ -1574,7 +1587,7 @@ static void init_once(void)
 	d.o.prefix_hash_bits = 8;	/* collisions: the token check */
 	d.listen_fd = -1;
 	d.reserve_fd = -1;
-	d.admin_gid = (gid_t)-1;
+	d.admin_gid = 4242;	/* a group nobody is in */
 	d.self_uid = geteuid();
 	/* Lower tiers: DRAM, and NVMe in a temporary file. */
 	snprintf(spec, sizeof(spec), "nvme:%s:64", nvme_path);
