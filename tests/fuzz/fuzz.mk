@@ -3,7 +3,9 @@
 # tests/fuzz/: libFuzzer targets, built with clang and
 # -fsanitize=fuzzer,address,undefined (Documentation/fuzzing.rst):
 #   $(B)/fuzz/fuzz-ledger    the ledger core, operation sequences
-#   $(B)/fuzz/fuzz-request   kvpoold's request handling, in-process
+#   $(B)/fuzz/fuzz-request   kvpoold's request handling, in-process:
+#                            programs of requests over several
+#                            connections, with isolation oracles
 #   $(B)/fuzz/fuzz-ctl       kvpoolctl's command-line parsers
 #
 #   make check               replays tests/fuzz/corpus/<t>/ and

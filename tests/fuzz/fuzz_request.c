@@ -64,6 +64,7 @@
 #include "swap.h"
 #include "inproc.h"
 #include "prefix_tier.h"
+#include "cluster.h"
 
 #define NCONN		4
 #define REGION_BYTES	(1U << 20)
@@ -144,12 +145,6 @@ void __wrap_kvd_log(int level, const char *fmt, ...)
 		fprintf(stderr, "fuzz-request: the daemon logged an error\n");
 		abort();
 	}
-}
-
-static void cleanup(void)
-{
-	unlink(sock_path);
-	unlink(nvme_path);
 }
 
 /* ---- connections --------------------------------------------------------- */
@@ -1558,6 +1553,29 @@ static void step(struct in *in)
 }
 
 /* ---- set-up and reset ------------------------------------------------------ */
+
+/* At exit (every input done): the daemon stops as main() stops it. */
+static void cleanup(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < NCONN; i++)
+		if (cs[i].c)
+			return;		/* exit() in the middle of an input */
+	close(d.listen_fd);
+	unlink(sock_path);
+	kvd_clients_stop(&d);
+	kvd_swap_stop(&d);
+	kvd_prefix_fini(&d);
+	kvd_ptier_stop(&d);
+	kvd_cluster_stop(&d);
+	kvd_ledger_close(&d);
+	free(d.conf_tenants);
+	kvd_pools_fini(&d);
+	if (d.cpu)
+		kvk_cpu_free(d.cpu);
+	unlink(nvme_path);
+}
 
 static void init_once(void)
 {
