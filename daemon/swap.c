@@ -391,6 +391,75 @@ static void job_end(struct kvd_swap_job *j, int status, uint64_t copy_ns)
 	free(j);
 }
 
+#ifdef KVD_FUZZ_HOLD
+/*
+ * The fuzz build (tests/fuzz/fuzz.mk) holds the workers: they take no
+ * job, and the harness runs queued jobs in its own thread when it
+ * decides (kvd_swap_fuzz_run), so that a job's race with a publish, an
+ * evict, a release or a close is played the same way every time.
+ */
+#define FUZZ_HELD	true
+
+unsigned int kvd_swap_fuzz_run(struct kvd *d, unsigned int tier,
+			       unsigned int max)
+{
+	unsigned int i, n = 0;
+
+	for (i = 1; i < d->npools; i++) {
+		struct kvd_swapper *sw = d->pools[i].swapper;
+
+		while (sw && (!tier || tier == i) && (!max || n < max)) {
+			struct kvd_swap_job *j;
+			uint64_t copy_ns = 0;
+			int r;
+
+			pthread_mutex_lock(&sw->lock);
+			j = sw->head;
+			if (j) {
+				sw->head = j->next;
+				if (!sw->head)
+					sw->tail = NULL;
+			}
+			pthread_mutex_unlock(&sw->lock);
+			if (!j)
+				break;
+			r = run_copy(sw, j, &copy_ns);
+			job_end(j, r, copy_ns);
+			n++;
+		}
+	}
+	return n;
+}
+
+void kvd_swap_fuzz_each(struct kvd *d, void (*fn)(void *arg,
+			const struct kvd_swap_fuzz_job *fj), void *arg)
+{
+	unsigned int i;
+
+	for (i = 1; i < d->npools; i++) {
+		struct kvd_swapper *sw = d->pools[i].swapper;
+		struct kvd_swap_job *j;
+
+		if (!sw)
+			continue;
+		pthread_mutex_lock(&sw->lock);
+		for (j = sw->head; j; j = j->next) {
+			struct kvd_swap_fuzz_job fj = {
+				.src = j->src, .dst = j->dst,
+				.src_lease = j->src_lease,
+				.dst_lease = j->dst_lease,
+				.sb = j->sb, .db = j->db, .n = j->n,
+			};
+
+			fn(arg, &fj);
+		}
+		pthread_mutex_unlock(&sw->lock);
+	}
+}
+#else
+#define FUZZ_HELD	false
+#endif
+
 static void *swapper_main(void *arg)
 {
 	struct kvd_swapper *sw = arg;
@@ -402,7 +471,7 @@ static void *swapper_main(void *arg)
 		int r;
 
 		pthread_mutex_lock(&sw->lock);
-		while (!sw->head && !sw->stop)
+		while ((!sw->head || FUZZ_HELD) && !sw->stop)
 			pthread_cond_wait(&sw->cond, &sw->lock);
 		j = sw->head;
 		if (j) {
@@ -855,6 +924,9 @@ static int op_swap(struct kvd_client *c, struct kvd_ctier *ct,
 	rep->ticket = ticket;
 	if (!(q->flags & KVP_SWAP_SYNC))
 		return 0;
+#ifdef KVD_FUZZ_HOLD
+	kvd_swap_fuzz_run(d, 0, 0);	/* held workers: the jobs run here */
+#endif
 	r = wait_ticket(ct, ticket, 0, &dn);
 	return r ? r : dn.status;
 err:

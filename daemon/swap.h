@@ -40,4 +40,21 @@ int kvd_fill_client_tiers(struct kvd *d, struct kvp_client_tier_rec *out,
 			  uint32_t start, uint32_t cap, uint32_t *total,
 			  uid_t uid);
 
+#ifdef KVD_FUZZ_HOLD
+/* The fuzz build only (swap.c): the workers are held; run up to @max
+ * queued jobs (0: all) of lower tier @tier (0: every tier), oldest first,
+ * in the caller's thread; the number run. */
+unsigned int kvd_swap_fuzz_run(struct kvd *d, unsigned int tier,
+			       unsigned int max);
+/* Every queued job, in order (the workers' queue locked). */
+struct kvd_swap_fuzz_job {
+	struct kvd_pool *src, *dst;
+	uint64_t src_lease, dst_lease;	/* the leases it pinned */
+	const uint32_t *sb, *db;
+	uint32_t n;
+};
+void kvd_swap_fuzz_each(struct kvd *d, void (*fn)(void *arg,
+			const struct kvd_swap_fuzz_job *fj), void *arg);
+#endif
+
 #endif /* KVPOOLD_SWAP_H */

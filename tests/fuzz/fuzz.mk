@@ -3,7 +3,9 @@
 # tests/fuzz/: libFuzzer targets, built with clang and
 # -fsanitize=fuzzer,address,undefined (Documentation/fuzzing.rst):
 #   $(B)/fuzz/fuzz-ledger    the ledger core, operation sequences
-#   $(B)/fuzz/fuzz-request   kvpoold's request handling, in-process
+#   $(B)/fuzz/fuzz-request   kvpoold's request handling, in-process:
+#                            programs of requests over several
+#                            connections, with isolation oracles
 #   $(B)/fuzz/fuzz-ctl       kvpoolctl's command-line parsers
 #
 #   make check               replays tests/fuzz/corpus/<t>/ and
@@ -33,16 +35,19 @@ FUZZ_SRC_request := tests/fuzz/fuzz_request.c \
 FUZZ_SRC_ctl := tests/fuzz/fuzz_ctl.c $(addprefix tools/,$(KVPOOLCTL_SRCS)) \
 		libkvlease/kvl_admin.c include/kvpool_metrics.c
 FUZZ_FLAGS_ledger :=
+# KVD_FUZZ_HOLD: the swap workers are held, the harness runs their jobs
+# (daemon/swap.c); kvd_log is wrapped: the harness sees every message.
 FUZZ_FLAGS_request := -Idaemon -Ikernels -Dmain=kvpoold_main \
-		      $(KVD_FEAT_CPPFLAGS)
+		      -DKVD_FUZZ_HOLD $(KVD_FEAT_CPPFLAGS)
 FUZZ_FLAGS_ctl := -Itools -Ilibkvlease -Ikernels $(TOOLS_NL_CFLAGS) \
 		  -Dmain=kvpoolctl_main
 FUZZ_LIBS_ledger :=
-FUZZ_LIBS_request := $(KVD_LIBS)
+FUZZ_LIBS_request := $(KVD_LIBS) -Wl,--wrap=kvd_log
 FUZZ_LIBS_ctl := $(TOOLS_NL_LIBS) -lm
 # What the coverage report counts (the code each target is about).
 FUZZ_COVER_ledger := kmod/kvpool_ledger.c
 FUZZ_COVER_request := daemon/server.c daemon/conn.c daemon/ops.c \
+		      daemon/prefix.c daemon/swap.c \
 		      daemon/ledger.c
 FUZZ_COVER_ctl := tools/ctl_util.c tools/ctl_plan.c tools/ctl_tenant.c
 
