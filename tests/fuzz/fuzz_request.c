@@ -1722,11 +1722,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			q.min = 0;
 			q.uid = KVPOOL_ID_NONE;
 			q.gid = KVPOOL_ID_NONE;
-			/* still there: the demotion worker held a lease
-			 * of it in a lower pool when the last input ended */
-			if (kvd_ip_tenant_op(&d, KVP_OP_TENANT_ADD, &q) &&
-			    kvd_ip_tenant_op(&d, KVP_OP_TENANT_SET, &q))
-				abort();
+			/* still there (the demotion worker held a lease of
+			 * it in a lower pool when the last input ended):
+			 * its limits then */
+			if (kvd_ip_tenant_op(&d, KVP_OP_TENANT_ADD, &q))
+				kvd_ip_tenant_op(&d, KVP_OP_TENANT_SET, &q);
 		}
 	}
 	while (in.n && steps++ < MAX_STEPS)
