@@ -347,6 +347,19 @@ static void count(struct kvd_pool *p, const struct kvd_swap_job *j,
 	atomic_fetch_add(&p->st.lat_us[lat_bucket(ns / 1000)], 1);
 }
 
+/* The oldest queued job, taken off the queue, or NULL (sw->lock held). */
+static struct kvd_swap_job *job_pop(struct kvd_swapper *sw)
+{
+	struct kvd_swap_job *j = sw->head;
+
+	if (j) {
+		sw->head = j->next;
+		if (!sw->head)
+			sw->tail = NULL;
+	}
+	return j;
+}
+
 static void job_end(struct kvd_swap_job *j, int status, uint64_t copy_ns)
 {
 	struct kvd_ctier *ct = j->ct;
@@ -414,12 +427,7 @@ unsigned int kvd_swap_fuzz_run(struct kvd *d, unsigned int tier,
 			int r;
 
 			pthread_mutex_lock(&sw->lock);
-			j = sw->head;
-			if (j) {
-				sw->head = j->next;
-				if (!sw->head)
-					sw->tail = NULL;
-			}
+			j = job_pop(sw);
 			pthread_mutex_unlock(&sw->lock);
 			if (!j)
 				break;
@@ -473,12 +481,7 @@ static void *swapper_main(void *arg)
 		pthread_mutex_lock(&sw->lock);
 		while ((!sw->head || FUZZ_HELD) && !sw->stop)
 			pthread_cond_wait(&sw->cond, &sw->lock);
-		j = sw->head;
-		if (j) {
-			sw->head = j->next;
-			if (!sw->head)
-				sw->tail = NULL;
-		}
+		j = job_pop(sw);
 		pthread_mutex_unlock(&sw->lock);
 		if (!j)
 			break;
