@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * keep.h - kept backing: pool memory that outlives kvpoold (keep.c).
+ *
+ * A pool's memory is held by descriptors: one memfd for the whole pool on
+ * the cpu backend and in a dram tier, one exported allocation per chunk on
+ * the cuda backend, the file of an nvme tier, and the daemon's metadata
+ * region (restart.c).  While the daemon runs it keeps a duplicate of each
+ * somewhere that outlives it: with the module, deposited with the pool
+ * (KVPOOL_IOC_FD_DEPOSIT); in-process under a service manager, in its file
+ * descriptor store (FDSTORE=1).  A restarted daemon takes them back before
+ * it maps its pools, and uses them only when its metadata region vouches
+ * for their contents; otherwise every kept descriptor is dropped first and
+ * the pools start zeroed, as if nothing had been kept.
+ *
+ * Floor: with the pool floor (ledger.c); backends and tiers call it.
+ */
+#ifndef KVD_KEEP_H
+#define KVD_KEEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct kvd;
+struct kvd_pool;
+
+/* What a kept descriptor is (the kind of its tag). */
+#define KVD_KEEP_WHOLE		1	/* the memfd of a whole pool */
+#define KVD_KEEP_CHUNK		2	/* one chunk (index: its number) */
+#define KVD_KEEP_META		3	/* the metadata region (top pool) */
+
+/* The 64-bit tag of a kept descriptor: its pool (tier), kind, index. */
+static inline uint64_t kvd_keep_tag(unsigned int tier, uint32_t kind,
+				    uint32_t index)
+{
+	return ((uint64_t)(tier & 0xff) << 56) |
+	       ((uint64_t)(kind & 0xff) << 48) | index;
+}
+
+/* Whether this daemon keeps descriptors at all (a store exists). */
+bool kvd_keep_enabled(struct kvd *d);
+
+/*
+ * Keep a duplicate of @fd as (@p, @kind, @index), replacing one kept under
+ * the same tag; @fd stays the caller's.  0 or -errno; -EOPNOTSUPP when
+ * nothing can be kept (the contents then die with the daemon).
+ */
+int kvd_keep_put(struct kvd_pool *p, uint32_t kind, uint32_t index, int fd);
+
+/* Forget the descriptor kept as (@p, @kind, @index), if any. */
+void kvd_keep_drop(struct kvd_pool *p, uint32_t kind, uint32_t index);
+
+/*
+ * A restarted daemon: a new descriptor for what was kept as (@p, @kind,
+ * @index), still kept; the caller closes it.  -ENOENT when nothing was
+ * kept under that tag or its contents are not to be used.
+ */
+int kvd_keep_take(struct kvd_pool *p, uint32_t kind, uint32_t index);
+
+#endif /* KVD_KEEP_H */
