@@ -2,25 +2,22 @@
 /*
  * backend_cpu.c - the cpu backend: pool memory is host memory.
  *
- * The whole capacity is reserved once with mmap(PROT_NONE) (address space
- * only).  A grow makes a range read-write and populates it, so the
- * daemon's resident memory really rises; a shrink drops the pages
- * (MADV_DONTNEED) and makes the range inaccessible again, so it falls.
+ * The pool is host memory (hostmem.c): one memfd for the whole capacity,
+ * mapped once without access; a grow makes a range read-write and
+ * populates it, so the daemon's memory really rises; a shrink punches the
+ * range out, so it falls.  The memfd is kept for a restarted daemon.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core.h"
 #include "tier.h"
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
+#include "hostmem.h"
 
 struct cpu_priv {
+	struct kvd_hostmem m;
 	uint8_t *base;
 	uint64_t bytes;		/* reserved */
 	uint64_t page;
@@ -44,22 +41,19 @@ static int cpu_probe(void)
 static int cpu_init(struct kvd *d, uint64_t *align)
 {
 	struct cpu_priv *p = calloc(1, sizeof(*p));
-	void *m;
+	int r;
 
 	if (!p)
 		return -ENOMEM;
-	p->page = (uint64_t)sysconf(_SC_PAGESIZE);
-	p->bytes = (uint64_t)d->capacity * d->block_bytes;
-	p->bytes = (p->bytes + p->page - 1) / p->page * p->page;
-	m = mmap(NULL, p->bytes, PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (m == MAP_FAILED) {
-		int e = -errno;
-
+	r = kvd_hostmem_init(&p->m, d->top,
+			     (uint64_t)d->capacity * d->block_bytes);
+	if (r) {
 		free(p);
-		return e;
+		return r;
 	}
-	p->base = m;
+	p->base = p->m.base;
+	p->bytes = p->m.bytes;
+	p->page = p->m.page;
 	d->be_priv = p;
 	*align = p->page;
 	return 0;
@@ -71,7 +65,7 @@ static void cpu_fini(struct kvd *d)
 
 	if (!p)
 		return;
-	munmap(p->base, p->bytes);
+	kvd_hostmem_fini(&p->m);
 	free(p);
 	d->be_priv = NULL;
 }
@@ -93,37 +87,18 @@ static void range(struct kvd *d, uint32_t from, uint32_t to, uint64_t *off,
 
 static int cpu_map(struct kvd *d, uint32_t from, uint32_t to)
 {
-	struct cpu_priv *p = P(d);
 	uint64_t off, len;
 
 	range(d, from, to, &off, &len);
-	if (!len)
-		return 0;
-	if (mprotect(p->base + off, len, PROT_READ | PROT_WRITE))
-		return -errno;
-	/* Back it now, like cuMemCreate does on a GPU. */
-	if (madvise(p->base + off, len, MADV_POPULATE_WRITE)) {
-		uint64_t i;
-
-		for (i = 0; i < len; i += p->page)
-			((volatile uint8_t *)p->base)[off + i] = 0;
-	}
-	return 0;
+	return kvd_hostmem_map(&P(d)->m, off, len);
 }
 
 static int cpu_unmap(struct kvd *d, uint32_t from, uint32_t to)
 {
-	struct cpu_priv *p = P(d);
 	uint64_t off, len;
 
 	range(d, from, to, &off, &len);
-	if (!len)
-		return 0;
-	if (madvise(p->base + off, len, MADV_DONTNEED))
-		return -errno;
-	if (mprotect(p->base + off, len, PROT_NONE))
-		return -errno;
-	return 0;
+	return kvd_hostmem_unmap(&P(d)->m, off, len);
 }
 
 static int cpu_write_kv(struct kvd *d, const struct kvk_layout *l,

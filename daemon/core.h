@@ -243,8 +243,10 @@ struct kvd_pool {
 	struct kvpool_pool *pool;
 	int wake_fd;			/* eventfd: owner events pending */
 
-	/* Module: the owner file of this pool. */
+	/* Module: the owner file of this pool (opened by restart.c when
+	 * it attached early to read what the pool kept). */
 	int owner_fd;
+	uint64_t attached_epoch;	/* its POOL_ATTACH epoch, or 0 */
 
 	/* Shrink timer: 0 = none. */
 	uint64_t shrink_at_ns;
@@ -299,6 +301,7 @@ struct kvd_opts {
 	 * namespace may hold referenced in its prefix cache. */
 	uint32_t prefix_lend_percent;
 	uint32_t kernel_threads;	/* cpu backend: 0 = the CPUs it may use */
+	bool keep_off;			/* --no-keep: nothing outlives us */
 	bool prefix_demote;		/* --prefix-demote: evicted prefix
 					 * blocks go down the tiers */
 	struct kvd_cluster_opts cluster;	/* [cluster], --cluster-* */

@@ -21,7 +21,8 @@ KVD_OBJ := $(B)/obj/daemon
 KVD_SRCS := core.c main.c server.c conn.c ops.c ledger.c backend_cpu.c backend_cuda.c \
 	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_spec.c \
 	    tier_dram.c tier_nvme.c swap.c config.c tenants.c reload.c metrics.c \
-	    scrub.c cluster.c cluster_conf.c cluster_value.c prefix_tier.c
+	    scrub.c cluster.c cluster_conf.c cluster_value.c prefix_tier.c \
+	    keep.c restart.c hostmem.c
 KVD_OBJS = $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
 	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
 KVD_HDRS := daemon/core.h daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
@@ -29,7 +30,7 @@ KVD_HDRS := daemon/core.h daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h 
 	    daemon/reload.h daemon/metrics.h daemon/server.h daemon/conn.h \
 	    daemon/ops.h daemon/devbuf.h \
 	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
-	    daemon/swap.h daemon/config.h daemon/scrub.h include/kvpool_proto.h \
+	    daemon/swap.h daemon/config.h daemon/scrub.h daemon/keep.h daemon/restart.h daemon/hostmem.h include/kvpool_proto.h \
 	    daemon/cluster.h daemon/cluster_conf.h daemon/cluster_value.h \
 	    daemon/prefix_tier.h \
 	    daemon/rcluster.h \
@@ -288,3 +289,19 @@ bench-cluster: $(KVPOOL_BENCH_CLUSTER) $(B)/bin/kvpoold $(B)/tests/e2e/e2e-clust
 
 BENCH += bench-cluster
 endif
+
+# The daemon as a build whose kept metadata region has another version:
+# a restart onto it is an upgrade that must refuse the region
+# (tests/vm/guest.d/restart-module.sh).
+$(KVD_OBJ)/restart-metav2.o: daemon/restart.c $(KVD_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVD_CPPFLAGS) -DKVD_META_VERSION=2 $(CFLAGS_BASE) -c $< -o $@
+
+KVD_METAV2_OBJS = $(filter-out $(KVD_OBJ)/restart.o,$(KVD_OBJS)) \
+		  $(KVD_OBJ)/restart-metav2.o
+$(B)/tests/bin/kvpoold-metav2: $(KVD_METAV2_OBJS) $(B)/lib/libkvkern.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(LDFLAGS) -o $@ $(KVD_METAV2_OBJS) $(KVD_LIBS)
+
+ALL += $(B)/tests/bin/kvpoold-metav2
+VM_EXTRA_PROGS += $(B)/tests/bin/kvpoold-metav2

@@ -21,6 +21,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kvpool_proto.h"
+
 struct kvd;
 struct kvd_pool;
 
@@ -28,6 +30,12 @@ struct kvd_pool;
 #define KVD_KEEP_WHOLE		1	/* the memfd of a whole pool */
 #define KVD_KEEP_CHUNK		2	/* one chunk (index: its number) */
 #define KVD_KEEP_META		3	/* the metadata region (top pool) */
+#define KVD_KEEP_TAGS		4	/* the pool's scrub tags (scrub.c) */
+
+/* Where descriptors are kept (kvd_keep_store()). */
+#define KVD_KEEP_STORE_NONE	KVP_KEEP_NONE	/* nowhere: contents die with us */
+#define KVD_KEEP_STORE_MODULE	KVP_KEEP_MODULE	/* deposited with the module's pool */
+#define KVD_KEEP_STORE_SYSTEMD	KVP_KEEP_SYSTEMD	/* the service manager's fd store */
 
 /* The 64-bit tag of a kept descriptor: its pool (tier), kind, index. */
 static inline uint64_t kvd_keep_tag(unsigned int tier, uint32_t kind,
@@ -56,5 +64,24 @@ void kvd_keep_drop(struct kvd_pool *p, uint32_t kind, uint32_t index);
  * kept under that tag or its contents are not to be used.
  */
 int kvd_keep_take(struct kvd_pool *p, uint32_t kind, uint32_t index);
+
+/* ---- for the daemon's set-up (restart.c) ---------------------------- */
+
+void kvd_keep_set_store(int store);
+int kvd_keep_store(void);
+/* Load what pool @p's owner file (module) or the service manager
+ * ($LISTEN_FDS) kept: the count, or -errno. */
+int kvd_keep_load_module(struct kvd_pool *p);
+int kvd_keep_load_listen(void);
+/* Was anything kept for pool @p? */
+bool kvd_keep_has(struct kvd_pool *p);
+/* Forget what an earlier life kept, for pool @p or (NULL) every pool,
+ * in the table and in the store. */
+void kvd_keep_discard(struct kvd *d, struct kvd_pool *p);
+/* Deposit what was put before pool @p's owner file existed. */
+void kvd_keep_flush(struct kvd_pool *p);
+/* Close the table (every pool is mapped). */
+void kvd_keep_loaded_done(void);
+void kvd_keep_counts(unsigned long long *put, unsigned long long *drop);
 
 #endif /* KVD_KEEP_H */

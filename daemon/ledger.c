@@ -30,6 +30,7 @@
 #include "tier.h"
 #include "inproc.h"
 #include "scrub.h"
+#include "restart.h"
 
 /* ---- in-process callbacks (p->lock held) ------------------------------- */
 
@@ -151,14 +152,15 @@ static int module_open(struct kvd_pool *p, uint64_t *epoch)
 	struct kvpool_snapshot s;
 	struct kvpool_lease_info *li;
 	struct kvpool_block_owner *bo;
+	bool early = p->owner_fd >= 0;	/* restart.c attached already */
 	int r;
 
-	p->owner_fd = open(d->o.device_path, O_RDWR | O_CLOEXEC);
+	if (!early)
+		p->owner_fd = open(d->o.device_path, O_RDWR | O_CLOEXEC);
 	if (p->owner_fd < 0)
 		return -errno;
 	memset(&f, 0, sizeof(f));
-	f.requested = KVPOOL_FEAT_RECOVERY | KVPOOL_FEAT_LEASE_CHECK |
-		      KVPOOL_FEAT_PIN | KVPOOL_FEAT_TENANT_SERIAL;
+	f.requested = KVD_MODULE_FEATURES;
 	if (ioctl(p->owner_fd, KVPOOL_IOC_FEATURES, &f))
 		return -errno;
 	if ((f.enabled & f.requested) != f.requested) {
@@ -168,8 +170,8 @@ static int module_open(struct kvd_pool *p, uint64_t *epoch)
 	}
 	memset(&pa, 0, sizeof(pa));
 	memcpy(pa.name, p->name, KVPOOL_NAME_LEN);
-	if (!ioctl(p->owner_fd, KVPOOL_IOC_POOL_ATTACH, &pa)) {
-		*epoch = pa.epoch;
+	if (early || !ioctl(p->owner_fd, KVPOOL_IOC_POOL_ATTACH, &pa)) {
+		*epoch = early ? p->attached_epoch : pa.epoch;
 		memset(&st, 0, sizeof(st));
 		if (ioctl(p->owner_fd, KVPOOL_IOC_STATUS, &st))
 			return -errno;
@@ -222,7 +224,6 @@ static int pool_open(struct kvd_pool *p)
 	int r;
 
 	p->wake_fd = -1;
-	p->owner_fd = -1;
 	if (d->mode == KVP_MODE_INPROC)
 		return inproc_open(p);
 	r = module_open(p, &epoch);
@@ -252,10 +253,8 @@ int kvd_ledger_open(struct kvd *d)
 	unsigned int i;
 	int r;
 
-	for (i = 0; i < d->npools; i++) {
+	for (i = 0; i < d->npools; i++)
 		d->pools[i].wake_fd = -1;
-		d->pools[i].owner_fd = -1;
-	}
 	for (i = 0; i < d->npools; i++) {
 		r = pool_open(&d->pools[i]);
 		if (r) {

@@ -11,6 +11,10 @@
 /* ledger.c: the ledger link (in-process core or /dev/kvpool owner), one
  * per pool. */
 int kvd_ledger_open(struct kvd *d);
+/* The module's features every owner file asks for. */
+#define KVD_MODULE_FEATURES	(KVPOOL_FEAT_RECOVERY | \
+				 KVPOOL_FEAT_LEASE_CHECK | KVPOOL_FEAT_PIN | \
+				 KVPOOL_FEAT_TENANT_SERIAL)
 void kvd_ledger_close(struct kvd *d);
 /* Owner duties, called by the main thread when a pool's wake fd / owner
  * fd is readable, and on its shrink timer. */

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "restart.h"
 #include "config.h"
 #include "core.h"
 #include "ledger.h"
@@ -100,6 +101,9 @@ static void usage(FILE *f)
 "      --prefix-demote       evicted prefix-cache blocks go down the lower\n"
 "                            tiers (dram, nvme, then the cluster tier)\n"
 "                            instead of being dropped\n"
+"      --no-keep             keep no pool memory for a restarted daemon\n"
+"                            (default: kept where the module or the service\n"
+"                            manager can hold it; see kvpoold(8), RESTART)\n"
 "      --cluster-nodes HOST:PORT[,...]  a Redis Cluster below the tiers for\n"
 "                            prefix blocks (off); --cluster-name NAME,\n"
 "                            --cluster-keys DIR, --cluster-policy\n"
@@ -137,7 +141,7 @@ enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
 	O_SYSLOG, O_BLIMIT, O_METRICS, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
 	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID, O_MSCOPE, O_PFXLEND,
-	O_KTHREADS, O_DEMOTE,
+	O_KTHREADS, O_DEMOTE, O_NOKEEP,
 	O_CLUSTER,	/* + index in kvd_cluster_opt_keys[] */
 };
 
@@ -175,6 +179,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "prefix-lend-percent", required_argument, NULL, O_PFXLEND },
 		{ "kernel-threads", required_argument, NULL, O_KTHREADS },
 		{ "prefix-demote", no_argument, NULL, O_DEMOTE },
+		{ "no-keep", no_argument, NULL, O_NOKEEP },
 		{ "cluster-nodes", required_argument, NULL, O_CLUSTER + 0 },
 		{ "cluster-name", required_argument, NULL, O_CLUSTER + 1 },
 		{ "cluster-keys", required_argument, NULL, O_CLUSTER + 2 },
@@ -215,6 +220,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		case 'q': o->log_level = KVD_ERR; break;
 		case O_SYSLOG: o->use_syslog = true; break;
 		case O_DEMOTE: o->prefix_demote = true; break;
+		case O_NOKEEP: o->keep_off = true; break;
 		case O_BLOCK:
 			if (parse_u64(optarg, 1ULL << 30, &v) || !v ||
 			    v % 256)
@@ -537,6 +543,8 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 	r = pick_backend(d);
 	if (!r)
 		r = pick_ledger(d);
+	if (!r)
+		r = kvd_restart_begin(d);
 	if (r)
 		return r;
 	r = kvd_pools_init(d);
@@ -562,6 +570,7 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 			"in-process", strerror(-r));
 		return r;
 	}
+	kvd_restart_done(d);
 	fd_limits(d);
 	r = kvd_tenants_apply(d, c->tenants, c->ntenants);
 	if (r)
@@ -828,6 +837,7 @@ int main(int argc, char **argv)
 			unlink(d->o.socket_path);
 		return 1;
 	}
+	kvd_restart_serving(d);
 	kvd_log(KVD_NOTICE, "serving %s: pool %s, %s backend, %s ledger, "
 		"%u blocks of %llu bytes, chunk %u, epoch %llu",
 		d->o.socket_path, d->top->name, d->be->name,

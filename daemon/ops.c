@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "restart.h"
 #include "core.h"
 #include "ledger.h"
 #include "conn.h"
@@ -399,8 +400,11 @@ int kvd_op_splice(struct kvd_client *c, const struct kvp_splice *q)
 
 		kvd_backing_rdlock(d->top);
 		r = kvd_client_check_mapped(c, table, (uint32_t)used);
-		if (!r)
+		if (!r) {
+			kvd_restart_edit_begin(d);	/* not repeatable */
 			r = d->be->splice(d, &a);
+			kvd_restart_edit_end(d);
+		}
 		kvd_backing_unlock(d->top);
 	}
 	free(table);
@@ -444,8 +448,11 @@ int kvd_op_compact(struct kvd_client *c, const struct kvp_compact *q)
 
 		kvd_backing_rdlock(d->top);
 		r = kvd_client_check_mapped(c, table, (uint32_t)used);
-		if (!r)
+		if (!r) {
+			kvd_restart_edit_begin(d);	/* not repeatable */
 			r = d->be->compact(d, &a);
+			kvd_restart_edit_end(d);
+		}
 		kvd_backing_unlock(d->top);
 	}
 	free(keep);

@@ -18,10 +18,14 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core.h"
 #include "scrub.h"
+#include "keep.h"
 
 /* A block being zeroed by the claim that holds the pool's scrub lock. */
 #define TAG_BUSY	(UINT64_MAX - 1)
@@ -51,10 +55,44 @@ void kvd_scrub_pool_fini(struct kvd_pool *p)
 	p->tags = NULL;
 }
 
+/* The tags live in a memfd, kept with the pool's memory (keep.h): a
+ * restarted daemon that keeps the memory keeps who used each block. */
+static int tags_fd(struct kvd_pool *p, size_t bytes, bool *kept)
+{
+	struct stat sb;
+	int fd = kvd_keep_take(p, KVD_KEEP_TAGS, 0);
+
+	*kept = false;
+	if (fd >= 0) {
+		if (!fstat(fd, &sb) && (uint64_t)sb.st_size == bytes) {
+			*kept = true;
+			return fd;
+		}
+		kvd_log(KVD_ERR, "pool %s: kept tags are not the pool's",
+			p->name);
+		close(fd);
+		return -EIO;
+	}
+	fd = memfd_create("kvpool-tags", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)bytes) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
 int kvd_scrub_pool_init(struct kvd_pool *p)
 {
 	struct kvd_tags *t = calloc(1, sizeof(*t));
+	bool kept;
+	uint32_t i;
 	void *m;
+	int fd;
 
 	kvd_scrub_pool_fini(p);
 	if (!t)
@@ -62,14 +100,27 @@ int kvd_scrub_pool_init(struct kvd_pool *p)
 	/* zero pages until a tag is first written: an idle pool's tags
 	 * take no memory */
 	t->bytes = ((size_t)p->capacity ? p->capacity : 1) * sizeof(*t->tag);
-	m = mmap(NULL, t->bytes, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	t->bytes = (t->bytes + 4095) / 4096 * 4096;
+	fd = tags_fd(p, t->bytes, &kept);
+	if (fd < 0) {
+		free(t);
+		return fd;
+	}
+	m = mmap(NULL, t->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
+		close(fd);
 		free(t);
 		return -ENOMEM;
 	}
+	if (!kept && kvd_keep_enabled(p->d))
+		kvd_keep_put(p, KVD_KEEP_TAGS, 0, fd);
+	close(fd);
 	t->tag = m;
 	t->n = p->capacity;
+	/* a block being zeroed when the earlier life ended: unknown */
+	for (i = 0; kept && i < t->n; i++)
+		if (atomic_load(&t->tag[i]) == TAG_BUSY)
+			atomic_store(&t->tag[i], KVD_TAG_UNKNOWN);
 	pthread_mutex_init(&t->lock, NULL);
 	p->tags = t;
 	return 0;

@@ -21,6 +21,7 @@
 #include "ledger.h"
 #include "tier.h"
 #include "scrub.h"
+#include "restart.h"
 
 const char *kvd_tier_kind_name(uint32_t kind)
 {
@@ -151,6 +152,9 @@ static int pool_mem_init(struct kvd_pool *p)
 	uint64_t align = 4096;
 	int r;
 
+	r = kvd_restart_pool(p);
+	if (r)
+		return r;
 	r = p->ops->init(p, &align);
 	if (r) {
 		kvd_log(KVD_ERR, "%s (%s): %s", p->name, p->ops->name,
@@ -200,8 +204,12 @@ static int pool_mem_init(struct kvd_pool *p)
 			p->ops->name, (unsigned long long)align);
 	if (p == p->d->top)
 		p->d->chunk_blocks = p->chunk_blocks;
-	/* fresh memory: every block reads as zeros */
-	return kvd_scrub_pool_init(p);
+	/* fresh memory: every block reads as zeros (kept memory: its
+	 * tags come back with it) */
+	r = kvd_scrub_pool_init(p);
+	if (!r)
+		r = kvd_restart_pool_ready(p);
+	return r;
 }
 
 int kvd_pool_reinit(struct kvd_pool *p)

@@ -2,28 +2,26 @@
 /*
  * tier_dram.c - a lower tier in host memory ("dram").
  *
- * Like the cpu backend's pool: the whole capacity is reserved once with
- * mmap(PROT_NONE, MAP_NORESERVE); a grow makes chunks read-write and
- * populates them, a shrink drops the pages and makes them inaccessible,
- * so an idle tier holds no memory.  On the cuda backend every chunk is
- * also page-locked (cuMemHostRegister, one registration per chunk) when
- * it is mapped and unlocked before it goes, so that copies between it and
- * the GPU are DMA on the swap worker's stream.
+ * Like the cpu backend's pool (hostmem.c): one memfd for the whole
+ * capacity, mapped once without access; a grow makes chunks read-write
+ * and populates them, a shrink punches them out and makes them
+ * inaccessible, so an idle tier holds no memory, and the memfd is kept for
+ * a restarted daemon.  On the cuda backend every chunk is also
+ * page-locked (cuMemHostRegister, one registration per chunk) when it is
+ * mapped and unlocked before it goes, so that copies between it and the
+ * GPU are DMA on the swap worker's stream.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core.h"
 #include "tier.h"
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
+#include "hostmem.h"
 
 struct dram_priv {
+	struct kvd_hostmem m;
 	uint8_t *base;
 	uint64_t bytes;		/* reserved */
 	uint64_t page;
@@ -38,22 +36,18 @@ static struct dram_priv *P(struct kvd_pool *p)
 static int dram_init(struct kvd_pool *p, uint64_t *align)
 {
 	struct dram_priv *dp = calloc(1, sizeof(*dp));
-	void *m;
+	int r;
 
 	if (!dp)
 		return -ENOMEM;
-	dp->page = (uint64_t)sysconf(_SC_PAGESIZE);
-	dp->bytes = (uint64_t)p->capacity * p->block_bytes;
-	dp->bytes = (dp->bytes + dp->page - 1) / dp->page * dp->page;
-	m = mmap(NULL, dp->bytes, PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (m == MAP_FAILED) {
-		int e = -errno;
-
+	r = kvd_hostmem_init(&dp->m, p, (uint64_t)p->capacity * p->block_bytes);
+	if (r) {
 		free(dp);
-		return e;
+		return r;
 	}
-	dp->base = m;
+	dp->base = dp->m.base;
+	dp->bytes = dp->m.bytes;
+	dp->page = dp->m.page;
 	dp->pin = p->d->be->host_pin != NULL;
 	p->priv = dp;
 	*align = dp->page;
@@ -74,29 +68,31 @@ static void range(struct kvd_pool *p, uint32_t from, uint32_t to,
 	*len = b > a ? b - a : 0;
 }
 
-static int dram_unmap(struct kvd_pool *p, uint32_t from, uint32_t to)
+static void unpin(struct kvd_pool *p, uint32_t from, uint32_t to)
 {
 	struct dram_priv *dp = P(p);
 	uint64_t off, len;
 	uint32_t c;
 
-	if (dp->pin)
-		for (c = from; c < to; c += p->chunk_blocks) {
-			uint32_t e = c + p->chunk_blocks < to ?
-				     c + p->chunk_blocks : to;
+	if (!dp->pin)
+		return;
+	for (c = from; c < to; c += p->chunk_blocks) {
+		uint32_t e = c + p->chunk_blocks < to ? c + p->chunk_blocks : to;
 
-			range(p, c, e, &off, &len);
-			if (len)
-				p->d->be->host_unpin(p->d, dp->base + off, len);
-		}
+		range(p, c, e, &off, &len);
+		if (len)
+			p->d->be->host_unpin(p->d, dp->base + off, len);
+	}
+}
+
+static int dram_unmap(struct kvd_pool *p, uint32_t from, uint32_t to)
+{
+	struct dram_priv *dp = P(p);
+	uint64_t off, len;
+
+	unpin(p, from, to);
 	range(p, from, to, &off, &len);
-	if (!len)
-		return 0;
-	if (madvise(dp->base + off, len, MADV_DONTNEED))
-		return -errno;
-	if (mprotect(dp->base + off, len, PROT_NONE))
-		return -errno;
-	return 0;
+	return kvd_hostmem_unmap(&dp->m, off, len);
 }
 
 static int dram_map(struct kvd_pool *p, uint32_t from, uint32_t to)
@@ -107,22 +103,9 @@ static int dram_map(struct kvd_pool *p, uint32_t from, uint32_t to)
 	int r;
 
 	range(p, from, to, &off, &len);
-	if (!len)
-		return 0;
-	if (mprotect(dp->base + off, len, PROT_READ | PROT_WRITE))
-		return -errno;
-	if (madvise(dp->base + off, len, MADV_POPULATE_WRITE)) {
-		uint64_t i;
-
-		if (errno == ENOMEM) {
-			mprotect(dp->base + off, len, PROT_NONE);
-			return -ENOMEM;
-		}
-		for (i = 0; i < len; i += dp->page)
-			((volatile uint8_t *)dp->base)[off + i] = 0;
-	}
-	if (!dp->pin)
-		return 0;
+	r = kvd_hostmem_map(&dp->m, off, len);
+	if (r || !dp->pin)
+		return r;
 	/* One registration per chunk: a shrink unregisters whole chunks. */
 	for (c = from; c < to; c += p->chunk_blocks) {
 		uint32_t e = c + p->chunk_blocks < to ? c + p->chunk_blocks : to;
@@ -134,14 +117,15 @@ static int dram_map(struct kvd_pool *p, uint32_t from, uint32_t to)
 			if (c > from)
 				dram_unmap(p, from, c);
 			range(p, c, to, &o, &l);
-			madvise(dp->base + o, l, MADV_DONTNEED);
-			mprotect(dp->base + o, l, PROT_NONE);
+			kvd_hostmem_unmap(&dp->m, o, l);
 			return r;
 		}
 	}
 	return 0;
 }
 
+/* The pages stay in the memfd: kept for a restarted daemon, or freed
+ * with its last reference. */
 static void dram_fini(struct kvd_pool *p)
 {
 	struct dram_priv *dp = P(p);
@@ -149,8 +133,8 @@ static void dram_fini(struct kvd_pool *p)
 	if (!dp)
 		return;
 	if (p->mapped)
-		dram_unmap(p, 0, p->mapped);
-	munmap(dp->base, dp->bytes);
+		unpin(p, 0, p->mapped);
+	kvd_hostmem_fini(&dp->m);
 	free(dp);
 	p->priv = NULL;
 }

@@ -5,7 +5,9 @@
  * Block i lives at offset i * slot in the file the operator names, where
  * slot is block_bytes rounded up to 4 KiB.  The file is opened O_DIRECT
  * (when the filesystem allows it; buffered otherwise) and emptied at
- * start: its contents do not outlive the daemon.  Backing is lazy like
+ * start, unless an earlier life kept its descriptor (keep.h) and the
+ * metadata region vouches for it (restart.c): then the restarted daemon
+ * uses that very file (even if the path now names another) as it is.  Backing is lazy like
  * the memory tiers': a grow allocates the chunk's range with fallocate(2)
  * (so a full filesystem shows at grow time: the ledger's waiters get
  * -ENOMEM, never a swap that fails half way), a shrink punches the range
@@ -35,6 +37,7 @@
 
 #include "core.h"
 #include "tier.h"
+#include "keep.h"
 
 #define KVD_NVME_DEPTH	32
 #define SLOT_ALIGN	4096ULL
@@ -73,13 +76,21 @@ static int nvme_init(struct kvd_pool *p, uint64_t *align)
 	const char *mode = d->o.nvme_io ? d->o.nvme_io : "auto";
 	struct nvme_priv *np;
 	struct stat sb;
+	bool kept = false;
 	int fd, e;
 
 	np = calloc(1, sizeof(*np));
 	if (!np)
 		return -ENOMEM;
 	np->direct = true;
-	fd = open(p->path, O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT, 0600);
+	fd = kvd_keep_take(p, KVD_KEEP_WHOLE, 0);
+	if (fd >= 0) {
+		kept = true;
+		np->direct = (fcntl(fd, F_GETFL) & O_DIRECT) != 0;
+	} else {
+		fd = open(p->path, O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT,
+			  0600);
+	}
 	if (fd < 0 && errno == EINVAL) {
 		/* the filesystem has no O_DIRECT (tmpfs...) */
 		np->direct = false;
@@ -99,8 +110,9 @@ static int nvme_init(struct kvd_pool *p, uint64_t *align)
 		free(np);
 		return -EINVAL;
 	}
-	/* Contents from an earlier life mean nothing: start empty. */
-	if (ftruncate(fd, 0)) {
+	/* Contents from an earlier life mean nothing unless kept: start
+	 * empty. */
+	if (!kept && ftruncate(fd, 0)) {
 		e = -errno;
 		kvd_log(KVD_ERR, "tier %s: truncate %s: %s", p->name, p->path,
 			strerror(-e));
@@ -131,6 +143,8 @@ static int nvme_init(struct kvd_pool *p, uint64_t *align)
 	}
 	p->priv = np;
 	*align = 1;
+	if (!kept && kvd_keep_enabled(d))
+		kvd_keep_put(p, KVD_KEEP_WHOLE, 0, fd);	/* logs a failure */
 	return 0;
 }
 
@@ -140,8 +154,8 @@ static void nvme_fini(struct kvd_pool *p)
 
 	if (!np)
 		return;
-	/* give the space back */
-	if (ftruncate(np->fd, 0)) {
+	/* give the space back, unless a restarted daemon may want it */
+	if (!kvd_keep_enabled(p->d) && ftruncate(np->fd, 0)) {
 		/* nothing more to do */
 	}
 	close(np->fd);

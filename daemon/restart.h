@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * restart.h - what a restarted kvpoold keeps of the one before it
+ * (restart.c): the metadata region that vouches for kept pool memory
+ * (keep.h), the decision to use it or not, and what was preserved.
+ *
+ * The region is one page in a memfd, kept with the top pool:
+ *
+ *   header      magic, KVD_META_VERSION, the data epoch, the backend and
+ *               ledger mode, every pool's name, kind and geometry, and a
+ *               checksum over all of it (written once per life);
+ *   live words  counters outside the checksum, each one atomic: the
+ *               data-plane ops in flight that rewrite blocks in place and
+ *               cannot be repeated (edits), and the lives the region has
+ *               seen.
+ *
+ * A restarted daemon uses what was kept only when the region is there,
+ * its magic, version and checksum are right, every pool's geometry is the
+ * same and no edit was in flight.  Then it keeps the data epoch, so that
+ * clients keep their sequences; otherwise it drops everything kept, its
+ * pools start zeroed and the data epoch changes (every client recomputes,
+ * as after a restart without kept memory).
+ *
+ * Floor: the pool floor (with ledger.c, tier.c, keep.c).
+ */
+#ifndef KVD_RESTART_H
+#define KVD_RESTART_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct kvd;
+struct kvd_pool;
+struct kvp_restart_info;
+
+/* The layout of the region this build writes and reads.  A build that
+ * changes the layout or the meaning of kept memory changes it. */
+#ifndef KVD_META_VERSION
+#define KVD_META_VERSION	1
+#endif
+
+/* At set-up, before any pool: pick the store. */
+int kvd_restart_begin(struct kvd *d);
+/*
+ * Before pool @p's memory is set up (tier.c, once per pool): with the
+ * module, attach to the orphaned pool of that name (p->owner_fd, which
+ * ledger.c then uses) and load what it kept; decide, at the top pool,
+ * whether the region vouches for it; check @p's geometry against it.
+ */
+int kvd_restart_pool(struct kvd_pool *p);
+/* After pool @p's memory is set up: does the region's geometry match? */
+int kvd_restart_pool_ready(struct kvd_pool *p);
+/* Every pool is open and mapped: write this life's region, keep it. */
+int kvd_restart_done(struct kvd *d);
+/* The daemon serves (its socket listens): for the resume time. */
+void kvd_restart_serving(struct kvd *d);
+/* Is pool @p's kept memory being used (its contents kept)? */
+bool kvd_restart_preserved(const struct kvd_pool *p);
+
+/* An op that rewrites blocks in place and cannot be repeated begins /
+ * ends: a restart during one cannot vouch for any block. */
+void kvd_restart_edit_begin(struct kvd *d);
+void kvd_restart_edit_end(struct kvd *d);
+
+/* What this start kept (KVP_OP_RESTART_INFO, /metrics). */
+void kvd_restart_info(struct kvd *d, struct kvp_restart_info *out);
+
+#endif /* KVD_RESTART_H */
