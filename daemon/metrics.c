@@ -28,6 +28,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "restart.h"
 #include "kvpool_metrics.h"
 #include "core.h"
 #include "ledger.h"
@@ -278,6 +279,12 @@ static char *render(struct kvd *d, size_t *len)
 	f = open_memstream(&text, len);
 	if (f) {
 		r = kvp_metrics_write(f, &mp, 1, &mt, scope);
+		if (!r) {
+			struct kvp_restart_info ri;
+
+			kvd_restart_info(d, &ri);
+			r = kvp_metrics_write_restart(f, &ri);
+		}
 		/* the cluster tier's activity: the operator's */
 		if (!r && scope == KVP_METRICS_OPERATOR) {
 			struct kvp_cluster_status cs;

@@ -22,6 +22,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "restart.h"
 #include "core.h"
 #include "ledger.h"
 #include "tenants.h"
@@ -407,6 +408,12 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 	case KVP_OP_PREFIX_SHARE:
 		return kvd_prefix_admin(d, c->admin, h->op, body, blen, rbody,
 					rlen);
+	case KVP_OP_RESTART_INFO:
+		if (blen)
+			return -EBADMSG;
+		kvd_restart_info(d, rbody);
+		*rlen = sizeof(struct kvp_restart_info);
+		return 0;
 	case KVP_OP_CLUSTER_STATUS:
 		if (blen)
 			return -EBADMSG;

@@ -609,3 +609,37 @@ int kvp_metrics_write_cluster(FILE *f, const struct kvp_cluster_status *st)
 		  st->refresh_errors);
 	return ferror(f) ? -EIO : 0;
 }
+
+int kvp_metrics_write_restart(FILE *f, const struct kvp_restart_info *ri)
+{
+	static const char *const stores[] = { "none", "module", "systemd" };
+
+	head(f, "kvpool_restart_store", "gauge",
+	     "Where pool memory is kept for the next start (value 1).");
+	fprintf(f, "kvpool_restart_store{store=\"%s\"} 1\n",
+		ri->store < 3 ? stores[ri->store] : "unknown");
+	head(f, "kvpool_restart_preserved", "gauge",
+	     "1 when this start used the memory an earlier daemon kept.");
+	fprintf(f, "kvpool_restart_preserved %u\n", ri->preserved ? 1 : 0);
+	head(f, "kvpool_restart_lives", "gauge",
+	     "Daemon starts on the kept metadata region (1: a first start).");
+	fprintf(f, "kvpool_restart_lives %llu\n",
+		(unsigned long long)ri->lives);
+	head(f, "kvpool_restart_preserved_blocks", "gauge",
+	     "Blocks whose contents this start kept.");
+	fprintf(f, "kvpool_restart_preserved_blocks %llu\n",
+		(unsigned long long)ri->blocks);
+	head(f, "kvpool_restart_preserved_bytes", "gauge",
+	     "Bytes of those blocks.");
+	fprintf(f, "kvpool_restart_preserved_bytes %llu\n",
+		(unsigned long long)ri->bytes);
+	head(f, "kvpool_restart_preserved_prefix_entries", "gauge",
+	     "Prefix-cache entries this start kept.");
+	fprintf(f, "kvpool_restart_preserved_prefix_entries %llu\n",
+		(unsigned long long)ri->prefix_entries);
+	head(f, "kvpool_restart_resume_seconds", "gauge",
+	     "From this start of kvpoold to serving.");
+	fprintf(f, "kvpool_restart_resume_seconds %.6f\n",
+		(double)ri->resume_ns / 1e9);
+	return ferror(f) ? -EIO : 0;
+}

@@ -78,4 +78,10 @@ int kvp_metrics_write(FILE *f, const struct kvp_metrics_pool *pools,
  */
 int kvp_metrics_write_cluster(FILE *f, const struct kvp_cluster_status *st);
 
+/*
+ * What the last start kept of the daemon before it (kvpool_restart_*):
+ * pool-wide figures, in every scope.  0, or -errno if writing failed.
+ */
+int kvp_metrics_write_restart(FILE *f, const struct kvp_restart_info *ri);
+
 #endif /* KVPOOL_METRICS_H */

@@ -169,6 +169,8 @@ enum kvp_op {
 	KVP_OP_ATTN_DEV = 84,	/* struct kvp_attn_dev -> - */
 	/* the cluster tier (Documentation/cluster.rst); no HELLO */
 	KVP_OP_CLUSTER_STATUS = 96, /* (no body) -> struct kvp_cluster_status */
+	/* what the last start kept of the daemon before it; no HELLO */
+	KVP_OP_RESTART_INFO = 97, /* (no body) -> struct kvp_restart_info */
 };
 
 /* Asynchronous records from the daemon (req_id 0, body below). */
@@ -954,6 +956,30 @@ struct kvp_cluster_status {
 	uint64_t io_errors;
 	uint64_t refreshes;
 	uint64_t refresh_errors;
+	uint64_t reserved[4];
+};
+
+/* ---- restarts (Documentation/daemon.rst, "Restart and epochs") --------- */
+
+/* kvp_restart_info.store: where pool memory is kept for the next start. */
+#define KVP_KEEP_NONE		0	/* nowhere: contents die with kvpoold */
+#define KVP_KEEP_MODULE		1	/* deposited with the module's pools */
+#define KVP_KEEP_SYSTEMD	2	/* the service manager's fd store */
+
+/* What this kvpoold kept of the one before it: pool-wide figures, open
+ * to every local user like POOL_STATUS. */
+struct kvp_restart_info {
+	uint32_t store;			/* KVP_KEEP_* */
+	uint32_t kept;			/* 1: memory of an earlier life offered */
+	uint32_t preserved;		/* 1: ... and used (contents kept) */
+	uint32_t pad;
+	uint64_t lives;			/* starts on the kept metadata region */
+	uint64_t blocks;		/* blocks whose contents were kept */
+	uint64_t bytes;
+	uint64_t prefix_entries;	/* prefix-cache entries kept */
+	uint64_t resume_ns;		/* from this start to serving */
+	uint64_t uptime_ns;		/* since this start */
+	char why[96];			/* kept && !preserved: why not */
 	uint64_t reserved[4];
 };
 

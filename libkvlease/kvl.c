@@ -309,6 +309,9 @@ static int reconnect(struct kvl_ctx *ctx)
 	if (r)
 		return r;
 	ctx->epoch = rep->epoch;
+	ctx->reconnects++;
+	/* swap tickets were the lost connection's */
+	memset(ctx->done, 0, sizeof(ctx->done));
 	kvl_tiers_reconnect(ctx);
 	/* With the in-process ledger the lease died with the connection;
 	 * with the module only the contents did, and only on a new epoch. */

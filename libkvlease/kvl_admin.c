@@ -1050,6 +1050,33 @@ int kvl_admin_cluster_status(struct kvl_admin *adm,
 	return 0;
 }
 
+_Static_assert(sizeof(struct kvl_restart_info) ==
+	       sizeof(struct kvp_restart_info),
+	       "kvl_restart_info mirrors kvp_restart_info");
+
+int kvl_admin_restart_info(struct kvl_admin *adm,
+			   struct kvl_restart_info *out)
+{
+	struct kvp_restart_info ri;
+	size_t len = 0;
+	int ret;
+
+	if (!adm || !out)
+		return -EINVAL;
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;
+	memset(&ri, 0, sizeof(ri));
+	ret = daemon_call(adm, KVP_OP_RESTART_INFO, NULL, 0, &ri, sizeof(ri),
+			  &len);
+	if (ret < 0)
+		return ret;
+	if (len != sizeof(ri))
+		return -EBADMSG;
+	ri.why[sizeof(ri.why) - 1] = '\0';
+	memcpy(out, &ri, sizeof(*out));
+	return 0;
+}
+
 int kvl_admin_tier_list(struct kvl_admin *adm, struct kvl_tier_stats *out,
 			size_t cap)
 {

@@ -84,6 +84,7 @@ struct kvl_ctx {
 	uint64_t region_bytes;
 	uint32_t req_id;
 	uint64_t epoch;
+	uint64_t reconnects;		/* to a daemon, after a lost one */
 	uint64_t lease_id;
 	uint64_t block_bytes;
 	uint32_t capacity;

@@ -463,16 +463,26 @@ int kvl_swap_sync(struct kvl_ctx *ctx, uint32_t src_tier, const uint32_t *src,
 	while (done < n && !r) {
 		uint64_t room = (ctx->region_bytes - 128) / 8;
 		uint32_t k = n - done;
-		uint64_t ticket = 0;
+		uint64_t ticket = 0, seen = ctx->reconnects;
+		int tries = 0;
 
 		if (k > KVP_IO_MAX_BLOCKS)
 			k = KVP_IO_MAX_BLOCKS;
 		if (k > room)
 			k = (uint32_t)room;
+again:
 		r = kvl_swap(ctx, src_tier, src + done, dst_tier, dst + done,
 			     k, &ticket);
 		if (!r)
 			r = kvl_swap_wait(ctx, ticket, 0);
+		/* the daemon restarted with the contents kept (else -ESTALE):
+		 * the ticket was the lost connection's; a copy of whole blocks
+		 * can be made again */
+		if (r && r != -ESTALE && ctx->reconnects != seen &&
+		    tries++ < 3) {
+			seen = ctx->reconnects;
+			goto again;
+		}
 		if (!r)
 			*copy_ns += ctx->done[ticket % KVL_KEEP_DONE].copy_ns;
 		done += k;

@@ -592,6 +592,25 @@ struct kvl_cluster_info {
 int kvl_admin_cluster_status(struct kvl_admin *adm,
 			     struct kvl_cluster_info *out);
 
+/*
+ * What kvpoold kept of the daemon before it (Documentation/daemon.rst,
+ * "Restart and epochs"), field for field its KVP_OP_RESTART_INFO record.
+ * store: where pool memory is kept for the next start (0 nowhere, 1 the
+ * module, 2 the service manager); kept: an earlier life's memory was
+ * there; preserved: it was used (blocks, bytes, prefix_entries: what it
+ * held), else why says why not; resume_ns: from this start to serving.
+ */
+struct kvl_restart_info {
+	uint32_t store, kept, preserved, pad;
+	uint64_t lives, blocks, bytes, prefix_entries;
+	uint64_t resume_ns, uptime_ns;
+	char why[96];
+	uint64_t reserved[4];
+};
+
+int kvl_admin_restart_info(struct kvl_admin *adm,
+			   struct kvl_restart_info *out);
+
 /* ---- tiers, swap and pressure policies (kvl_tier.c, kvl_policy.c) ------ */
 
 /*

@@ -808,6 +808,8 @@ static int write_metrics(FILE *f, const struct ctl_snap *s,
 	ret = tiers_to_wire(s, &mt, tr, ttn, ct);
 	if (!ret)
 		ret = kvp_metrics_write(f, &mp, 1, &mt, scope);
+	if (!ret)
+		ret = ctl_restart_metrics(f);
 	/* the cluster tier's activity: the operator's */
 	if (!ret && scope == KVP_METRICS_OPERATOR)
 		ret = ctl_cluster_metrics(f);

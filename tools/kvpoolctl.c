@@ -76,6 +76,15 @@ static const struct ctl_cmd cmds[] = {
 	  "Without: the local kvpoold's cluster tier (state, slot map, fetch\n"
 	  "and store counters, values refused by reason, routing counters).\n"
 	  "See Documentation/cluster.rst.\n" },
+	{ "restart", cmd_restart, "what kvpoold kept of the daemon before it",
+	  "[--json]",
+	  "Where kvpoold keeps its pools' memory for the next start (with the\n"
+	  "module's pools, in the service manager's store, or nowhere), and\n"
+	  "what this start found: nothing, an earlier daemon's memory used\n"
+	  "(blocks, bytes, prefix-cache entries kept: clients go on without\n"
+	  "recomputing) or refused (why: another metadata version, a changed\n"
+	  "geometry, an edit in flight; every pool then started zeroed), and\n"
+	  "how long after its start it served.  Needs kvpoold.\n" },
 	{ "route", cmd_route, "the node holding the longest cached prefix of a prompt",
 	  "--nodes HOST:PORT[,...] --model NAME --key FILE --tokens FILE [--json]",
 	  "Reads the nodes' heartbeats and streams of stored/removed blocks and\n"

@@ -31,6 +31,8 @@ int cmd_metrics(int argc, char **argv);
 int ctl_tenant_list(int argc, char **argv);
 int cmd_prefix(int argc, char **argv);
 int cmd_cluster(int argc, char **argv);
+int cmd_restart(int argc, char **argv);
+int ctl_restart_metrics(FILE *f);
 int cmd_route(int argc, char **argv);
 /* ctl_cluster.c: the kvpool_cluster_* series of the local kvpoold (none
  * when it has no cluster tier or does not answer). */

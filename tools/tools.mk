@@ -19,7 +19,8 @@ TOOLS_HDRS := $(wildcard tools/*.h) libkvlease/kvlease.h include/kvpool_metrics.
 
 KVPOOLCTL := $(B)/bin/kvpoolctl
 KVPOOLCTL_SRCS := kvpoolctl.c ctl_util.c ctl_plan.c ctl_status.c \
-		  ctl_tenant.c ctl_monitor.c ctl_prefix.c ctl_cluster.c
+		  ctl_tenant.c ctl_monitor.c ctl_prefix.c ctl_cluster.c \
+		  ctl_restart.c
 KVPOOLCTL_OBJS := $(patsubst %.c,$(TOOLS_OBJ)/%.o,$(KVPOOLCTL_SRCS)) \
 		  $(TOOLS_OBJ)/kvl_admin.o $(TOOLS_OBJ)/kvpool_metrics.o
 KVPOOLCTL_LIBS :=
