@@ -37,6 +37,12 @@
  *   e2e-tiers restart SOCK FILE        swap a sequence out, write FILE,
  *        then wait for a daemon restart: the sequence must report DROPPED
  *        with its old length, and no lower-tier block stay held
+ *   e2e-tiers kept SOCK FILE           one sequence swapped to each lower
+ *        tier and one resident, write FILE, then wait for FILE.go (the
+ *        caller restarts the daemon in between, kept memory used): every
+ *        sequence is as it was (state, tier), swaps in and reads back its
+ *        K/V bit for bit, the data epoch did not change, nothing stays
+ *        held below
  *   e2e-tiers wait-used SOCK TIER N MS wait until the tier's used == N
  *                                      (N: LO-HI, within that range)
  * Exit 0 pass, 1 fail, 2 usage.
@@ -835,6 +841,78 @@ static int cmd_restart(const char *file)
 	return 0;
 }
 
+static int cmd_kept(const char *file)
+{
+	struct kvl_tier_info ti[KVL_MAX_TIERS];
+	struct seqdata sd[KVL_MAX_TIERS];
+	struct kvl_seq_info si;
+	struct kvl_ctx *ctx;
+	struct kvl_layout l;
+	char go[512];
+	uint64_t epoch, end;
+	int r, lay, nt, k;
+
+	r = open_ctx(NULL, 0, &ctx);
+	if (r)
+		FAIL("kvl_open: %s", strerror(-r));
+	nt = ntiers_of(ctx, ti);
+	if (nt < 2)
+		FAIL("no lower tier (%d)", nt);
+	lay = declare(ctx, 1, &l);
+	if (lay < 0)
+		FAIL("layout: %s", strerror(-lay));
+	memset(sd, 0, sizeof(sd));
+	/* sd[0] resident, sd[k] swapped to tier k */
+	for (k = 0; k < nt; k++) {
+		r = fill_seq(ctx, lay, &l, 5 * l.tokens_per_block + 3,
+			     (uint32_t)(20 + k), &sd[k]);
+		if (!r && k)
+			r = kvl_seq_swap_out(sd[k].s, k);
+		if (r)
+			FAIL("fill and swap out to tier %d: %s", k,
+			     strerror(-r));
+	}
+	epoch = kvl_epoch(ctx);
+	touch(file);
+	snprintf(go, sizeof(go), "%s.go", file);
+	end = now_ms() + 60000;
+	while (access(go, F_OK) && now_ms() < end)
+		usleep(50000);
+	if (access(go, F_OK))
+		FAIL("no %s", go);
+	for (k = 0; k < nt; k++) {
+		kvl_seq_info(sd[k].s, &si);
+		if (si.state != (k ? KVL_SEQ_SWAPPED : KVL_SEQ_RESIDENT) ||
+		    (k && si.tier != (uint32_t)k) || si.len != sd[k].len)
+			FAIL("sequence %d after the restart: state %u tier %u "
+			     "len %u (had %u)", k, si.state, si.tier, si.len,
+			     sd[k].len);
+		r = same_kv(&sd[k]);	/* a swapped one comes back first */
+		if (r)
+			FAIL("sequence %d (tier %d) read back after the "
+			     "restart: %s", k, k, strerror(-r));
+		kvl_seq_info(sd[k].s, &si);
+		if (si.state != KVL_SEQ_RESIDENT)
+			FAIL("sequence %d not resident after a read", k);
+	}
+	if (kvl_epoch(ctx) != epoch)
+		FAIL("data epoch %llu -> %llu",
+		     (unsigned long long)epoch,
+		     (unsigned long long)kvl_epoch(ctx));
+	nt = ntiers_of(ctx, ti);
+	for (k = 1; k < nt; k++)
+		if (ti[k].held)
+			FAIL("%u blocks still held in %s", ti[k].held,
+			     ti[k].name);
+	for (k = 0; k < KVL_MAX_TIERS; k++)
+		if (sd[k].s)
+			seqdata_free(&sd[k]);
+	kvl_close(ctx);
+	printf("kept: OK, %d sequences intact, epoch %llu\n", nt,
+	       (unsigned long long)epoch);
+	return 0;
+}
+
 /* Wait until tier's pool has lo..hi blocks used ("N" or "LO-HI"). */
 static int cmd_wait_used(uint32_t tier, uint32_t want, uint32_t hi,
 			 uint64_t ms)
@@ -891,6 +969,8 @@ int main(int argc, char **argv)
 		return cmd_churn(argv[3]);
 	if (!strcmp(cmd, "restart") && argc == 4)
 		return cmd_restart(argv[3]);
+	if (!strcmp(cmd, "kept") && argc == 4)
+		return cmd_kept(argv[3]);
 	if (!strcmp(cmd, "wait-used") && argc == 6) {
 		const char *dash = strchr(argv[4], '-');
 		uint32_t lo = (uint32_t)atoi(argv[4]);

@@ -46,7 +46,7 @@ fail() {
 start_daemon() {
 	kvpoold --foreground --socket $S --ledger module --backend cpu \
 		--pool gpu0 --block-bytes 65536 --capacity 2048 \
-		--chunk-blocks 32 --shrink-delay-ms 300 -v >>$T/daemon.log 2>&1 &
+		--chunk-blocks 32 --shrink-delay-ms 300 --no-keep -v >>$T/daemon.log 2>&1 &
 	DPID=$!
 	i=0
 	while [ $i -lt 100 ]; do

@@ -49,7 +49,7 @@ fail() {
 start_daemon() {
 	kvpoold --foreground --socket $S --ledger module --backend cpu \
 		--pool gpu0 --block-bytes 65536 --capacity 1024 \
-		--chunk-blocks 32 --shrink-delay-ms 300 --tier dram:512 \
+		--chunk-blocks 32 --shrink-delay-ms 300 --no-keep --tier dram:512 \
 		--tier nvme:$T/swap:32M -v >>$T/daemon.log 2>&1 &
 	DPID=$!
 	i=0
