@@ -305,3 +305,30 @@ $(B)/tests/bin/kvpoold-metav2: $(KVD_METAV2_OBJS) $(B)/lib/libkvkern.a
 
 ALL += $(B)/tests/bin/kvpoold-metav2
 VM_EXTRA_PROGS += $(B)/tests/bin/kvpoold-metav2
+
+# make bench-restart: a kill -9 of kvpoold under four decoding tenants,
+# with the pool memory kept and without it, rounds interleaved
+# (tests/bench/bench_restart.c).  With the module where /dev/kvpool
+# exists and this runs as root; in-process otherwise, under the keeper.
+KVPOOL_BENCH_RESTART := $(B)/bin/kvpool-bench-restart
+$(KVPOOL_BENCH_RESTART): tests/bench/bench_restart.c libkvlease/kvlease.h \
+		$(KVL_A)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS_BASE) -Ilibkvlease $(CFLAGS_BASE) $< -o $@ $(KVL_A) \
+		$(KVL_EXTRA_LIBS) -lpthread -lm
+
+ALL += $(KVPOOL_BENCH_RESTART)
+VM_EXTRA_PROGS += $(KVPOOL_BENCH_RESTART)
+
+.PHONY: bench-restart
+bench-restart: $(KVPOOL_BENCH_RESTART) $(B)/bin/kvpoold $(B)/tests/e2e/e2e-tenant
+	@if [ -c /dev/kvpool ] && [ "$$(id -u)" = 0 ]; then \
+		$(KVPOOL_BENCH_RESTART) --daemon $(B)/bin/kvpoold \
+			--tenant $(B)/tests/e2e/e2e-tenant --ledger module; \
+	else \
+		$(KVPOOL_BENCH_RESTART) --daemon $(B)/bin/kvpoold \
+			--tenant $(B)/tests/e2e/e2e-tenant --ledger inproc \
+			$(if $(KVPOOL_KEEPER),--keeper $(KVPOOL_KEEPER)); \
+	fi
+
+BENCH += bench-restart

@@ -46,12 +46,13 @@ struct cfg {
 	uint32_t delay_ms;
 	uint32_t hold_ms;
 	int fork;
+	int progress_fd;		/* a line per decoded step, or -1 */
 };
 
 static struct cfg C = {
 	.layers = 2, .kv_heads = 2, .head_dim = 64, .q_heads = 4,
 	.dtype = KVL_DTYPE_BF16, .seqs = 3, .tokens = 96, .step = 8,
-	.seed = 1, .fork = 1,
+	.seed = 1, .fork = 1, .progress_fd = -1,
 };
 
 static struct kvl_ctx *ctx;
@@ -366,6 +367,13 @@ static int run(void)
 		}
 		if (r)
 			return r;
+		if (C.progress_fd >= 0) {
+			char line[32];
+			int n = snprintf(line, sizeof(line), "%u\n", k + 1);
+
+			if (write(C.progress_fd, line, (size_t)n) != n)
+				C.progress_fd = -1;	/* nobody reads */
+		}
 		if (C.delay_ms)
 			usleep(C.delay_ms * 1000);
 	}
@@ -387,7 +395,8 @@ int main(int argc, char **argv)
 		{ "tokens", 1, NULL, 'N' }, { "step", 1, NULL, 'S' },
 		{ "seed", 1, NULL, 'x' }, { "delay-ms", 1, NULL, 'D' },
 		{ "hold-ms", 1, NULL, 'H' }, { "ready", 1, NULL, 'R' },
-		{ "no-fork", 0, NULL, 'F' }, { NULL, 0, NULL, 0 },
+		{ "no-fork", 0, NULL, 'F' }, { "progress-fd", 1, NULL, 'P' },
+		{ NULL, 0, NULL, 0 },
 	};
 	struct kvl_opts o;
 	struct kvl_status st;
@@ -415,6 +424,7 @@ int main(int argc, char **argv)
 		case 'H': C.hold_ms = (uint32_t)atoi(optarg); break;
 		case 'R': C.ready = optarg; break;
 		case 'F': C.fork = 0; break;
+		case 'P': C.progress_fd = atoi(optarg); break;
 		default: return 2;
 		}
 	}
