@@ -99,6 +99,9 @@
  */
 #define KVPOOL_CLOSED_QUEUE_MAX	1024
 
+/* Most kept leases per pool, parked or not. */
+#define KVPOOL_PARK_MAX		1024
+
 /**
  * struct kvpool_features - KVPOOL_IOC_FEATURES
  * @requested: in: features the caller wants to use.
@@ -191,12 +194,19 @@ struct kvpool_pool_resize {
 	__u64 reserved[2];
 };
 
+/* kvpool_lease_info.flags: zero for a lease never kept. */
+#define KVPOOL_LEASE_INFO_KEPT		(1U << 0)	/* kept */
+#define KVPOOL_LEASE_INFO_PARKED	(1U << 1)	/* kept, no file */
+
 /**
  * struct kvpool_lease_info - one lease in a snapshot
  * @lease_id: the lease (unique per pool for the pool's life, never 0).
  * @blocks: blocks it holds.
  * @uid: uid of the process that opened the file.
- * @pid: pid (in the initial namespace) of the process that opened it.
+ * @pid: pid (in the initial namespace) of the process that opened it (or
+ *	adopted it last).
+ * @flags: KVPOOL_LEASE_INFO_*.  This was a zero pad before kept
+ *	leases, and stays zero for every lease never kept.
  * @tenant: the tenant it is charged to.
  */
 struct kvpool_lease_info {
@@ -204,7 +214,7 @@ struct kvpool_lease_info {
 	__u32 blocks;
 	__u32 uid;
 	__u32 pid;
-	__u32 pad;
+	__u32 flags;
 	char tenant[KVPOOL_NAME_LEN];
 };
 
