@@ -81,6 +81,13 @@
  * source (-EBUSY) wherever this bit is set.
  */
 #define KVPOOL_FEAT_TENANT_SERIAL (1ULL << 12)
+/* The owner deposits descriptors with its pool: FD_DEPOSIT, FD_FETCH, FD_DROP. */
+#define KVPOOL_FEAT_DEPOSIT	(1ULL << 13)
+/*
+ * Kept leases: LEASE_KEEP, LEASE_ADOPT, and kvpool_lease_info.flags in
+ * SNAPSHOT (KVPOOL_LEASE_INFO_*).
+ */
+#define KVPOOL_FEAT_PARK	(1ULL << 14)
 
 #define KVPOOL_FEATURES_ALL	(KVPOOL_FEAT_PARTIAL | KVPOOL_FEAT_WAIT | \
 				 KVPOOL_FEAT_RECLAIM | KVPOOL_FEAT_RECOVERY | \
@@ -90,7 +97,8 @@
 				 KVPOOL_FEAT_RECLAIM_ORDER | \
 				 KVPOOL_FEAT_SHORT_EVENT | \
 				 KVPOOL_FEAT_CLOSED_MANY | \
-				 KVPOOL_FEAT_TENANT_SERIAL)
+				 KVPOOL_FEAT_TENANT_SERIAL | \
+				 KVPOOL_FEAT_DEPOSIT | KVPOOL_FEAT_PARK)
 
 /*
  * Most CLIENT_CLOSED records kept for the owner per pool (about 200 bytes
@@ -99,7 +107,10 @@
  */
 #define KVPOOL_CLOSED_QUEUE_MAX	1024
 
-/* Most kept leases per pool, parked or not. */
+/* Most descriptors deposited with one pool (FD_DEPOSIT). */
+#define KVPOOL_DEPOSIT_MAX	256
+
+/* Most kept leases per pool, parked or not (LEASE_KEEP). */
 #define KVPOOL_PARK_MAX		1024
 
 /**
@@ -194,9 +205,9 @@ struct kvpool_pool_resize {
 	__u64 reserved[2];
 };
 
-/* kvpool_lease_info.flags: zero for a lease never kept. */
-#define KVPOOL_LEASE_INFO_KEPT		(1U << 0)	/* kept */
-#define KVPOOL_LEASE_INFO_PARKED	(1U << 1)	/* kept, no file */
+/* kvpool_lease_info.flags (KVPOOL_FEAT_PARK; zero without it). */
+#define KVPOOL_LEASE_INFO_KEPT		(1U << 0)	/* LEASE_KEEP set */
+#define KVPOOL_LEASE_INFO_PARKED	(1U << 1)	/* no file: adopt it */
 
 /**
  * struct kvpool_lease_info - one lease in a snapshot
@@ -204,9 +215,9 @@ struct kvpool_pool_resize {
  * @blocks: blocks it holds.
  * @uid: uid of the process that opened the file.
  * @pid: pid (in the initial namespace) of the process that opened it (or
- *	adopted it last).
- * @flags: KVPOOL_LEASE_INFO_*.  This was a zero pad before kept
- *	leases, and stays zero for every lease never kept.
+ *	adopted it last: LEASE_ADOPT).
+ * @flags: KVPOOL_LEASE_INFO_*.  This was a zero pad before
+ *	KVPOOL_FEAT_PARK, and stays zero for every lease never kept.
  * @tenant: the tenant it is charged to.
  */
 struct kvpool_lease_info {
@@ -350,6 +361,120 @@ struct kvpool_lease_move {
 	__u32 flags;
 	__u32 bad_index;
 	__u32 pad;
+	__u64 reserved[2];
+};
+
+/* FD_DROP: every deposited descriptor.  Not a valid tag to deposit. */
+#define KVPOOL_TAG_ALL		(~0ULL)
+
+/**
+ * struct kvpool_fd_deposit - KVPOOL_IOC_FD_DEPOSIT (owner only)
+ * @tag: in: the caller's name for the descriptor; any value but
+ *	KVPOOL_TAG_ALL.  A descriptor deposited under the same tag before is
+ *	replaced (in its place in the deposit order).
+ * @fd: in: the descriptor: a regular file (a memfd is one) or a character
+ *	device other than /dev/kvpool (-EINVAL for anything else: sockets,
+ *	pipes, eventfd, epoll, io_uring, any kvpool file), -EBADF if it is
+ *	not an open descriptor.
+ * @flags: in: must be zero.
+ * @reserved: must be zero.
+ *
+ * The pool keeps a reference to the open file (not to @fd: the caller may
+ * close it) while no owner runs, and hands it back to the owner that
+ * attaches next (FD_FETCH), so memory behind it outlives the daemon.
+ * -ENOSPC when KVPOOL_DEPOSIT_MAX are deposited already (replacing one is
+ * always possible).  The reference is dropped by FD_DROP, by another
+ * deposit under the tag, or when the pool is destroyed (module unload).
+ */
+struct kvpool_fd_deposit {
+	__u64 tag;
+	__s32 fd;
+	__u32 flags;
+	__u64 reserved[2];
+};
+
+/**
+ * struct kvpool_fd_fetch - KVPOOL_IOC_FD_FETCH (owner only)
+ * @index: in: which deposit, 0 for the oldest (deposit order).
+ * @flags: in: must be zero.
+ * @tag: out: its tag.
+ * @fd: out: a new descriptor (O_CLOEXEC) of the deposited file, which
+ *	stays deposited.
+ * @count: out: descriptors deposited now; also written on -ENOENT
+ *	(@index >= @count), so index 0 learns the count.
+ * @reserved: must be zero.
+ *
+ * @tag, @fd and @count are ignored on input.
+ */
+struct kvpool_fd_fetch {
+	__u32 index;
+	__u32 flags;
+	__u64 tag;
+	__s32 fd;
+	__u32 count;
+	__u64 reserved[2];
+};
+
+/**
+ * struct kvpool_fd_drop - KVPOOL_IOC_FD_DROP (owner only)
+ * @tag: in: the deposit to drop, or KVPOOL_TAG_ALL for every one.
+ * @flags: in: must be zero.
+ * @pad: must be zero.
+ * @reserved: must be zero.
+ *
+ * -ENOENT when nothing is deposited under @tag (or nothing at all, for
+ * KVPOOL_TAG_ALL).  The deposits after a dropped one move down one index.
+ */
+struct kvpool_fd_drop {
+	__u64 tag;
+	__u32 flags;
+	__u32 pad;
+	__u64 reserved[2];
+};
+
+/* LEASE_KEEP: mark the lease kept (0: unmark it). */
+#define KVPOOL_KEEP_ON		(1U << 0)
+#define KVPOOL_KEEP_FLAGS	KVPOOL_KEEP_ON
+
+/**
+ * struct kvpool_lease_keep - KVPOOL_IOC_LEASE_KEEP (on a client file)
+ * @owner_fd: in: a descriptor of the current owner file of the pool the
+ *	calling file's lease belongs to (-EPERM for any other file, -EBADF
+ *	if it is not an open descriptor).
+ * @flags: in: KVPOOL_KEEP_ON to mark the lease kept, 0 to unmark it.
+ * @lease_id: out: the lease.
+ * @reserved: must be zero.
+ *
+ * Needs CAP_SYS_ADMIN (-EPERM).  A kept lease is parked, not closed, when
+ * its file is closed: its blocks stay leased and charged to its tenant,
+ * SNAPSHOT lists it with KVPOOL_LEASE_INFO_PARKED, and an owner adopts it
+ * onto a new file (LEASE_ADOPT).  -EINVAL on a file that holds no lease
+ * (unbound, or an owner); -ENOSPC when the pool has KVPOOL_PARK_MAX kept
+ * leases already.  Marking a kept lease again changes nothing.
+ */
+struct kvpool_lease_keep {
+	__s32 owner_fd;
+	__u32 flags;
+	__u64 lease_id;
+	__u64 reserved[2];
+};
+
+/**
+ * struct kvpool_lease_adopt - KVPOOL_IOC_LEASE_ADOPT (on a new file)
+ * @owner_fd: in: a descriptor of the current owner file of the pool
+ *	(-EPERM for any other file, -EBADF if it is not an open descriptor).
+ * @flags: in: must be zero.
+ * @lease_id: in: a parked lease of that pool (-ENOENT for any other).
+ * @reserved: must be zero.
+ *
+ * Needs CAP_SYS_ADMIN (-EPERM).  The calling file, which must have no role
+ * yet (-EBUSY: it is an owner or already holds a lease), becomes the
+ * lease's file: it holds its blocks, still kept, as if it had leased them.
+ */
+struct kvpool_lease_adopt {
+	__s32 owner_fd;
+	__u32 flags;
+	__u64 lease_id;
 	__u64 reserved[2];
 };
 
@@ -540,6 +665,11 @@ struct kvpool_status {
 #define KVPOOL_IOC_STATUS	_IOWR(KVPOOL_IOC_MAGIC, 0x0a, struct kvpool_status)
 #define KVPOOL_IOC_LEASE_UNPIN	_IOWR(KVPOOL_IOC_MAGIC, 0x0b, struct kvpool_lease_unpin)
 #define KVPOOL_IOC_LEASE_MOVE	_IOWR(KVPOOL_IOC_MAGIC, 0x0c, struct kvpool_lease_move)
+#define KVPOOL_IOC_FD_DEPOSIT	_IOWR(KVPOOL_IOC_MAGIC, 0x0d, struct kvpool_fd_deposit)
+#define KVPOOL_IOC_FD_FETCH	_IOWR(KVPOOL_IOC_MAGIC, 0x0e, struct kvpool_fd_fetch)
+#define KVPOOL_IOC_FD_DROP	_IOWR(KVPOOL_IOC_MAGIC, 0x0f, struct kvpool_fd_drop)
+#define KVPOOL_IOC_LEASE_KEEP	_IOWR(KVPOOL_IOC_MAGIC, 0x10, struct kvpool_lease_keep)
+#define KVPOOL_IOC_LEASE_ADOPT	_IOWR(KVPOOL_IOC_MAGIC, 0x11, struct kvpool_lease_adopt)
 
 /* ------------------------------------------------------------------ */
 /* Events: read(2) by the owner, and multicast on netlink to observers. */
