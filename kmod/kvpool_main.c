@@ -929,9 +929,6 @@ static long kvpool_ioc_fd_fetch(struct kvpool_ioc_ctx *c, void *data)
 		return -EPERM;
 	dp = f->dp;
 
-	fd = get_unused_fd_flags(O_CLOEXEC);
-	if (fd < 0)
-		return fd;
 	kvpool_pool_lock(dp);
 	a->count = dp->ndeposits;
 	if (a->index < dp->ndeposits) {
@@ -940,11 +937,15 @@ static long kvpool_ioc_fd_fetch(struct kvpool_ioc_ctx *c, void *data)
 	}
 	kvpool_pool_unlock(dp);
 	if (!file) {
-		put_unused_fd(fd);
 		a->tag = 0;
 		a->fd = -1;
 		c->copy_out_on_error = true;
 		return -ENOENT;
+	}
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		fput(file);
+		return fd;
 	}
 	/* The number reaches user space before the descriptor exists. */
 	a->fd = fd;

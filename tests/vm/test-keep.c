@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sched.h>
 
 #include "kvt.h"
@@ -409,6 +410,26 @@ static void test_deposit_errors(void)
 	      tag == 1000 + KVPOOL_DEPOSIT_MAX - 1 && count == KVPOOL_DEPOSIT_MAX,
 	      "the last one fetched");
 	close(fd);
+
+	/* No free descriptor: EMFILE, and the deposit stays. */
+	fflush(stdout);
+	pid = fork();
+	if (!pid) {
+		int low = dup(0);
+		struct rlimit rl;
+
+		if (low < 0)
+			_exit(2);
+		close(low);
+		rl.rlim_cur = rl.rlim_max = (rlim_t)low;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			_exit(3);
+		_exit(fetch(owner, 0, NULL, NULL, NULL) == -EMFILE ? 0 : 4);
+	}
+	st = kvt_wait(pid);
+	CHECK(st == 0, "FETCH with no free descriptor: EMFILE (exit %d)", st);
+	CHECK(kvt_sysfs_num("ke", NULL, "deposits") == KVPOOL_DEPOSIT_MAX,
+	      "still %d deposits", KVPOOL_DEPOSIT_MAX);
 
 	/* A fetch that cannot be written back installs no descriptor. */
 	before = fd_count();
