@@ -20,6 +20,12 @@
 
 #include "kvpool_ledger.h"
 
+/* A file deposited with a pool by its owner (KVPOOL_IOC_FD_DEPOSIT). */
+struct kvpool_deposit {
+	u64 tag;
+	struct file *file;		/* a reference held by the pool */
+};
+
 /* The host side of one pool. */
 struct kvpool_dpool {
 	struct kvpool_pool *core;	/* NULL once destroyed (module exit) */
@@ -32,6 +38,14 @@ struct kvpool_dpool {
 	struct list_head node;		/* in kvpool_pools */
 	struct kobject kobj;		/* /sys/kernel/kvpool/<pool> */
 	struct kobject *tenants_kobj;	/* .../<pool>/tenants */
+	/*
+	 * Deposited files, in deposit order, under the pool lock: NULL until
+	 * the first deposit, then KVPOOL_DEPOSIT_MAX entries.  Never a kvpool
+	 * file (nor any file that could hold one), so they cannot keep the
+	 * module loaded; released when the pool is destroyed.
+	 */
+	struct kvpool_deposit *deposits;
+	u32 ndeposits;
 };
 
 /*

@@ -484,6 +484,8 @@ int kvpool_snapshot(struct kvpool_pool *pool,
 		li->blocks = l->held;
 		li->uid = l->uid;
 		li->pid = l->pid;
+		li->flags = (l->keep ? KVPOOL_LEASE_INFO_KEPT : 0) |
+			    (l->parked ? KVPOOL_LEASE_INFO_PARKED : 0);
 		strscpy(li->tenant, l->tenant->name, sizeof(li->tenant));
 	}
 	for (i = 0, b = 0; b < pool->backed && i < pool->used; b++) {
@@ -499,7 +501,10 @@ int kvpool_snapshot(struct kvpool_pool *pool,
 	return 0;
 }
 
-/* The lease with @id; a closing one only if @closing. */
+/*
+ * The lease with @id; a closing or parked one only if @closing (parked
+ * leases are not open: only an unpin or an adopt reaches them).
+ */
 static struct kvpool_lease *lease_by_id(struct kvpool_pool *pool, u64 id,
 					bool closing)
 {
@@ -507,7 +512,8 @@ static struct kvpool_lease *lease_by_id(struct kvpool_pool *pool, u64 id,
 
 	list_for_each_entry(l, &pool->leases, pool_node)
 		if (l->id == id)
-			return closing || !l->closing ? l : NULL;
+			return closing || (!l->closing && !l->parked) ?
+			       l : NULL;
 	return NULL;
 }
 
@@ -758,7 +764,9 @@ static u32 post_to_tenant(struct kvpool_tenant *t, u32 need)
 	list_for_each_entry(l, &t->leases, tenant_node) {
 		u32 give = min(l->held, need - asked);
 
-		if (!give || l->reclaim_order == KVPOOL_RECLAIM_NEVER)
+		/* A parked lease has nobody to answer: never asked. */
+		if (!give || l->reclaim_order == KVPOOL_RECLAIM_NEVER ||
+		    l->parked)
 			continue;
 		set_reclaim(l, max(l->reclaim_target, give));
 		asked += give;
@@ -1113,8 +1121,77 @@ static int lease_free_all(struct kvpool_lease *lease, bool pending)
 	return n + k;
 }
 
+/* Return the pending (uncommitted) grants of @lease, as a cancel would. */
+static void lease_free_pending(struct kvpool_lease *lease)
+{
+	struct kvpool_pool *pool = lease->pool;
+	u32 mark = (lease->slot + 1) | OWNER_PENDING, b, k = 0, batch[64];
+
+	for (b = 0; b < pool->backed; b++) {
+		if (pool->owner_of[b] != mark)
+			continue;
+		batch[k++] = b;
+		if (k == ARRAY_SIZE(batch)) {
+			blocks_free(lease, batch, k, false);
+			k = 0;
+		}
+	}
+	if (k)
+		blocks_free(lease, batch, k, false);
+}
+
+/* A kept lease's file is gone: keep its blocks for the next host. */
+static void lease_park(struct kvpool_lease *lease)
+{
+	struct kvpool_pool *pool = lease->pool;
+
+	lease_free_pending(lease);
+	lease->parked = true;
+	pool->nparked++;
+	set_reclaim(lease, 0);
+}
+
+int kvpool_lease_set_keep(struct kvpool_lease *lease, bool keep)
+{
+	struct kvpool_pool *pool = lease->pool;
+
+	if (lease->parked || lease->closing)
+		return -EINVAL;
+	if (keep == lease->keep)
+		return 0;
+	if (keep && pool->nkept >= KVPOOL_PARK_MAX)
+		return -ENOSPC;
+	lease->keep = keep;
+	if (keep)
+		pool->nkept++;
+	else
+		pool->nkept--;
+	return 0;
+}
+
+int kvpool_lease_adopt(struct kvpool_pool *pool, u64 lease_id,
+		       const struct kvpool_cred *cred,
+		       struct kvpool_lease **out)
+{
+	struct kvpool_lease *l = lease_by_id(pool, lease_id, true);
+
+	if (!l || !l->parked)
+		return -ENOENT;
+	l->parked = false;
+	pool->nparked--;
+	l->pid = cred->pid;
+	*out = l;
+	/* Its tenant's waiters may now ask it for blocks again. */
+	wake_waiters(pool);
+	return 0;
+}
+
 void kvpool_lease_close(struct kvpool_lease *lease)
 {
+	if (lease->keep) {
+		lease_park(lease);
+		return;
+	}
 	if (lease->pins) {
 		/* The owner is using its blocks: finish at the last unpin. */
 		lease->closing = true;
@@ -1156,6 +1233,8 @@ static void lease_close_finish(struct kvpool_lease *lease)
 
 	list_del(&lease->pool_node);
 	pool->nleases--;
+	if (lease->keep)
+		pool->nkept--;
 	slot_put(pool, lease);
 	memset(ev, 0, sizeof(*ev));
 	ev->type = KVPOOL_EVENT_CLIENT_CLOSED;
@@ -1423,7 +1502,7 @@ int kvpool_pool_check(struct kvpool_pool *pool, const char **why)
 	struct kvpool_tenant *t;
 	struct kvpool_lease *l;
 	u64 sum_current = 0, sum_held = 0, unmet = 0, nfree = 0;
-	u32 b, lv, nleases = 0, ntenants = 0;
+	u32 b, lv, nleases = 0, ntenants = 0, nkept = 0, nparked = 0;
 
 	for (b = 0; b < pool->capacity; b++) {
 		bool is_free = pool->levels[0][b / 64] & (1ULL << (b % 64));
@@ -1459,6 +1538,12 @@ int kvpool_pool_check(struct kvpool_pool *pool, const char **why)
 		u32 held = 0;
 
 		nleases++;
+		nkept += l->keep;
+		nparked += l->parked;
+		CHECK(!l->parked || l->keep, "parked lease not kept");
+		CHECK(!l->parked || !l->reclaim_target,
+		      "reclaim target on a parked lease");
+		CHECK(!(l->parked && l->closing), "parked lease closing");
 		CHECK(pool->slots[l->slot] == l, "lease slot mismatch");
 		for (b = 0; b < pool->backed; b++)
 			held += OWNER_SLOT(pool->owner_of[b]) == l->slot + 1;
@@ -1468,6 +1553,9 @@ int kvpool_pool_check(struct kvpool_pool *pool, const char **why)
 		sum_held += l->held;
 	}
 	CHECK(nleases == pool->nleases, "lease count wrong");
+	CHECK(nkept == pool->nkept, "kept lease count wrong");
+	CHECK(nparked == pool->nparked, "parked lease count wrong");
+	CHECK(pool->nkept <= KVPOOL_PARK_MAX, "more kept leases than allowed");
 	list_for_each_entry(t, &pool->tenants, node) {
 		u64 cur = 0;
 		u32 n = 0;

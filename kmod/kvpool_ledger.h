@@ -120,6 +120,15 @@ struct kvpool_lease {
 	u32 pins;		/* data-plane operations in flight */
 	bool closing;		/* closed while pinned: done at last unpin */
 	u32 reclaim_order;	/* KVPOOL_RECLAIM_* */
+	/*
+	 * Kept: a close parks the lease instead of closing it
+	 * (kvpool_lease_set_keep).  Parked: its host (file) is gone; its
+	 * blocks stay leased and charged until a host adopts it
+	 * (kvpool_lease_adopt).  A parked lease is always kept, has no
+	 * reclaim target and is never asked for one.
+	 */
+	bool keep;
+	bool parked;
 	void *host;
 };
 
@@ -186,6 +195,8 @@ struct kvpool_pool {
 	struct list_head leases;
 	struct list_head closed;	/* closed leases not yet read by the owner */
 	u32 nclosed;			/* on it, at most KVPOOL_CLOSED_QUEUE_MAX */
+	u32 nkept;			/* kept leases, at most KVPOOL_PARK_MAX */
+	u32 nparked;			/* parked leases among them */
 
 	/* Coalesced owner events (0 seq: none pending). */
 	struct kvpool_event grow_ev;
@@ -279,8 +290,9 @@ int kvpool_lease_set_reclaim_order(struct kvpool_lease *lease, u32 order,
 				   const struct kvpool_cred *cred);
 /*
  * Returns every block and queues a close event; frees or keeps the lease
- * (a pinned lease finishes closing at its last unpin).  The host must not
- * use the lease afterwards.
+ * (a pinned lease finishes closing at its last unpin).  A kept lease is
+ * parked instead (kvpool_lease_set_keep).  The host must not use the lease
+ * afterwards.
  */
 void kvpool_lease_close(struct kvpool_lease *lease);
 /*
@@ -322,6 +334,29 @@ int kvpool_lease_release(struct kvpool_lease *lease, const u32 *blocks,
 			 u32 count);
 /* Count released, or -EBUSY while pinned. */
 int kvpool_lease_release_all(struct kvpool_lease *lease);
+/*
+ * Kept leases, for an owner whose own leases (its cached blocks) must
+ * outlive it.  kvpool_lease_set_keep() marks (@keep) or unmarks @lease:
+ * at most KVPOOL_PARK_MAX kept leases per pool (-ENOSPC), -EINVAL on a
+ * parked or closing lease; marking twice is no change.  A kept lease's
+ * kvpool_lease_close() parks it: its blocks stay leased and charged to its
+ * tenant, its pins stay until unpinned (or the owner detaches), its reclaim
+ * target is withdrawn and none is posted to it while parked (nobody could
+ * answer: the tenant's other leases are asked instead), pending grants
+ * are returned, no CLIENT_CLOSED record is queued (it is not closed) and
+ * the host must not use the lease until it adopts it again.
+ * kvpool_lease_find() and everything by lease id but kvpool_lease_unpin()
+ * and kvpool_lease_adopt() ignore a parked lease (-ENOENT); SNAPSHOT lists
+ * it with KVPOOL_LEASE_INFO_PARKED.  kvpool_lease_adopt() gives the parked
+ * lease @lease_id to a new host (still kept; its pid becomes @cred's):
+ * -ENOENT if there is no such lease or it is not parked.  To drop a parked
+ * lease, adopt it, unmark it and close it.
+ */
+int kvpool_lease_set_keep(struct kvpool_lease *lease, bool keep);
+int kvpool_lease_adopt(struct kvpool_pool *pool, u64 lease_id,
+		       const struct kvpool_cred *cred,
+		       struct kvpool_lease **out);
+
 /* Fill the ledger part of a status reply (lease may be NULL for owners). */
 void kvpool_status_fill(struct kvpool_pool *pool, struct kvpool_lease *lease,
 			struct kvpool_status *st);

@@ -12,6 +12,7 @@
 #include <linux/capability.h>
 #include <linux/compat.h>
 #include <linux/cred.h>
+#include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
@@ -39,6 +40,8 @@ enum kvpool_role {
 	KVPOOL_ROLE_OWNER,	/* created or attached to dp */
 	KVPOOL_ROLE_CLIENT,	/* holds lease in dp */
 };
+
+static const struct file_operations kvpool_fops;
 
 /* Per open file of /dev/kvpool. */
 struct kvpool_file {
@@ -812,6 +815,282 @@ static long kvpool_ioc_status(struct kvpool_ioc_ctx *c, void *data)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- */
+/* Deposited files and kept leases (owner only)                       */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Files a pool may keep: regular files (memfd, tmpfs, hugetlbfs) and
+ * character devices (GPU memory exported as a device file), but no kvpool
+ * file.  Everything else (sockets, pipes, anonymous inodes: eventfd,
+ * epoll, io_uring, pidfd...) may hold other files, a kvpool file among
+ * them, and a deposit of it could then keep the module loaded for ever.
+ */
+static bool kvpool_depositable(struct file *file)
+{
+	umode_t mode = file_inode(file)->i_mode;
+
+	if (file->f_op == &kvpool_fops)
+		return false;
+	return S_ISREG(mode) || S_ISCHR(mode);
+}
+
+/* Release every deposit of @dp; caller holds the pool lock or owns @dp. */
+static void kvpool_deposits_free(struct kvpool_dpool *dp)
+{
+	u32 i;
+
+	for (i = 0; i < dp->ndeposits; i++)
+		fput(dp->deposits[i].file);
+	dp->ndeposits = 0;
+	kfree(dp->deposits);
+	dp->deposits = NULL;
+}
+
+static long kvpool_ioc_fd_deposit(struct kvpool_ioc_ctx *c, void *data)
+{
+	struct kvpool_fd_deposit *a = data;
+	struct kvpool_file *f = c->f;
+	struct kvpool_deposit *d = NULL;
+	struct kvpool_dpool *dp;
+	struct file *file, *old = NULL;
+	long ret;
+	u32 i;
+
+	if (a->flags || !kvpool_zero(a->reserved, sizeof(a->reserved)) ||
+	    a->tag == KVPOOL_TAG_ALL)
+		return -EINVAL;
+	/* Not the owner file alone: deposits outlive every process. */
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (kvpool_role(f) != KVPOOL_ROLE_OWNER)
+		return -EPERM;
+	dp = f->dp;
+	file = fget(a->fd);
+	if (!file)
+		return -EBADF;
+	if (!kvpool_depositable(file)) {
+		fput(file);
+		return -EINVAL;
+	}
+
+	kvpool_pool_lock(dp);
+	ret = -ENOMEM;
+	if (!dp->deposits) {
+		dp->deposits = kcalloc(KVPOOL_DEPOSIT_MAX,
+				       sizeof(*dp->deposits), GFP_KERNEL);
+		if (!dp->deposits)
+			goto out;
+	}
+	for (i = 0; i < dp->ndeposits; i++) {
+		if (dp->deposits[i].tag == a->tag) {
+			d = &dp->deposits[i];
+			old = d->file;
+			break;
+		}
+	}
+	ret = -ENOSPC;
+	if (!d) {
+		if (dp->ndeposits >= KVPOOL_DEPOSIT_MAX)
+			goto out;
+		d = &dp->deposits[dp->ndeposits++];
+		d->tag = a->tag;
+	}
+	d->file = file;
+	file = NULL;
+	ret = 0;
+out:
+	kvpool_pool_unlock(dp);
+	/* Last references go at the return to user space (task work). */
+	if (old)
+		fput(old);
+	if (file)
+		fput(file);
+	return ret;
+}
+
+static long kvpool_ioc_fd_fetch(struct kvpool_ioc_ctx *c, void *data)
+{
+	struct kvpool_fd_fetch *a = data;
+	struct kvpool_file *f = c->f;
+	struct kvpool_dpool *dp;
+	struct file *file = NULL;
+	int fd;
+
+	if (a->flags || !kvpool_zero(a->reserved, sizeof(a->reserved)))
+		return -EINVAL;
+	/* A caller that cannot read the descriptor back gets none. */
+	if (c->usize < offsetofend(struct kvpool_fd_fetch, count))
+		return -EINVAL;
+	/* Not the owner file alone: deposits outlive every process. */
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (kvpool_role(f) != KVPOOL_ROLE_OWNER)
+		return -EPERM;
+	dp = f->dp;
+
+	kvpool_pool_lock(dp);
+	a->count = dp->ndeposits;
+	if (a->index < dp->ndeposits) {
+		file = get_file(dp->deposits[a->index].file);
+		a->tag = dp->deposits[a->index].tag;
+	}
+	kvpool_pool_unlock(dp);
+	if (!file) {
+		a->tag = 0;
+		a->fd = -1;
+		c->copy_out_on_error = true;
+		return -ENOENT;
+	}
+	fd = get_unused_fd_flags(O_CLOEXEC);
+	if (fd < 0) {
+		fput(file);
+		return fd;
+	}
+	/* The number reaches user space before the descriptor exists. */
+	a->fd = fd;
+	if (copy_to_user(c->uarg, a, min(c->usize, sizeof(*a)))) {
+		put_unused_fd(fd);
+		fput(file);
+		return -EFAULT;
+	}
+	c->copied_out = true;
+	fd_install(fd, file);
+	return 0;
+}
+
+static long kvpool_ioc_fd_drop(struct kvpool_ioc_ctx *c, void *data)
+{
+	struct kvpool_fd_drop *a = data;
+	struct kvpool_file *f = c->f;
+	struct kvpool_deposit *all = NULL;
+	struct kvpool_dpool *dp;
+	struct file *old = NULL;
+	u32 i, n = 0;
+	long ret = -ENOENT;
+
+	if (a->flags || a->pad || !kvpool_zero(a->reserved, sizeof(a->reserved)))
+		return -EINVAL;
+	/* Not the owner file alone: deposits outlive every process. */
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (kvpool_role(f) != KVPOOL_ROLE_OWNER)
+		return -EPERM;
+	dp = f->dp;
+
+	kvpool_pool_lock(dp);
+	if (a->tag == KVPOOL_TAG_ALL) {
+		if (dp->ndeposits) {
+			all = dp->deposits;
+			n = dp->ndeposits;
+			dp->deposits = NULL;
+			dp->ndeposits = 0;
+			ret = 0;
+		}
+	} else {
+		for (i = 0; i < dp->ndeposits; i++) {
+			if (dp->deposits[i].tag != a->tag)
+				continue;
+			old = dp->deposits[i].file;
+			memmove(&dp->deposits[i], &dp->deposits[i + 1],
+				(dp->ndeposits - i - 1) * sizeof(*dp->deposits));
+			dp->ndeposits--;
+			ret = 0;
+			break;
+		}
+	}
+	kvpool_pool_unlock(dp);
+	if (old)
+		fput(old);
+	for (i = 0; i < n; i++)
+		fput(all[i].file);
+	kfree(all);
+	return ret;
+}
+
+/*
+ * The file of descriptor @fd if it is the owner file of a pool (of @dp,
+ * unless NULL), with a reference that keeps it the owner until the
+ * caller's fput; ERR_PTR -EBADF (no such descriptor) or -EPERM.
+ */
+static struct file *kvpool_owner_fget(int fd, struct kvpool_dpool *dp)
+{
+	struct file *file = fget(fd);
+	struct kvpool_file *o;
+
+	if (!file)
+		return ERR_PTR(-EBADF);
+	if (file->f_op == &kvpool_fops) {
+		o = file->private_data;
+		if (kvpool_role(o) == KVPOOL_ROLE_OWNER && (!dp || o->dp == dp))
+			return file;
+	}
+	fput(file);
+	return ERR_PTR(-EPERM);
+}
+
+static long kvpool_ioc_lease_keep(struct kvpool_ioc_ctx *c, void *data)
+{
+	struct kvpool_lease_keep *a = data;
+	struct kvpool_file *f = c->f;
+	struct file *owner;
+	long ret;
+
+	if ((a->flags & ~KVPOOL_KEEP_FLAGS) ||
+	    !kvpool_zero(a->reserved, sizeof(a->reserved)))
+		return -EINVAL;
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (kvpool_role(f) != KVPOOL_ROLE_CLIENT)
+		return -EINVAL;
+	owner = kvpool_owner_fget(a->owner_fd, f->dp);
+	if (IS_ERR(owner))
+		return PTR_ERR(owner);
+	kvpool_pool_lock(f->dp);
+	ret = kvpool_lease_set_keep(f->lease, a->flags & KVPOOL_KEEP_ON);
+	a->lease_id = f->lease->id;
+	kvpool_pool_unlock(f->dp);
+	fput(owner);
+	return ret;
+}
+
+static long kvpool_ioc_lease_adopt(struct kvpool_ioc_ctx *c, void *data)
+{
+	struct kvpool_lease_adopt *a = data;
+	struct kvpool_file *f = c->f;
+	struct kvpool_lease *lease;
+	struct kvpool_dpool *dp;
+	struct kvpool_cred cred;
+	struct file *owner;
+	long ret;
+
+	if (a->flags || !kvpool_zero(a->reserved, sizeof(a->reserved)))
+		return -EINVAL;
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	owner = kvpool_owner_fget(a->owner_fd, NULL);
+	if (IS_ERR(owner))
+		return PTR_ERR(owner);
+	dp = ((struct kvpool_file *)owner->private_data)->dp;
+
+	kvpool_cred_fill(&cred);
+	mutex_lock(&kvpool_global_lock);
+	ret = -EBUSY;
+	if (f->role != KVPOOL_ROLE_NONE)
+		goto out;
+	kvpool_pool_lock(dp);
+	ret = kvpool_lease_adopt(dp->core, a->lease_id, &cred, &lease);
+	if (!ret)
+		lease->host = f;
+	kvpool_pool_unlock(dp);
+	if (!ret)
+		kvpool_set_role(f, dp, lease, KVPOOL_ROLE_CLIENT);
+out:
+	mutex_unlock(&kvpool_global_lock);
+	fput(owner);
+	return ret;
+}
+
 typedef long (*kvpool_ioc_fn)(struct kvpool_ioc_ctx *c, void *data);
 
 struct kvpool_ioc_desc {
@@ -835,6 +1114,11 @@ static const struct kvpool_ioc_desc kvpool_ioctls[] = {
 	KVPOOL_IOC(KVPOOL_IOC_RELEASE, kvpool_ioc_release),
 	KVPOOL_IOC(KVPOOL_IOC_STATUS, kvpool_ioc_status),
 	KVPOOL_IOC(KVPOOL_IOC_LEASE_MOVE, kvpool_ioc_lease_move),
+	KVPOOL_IOC(KVPOOL_IOC_FD_DEPOSIT, kvpool_ioc_fd_deposit),
+	KVPOOL_IOC(KVPOOL_IOC_FD_FETCH, kvpool_ioc_fd_fetch),
+	KVPOOL_IOC(KVPOOL_IOC_FD_DROP, kvpool_ioc_fd_drop),
+	KVPOOL_IOC(KVPOOL_IOC_LEASE_KEEP, kvpool_ioc_lease_keep),
+	KVPOOL_IOC(KVPOOL_IOC_LEASE_ADOPT, kvpool_ioc_lease_adopt),
 };
 
 /* Large enough for every argument struct. */
@@ -851,6 +1135,11 @@ union kvpool_ioc_arg {
 	struct kvpool_release release;
 	struct kvpool_status status;
 	struct kvpool_lease_move move;
+	struct kvpool_fd_deposit deposit;
+	struct kvpool_fd_fetch fetch;
+	struct kvpool_fd_drop drop;
+	struct kvpool_lease_keep keep;
+	struct kvpool_lease_adopt adopt;
 };
 
 /*
@@ -1048,7 +1337,9 @@ err_sysfs:
 
 /*
  * Only reached when no file of /dev/kvpool is open (the fops hold a module
- * reference), so no lease or owner is left: free every pool.
+ * reference), so no lease or owner is left: free every pool, its parked
+ * leases and deposited files with it (deposits are never kvpool files, so
+ * they cannot hold the module).
  */
 static void __exit kvpool_exit(void)
 {
@@ -1065,6 +1356,7 @@ static void __exit kvpool_exit(void)
 		kvpool_pool_lock(dp);
 		kvpool_pool_destroy(dp->core);
 		dp->core = NULL;
+		kvpool_deposits_free(dp);
 		kvpool_pool_unlock(dp);
 		kvpool_sysfs_pool_put(dp);
 	}

@@ -3,6 +3,7 @@
  * kvpool sysfs, cgroup v2 style, one value per file:
  *
  *   /sys/kernel/kvpool/<pool>/{block_bytes,capacity,backed,used}
+ *   /sys/kernel/kvpool/<pool>/{deposits,kept,parked}
  *   /sys/kernel/kvpool/<pool>/tenants/<tenant>/blocks.{max,min,current,peak,events}
  *
  * See Documentation/ABI/testing/sysfs-kernel-kvpool.  Every handler reads
@@ -35,6 +36,9 @@ enum kvpool_pool_field {
 	KVPOOL_PF_CAPACITY,
 	KVPOOL_PF_BACKED,
 	KVPOOL_PF_USED,
+	KVPOOL_PF_DEPOSITS,
+	KVPOOL_PF_KEPT,
+	KVPOOL_PF_PARKED,
 };
 
 static ssize_t kvpool_pool_show(struct kobject *kobj, char *buf, int field)
@@ -60,6 +64,15 @@ static ssize_t kvpool_pool_show(struct kobject *kobj, char *buf, int field)
 	case KVPOOL_PF_USED:
 		ret = sysfs_emit(buf, "%u\n", pool->used);
 		break;
+	case KVPOOL_PF_DEPOSITS:
+		ret = sysfs_emit(buf, "%u\n", dp->ndeposits);
+		break;
+	case KVPOOL_PF_KEPT:
+		ret = sysfs_emit(buf, "%u\n", pool->nkept);
+		break;
+	case KVPOOL_PF_PARKED:
+		ret = sysfs_emit(buf, "%u\n", pool->nparked);
+		break;
 	}
 out:
 	kvpool_pool_unlock(dp);
@@ -78,12 +91,18 @@ KVPOOL_POOL_ATTR(block_bytes, KVPOOL_PF_BLOCK_BYTES);
 KVPOOL_POOL_ATTR(capacity, KVPOOL_PF_CAPACITY);
 KVPOOL_POOL_ATTR(backed, KVPOOL_PF_BACKED);
 KVPOOL_POOL_ATTR(used, KVPOOL_PF_USED);
+KVPOOL_POOL_ATTR(deposits, KVPOOL_PF_DEPOSITS);
+KVPOOL_POOL_ATTR(kept, KVPOOL_PF_KEPT);
+KVPOOL_POOL_ATTR(parked, KVPOOL_PF_PARKED);
 
 static struct attribute *kvpool_pool_attrs[] = {
 	&kvpool_pool_attr_block_bytes.attr,
 	&kvpool_pool_attr_capacity.attr,
 	&kvpool_pool_attr_backed.attr,
 	&kvpool_pool_attr_used.attr,
+	&kvpool_pool_attr_deposits.attr,
+	&kvpool_pool_attr_kept.attr,
+	&kvpool_pool_attr_parked.attr,
 	NULL,
 };
 ATTRIBUTE_GROUPS(kvpool_pool);

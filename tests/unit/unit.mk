@@ -10,7 +10,7 @@
 LEDGER_SRC := kmod/kvpool_ledger.c
 LEDGER_HDR := kmod/kvpool_ledger.h kmod/kvpool_ledger_user.h \
 	      kmod/include/uapi/linux/kvpool.h
-LEDGER_TESTS := test_ledger test_ledger_model test_ledger_move
+LEDGER_TESTS := test_ledger test_ledger_model test_ledger_move test_ledger_keep
 
 # The daemon's object of the core (daemon/daemon.mk; the same flags).
 $(KVD_OBJ)/kvpool_ledger.o: $(LEDGER_HDR)

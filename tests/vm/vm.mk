@@ -22,7 +22,7 @@ VM_TESTS := kvpool-test-ioctl:1 kvpool-test-lease:1 kvpool-test-sysfs:1 \
 	    kvpool-test-copyout:1 \
 	    kvpool-test-wait:1 kvpool-test-crash:1 kvpool-test-reclaim:1 \
 	    kvpool-test-netlink:1 kvpool-test-stress:97 kvpool-test-random:1 \
-	    kvpool-test-move:1
+	    kvpool-test-move:1 kvpool-test-keep:1
 # A 32-bit (compat_ioctl) test when the compiler can build i386 programs
 # (gcc-multilib).
 VM_HAVE_M32 := $(shell echo 'int main(void){return 0;}' | \
