@@ -187,7 +187,8 @@ static void keep_refused(void *arg, uint32_t c, const char *why, int err)
 	struct kvd *d = arg;
 	struct cuda_priv *p = P(d);
 
-	if (err == -EOPNOTSUPP) {	/* the store keeps nothing: say it once */
+	/* a store that keeps nothing: said once */
+	if (err == -EOPNOTSUPP) {
 		if (!p->keep_off_said)
 			kvd_log(KVD_NOTICE, "cuda: the store keeps no chunk: "
 				"their memory dies with kvpoold");

@@ -115,7 +115,8 @@ static int create(struct kvd_chunks *k, CUmemGenericAllocationHandle *h)
 
 	prop_init(k->dev, &prop);
 	if (k->keep)
-		prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+		prop.requestedHandleTypes =
+			CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	k->creates++;
 	return cu(k->drv, k->drv->cuMemCreate(h, k->chunk_bytes, &prop, 0),
 		  "cuMemCreate");
@@ -254,7 +255,8 @@ static int map_kept(struct kvd_chunks *k, uint32_t c, CUdeviceptr at)
 	/* never map part of a larger allocation: another chunk size */
 	r = larger_than_chunk(k, h, g);
 	if (r) {
-		why = r > 0 ? "larger than a chunk" : "its size cannot be probed";
+		why = r > 0 ? "larger than a chunk" :
+			      "its size cannot be probed";
 		r = r > 0 ? 0 : r;
 		goto refuse_h;
 	}

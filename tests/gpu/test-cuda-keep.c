@@ -458,7 +458,8 @@ static int refuse(void)
 		r = -errno;
 	r = r ? r : ks_add(chunk_tag(2), fd);
 	if (ndev > 1)
-		r = r ? r : ks_add(chunk_tag(3), allocation(chunk_bytes, 1, -1));
+		r = r ? r : ks_add(chunk_tag(3),
+				   allocation(chunk_bytes, 1, -1));
 	r = r ? r : ks_add(chunk_tag(4), allocation(chunk_bytes, dev, 4));
 	if (r) {
 		printf("FAIL: setting up the kept descriptors: %d\n", r);
