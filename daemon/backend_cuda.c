@@ -291,9 +291,9 @@ static int cuda_map(struct kvd *d, uint32_t from, uint32_t to)
 		if (r != -ENOMEM)
 			kvd_log(KVD_WARN, "cuda: map chunk %u: %s", c,
 				strerror(-r));
-		/* undo this call's chunks */
+		/* undo this call's chunks (what was kept stays kept) */
 		while (c-- > c0)
-			kvd_chunks_unmap(&p->ch, c);
+			kvd_chunks_undo(&p->ch, c);
 	}
 	p->spare_until_ns = 0;
 out:

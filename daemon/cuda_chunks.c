@@ -358,7 +358,7 @@ int kvd_chunks_map(struct kvd_chunks *k, uint32_t c)
 	return 0;
 }
 
-int kvd_chunks_unmap(struct kvd_chunks *k, uint32_t c)
+static int unmap(struct kvd_chunks *k, uint32_t c, int undo)
 {
 	CUdeviceptr at = kvd_chunks_addr(k, c);
 	int r, imported;
@@ -367,11 +367,12 @@ int kvd_chunks_unmap(struct kvd_chunks *k, uint32_t c)
 		return -EINVAL;
 	if (k->state[c] == KVD_CHUNK_EMPTY)
 		return 0;
-	/* its contents are no longer the pool's: the store lets go first,
-	 * so that the release below frees the memory */
-	if (k->keep)
-		k->keep->drop(k->keep->arg, c);
 	imported = k->restored && k->restored[c];
+	/* its contents are no longer the pool's: the store lets go first,
+	 * so that the release below frees the memory; but a map undone
+	 * leaves kept memory kept, for the next map */
+	if (k->keep && !(undo && imported))
+		k->keep->drop(k->keep->arg, c);
 	if (k->restored)
 		k->restored[c] = 0;
 	r = cu(k->drv, k->drv->cuMemUnmap(at, k->chunk_bytes), "cuMemUnmap");
@@ -389,6 +390,16 @@ int kvd_chunks_unmap(struct kvd_chunks *k, uint32_t c)
 	k->handles[c] = 0;
 	k->state[c] = KVD_CHUNK_EMPTY;
 	return 0;
+}
+
+int kvd_chunks_unmap(struct kvd_chunks *k, uint32_t c)
+{
+	return unmap(k, c, 0);
+}
+
+int kvd_chunks_undo(struct kvd_chunks *k, uint32_t c)
+{
+	return unmap(k, c, 1);
 }
 
 int kvd_chunks_fill(struct kvd_chunks *k, uint32_t want)

@@ -92,6 +92,10 @@ int kvd_chunks_map(struct kvd_chunks *k, uint32_t c);
  * it is released.  A chunk whose unmap fails stays mapped (STUCK) and is
  * zeroed before it is used again. */
 int kvd_chunks_unmap(struct kvd_chunks *k, uint32_t c);
+/* The same, undoing a map that failed further on: a chunk mapped from
+ * kept memory stays kept (the store keeps its descriptor), so that the
+ * next map of it takes its bytes back. */
+int kvd_chunks_undo(struct kvd_chunks *k, uint32_t c);
 /* Create spares up to `want` (at most spare_max): 0 or the error of the
  * cuMemCreate that failed. */
 int kvd_chunks_fill(struct kvd_chunks *k, uint32_t want);

@@ -19,12 +19,15 @@
  *           kept instead: a larger allocation, a smaller one, a descriptor
  *           that is no allocation, one of another device (with two
  *           devices); a right one among them is used as it is;
+ *  retry    (the driver test double only, its third cuMemCreate failing)
+ *           a map that fails after it took kept chunks back leaves them
+ *           kept: the next map takes their bytes back;
  *  nofd     (the driver test double only) a device that cannot export:
  *           the chunks are created as before and nothing is kept.
  *
  * Without arguments it runs writer, reader and refuse as child processes
- * (exec) and holds the descriptors in between; "nofd" alone runs that
- * case.  Every process ends with no handle, mapping or descriptor left
+ * (exec) and holds the descriptors in between; "retry" and "nofd" run
+ * alone.  Every process ends with no handle, mapping or descriptor left
  * (the test double's leak check at exit: status 97), but for the
  * writer's kept descriptors when its driver goes (fini): the writer runs
  * with KVPOOL_FAKE_CUDA_KEPT_FDS=1.  With KVPOOL_FAKE_CUDA_LOG=PATH each
@@ -518,6 +521,64 @@ static int refuse(void)
 	return failed;
 }
 
+/* ---- retry ---- */
+
+static int retry(void)
+{
+	uint32_t *buf, bad;
+	int r;
+
+	r = drv_up();
+	if (r)
+		return r;
+	if (!drv.fake) {
+		printf("FAIL: retry needs the driver test double (its third "
+		       "cuMemCreate failing)\n");
+		return 1;
+	}
+	r = be_up(4, 0);
+	if (r)
+		return 1;
+	/* cuMemCreate calls 1 and 2: chunks 0 and 1, kept */
+	r = ks_add(chunk_tag(0), allocation(chunk_bytes, dev, 0));
+	r = r ? r : ks_add(chunk_tag(1), allocation(chunk_bytes, dev, 1));
+	if (r) {
+		printf("FAIL: setting up the kept descriptors: %d\n", r);
+		return 1;
+	}
+	/* call 3, chunk 2's, fails: chunks 0 and 1 are undone */
+	r = be_map();
+	CHECK(r == -ENOMEM, "retry: the first map returned %d, want -ENOMEM",
+	      r);
+	D.top->mapped = 0;
+	CHECK(ks_st.takes == 2 && ks_st.drops == 0 && ks_count() == 2,
+	      "retry: after the failed map %u taken, %u dropped, %u kept "
+	      "(want 2, 0, 2)", ks_st.takes, ks_st.drops, ks_count());
+	r = be_map();
+	CHECK(!r, "retry: the second map: %d", r);
+	CHECK(ks_st.takes == 4 && ks_st.puts == 2 && ks_count() == 4,
+	      "retry: after the second map %u taken, %u put, %u kept "
+	      "(want 4, 2, 4)", ks_st.takes, ks_st.puts, ks_count());
+	buf = calloc((size_t)D.capacity, BLOCK_BYTES);
+	if (buf && !r) {
+		r = be_copy(buf, false);
+		bad = bad_blocks(buf, 0, 2 * D.chunk_blocks, false);
+		CHECK(!r && !bad, "retry: %u blocks of the kept chunks lost "
+		      "their bytes (%d)", bad, r);
+		bad = bad_blocks(buf, 2 * D.chunk_blocks, D.capacity, true);
+		CHECK(!bad, "retry: %u blocks of the fresh chunks not zero",
+		      bad);
+	}
+	be_unmap();
+	kvd_backend_cuda.fini(&D);
+	drv_down();
+	free(buf);
+	if (!failed)
+		printf("retry: the chunks kept through a failed map came back "
+		       "with their bytes\n");
+	return failed;
+}
+
 /* ---- nofd ---- */
 
 static int nofd(void)
@@ -636,9 +697,11 @@ int main(int argc, char **argv)
 		r = refuse();
 	else if (!strcmp(argv[1], "nofd"))
 		r = nofd();
+	else if (!strcmp(argv[1], "retry"))
+		r = retry();
 	else {
-		fprintf(stderr, "usage: %s [writer FD|reader FD|refuse|nofd]\n",
-			argv[0]);
+		fprintf(stderr, "usage: %s [writer FD|reader FD|refuse|retry|"
+			"nofd]\n", argv[0]);
 		return 2;
 	}
 	fflush(stdout);

@@ -3,14 +3,15 @@
 #
 # The cuda backend's kept chunks against the driver test double
 # (test-cuda-keep.c says what each process proves), with two fake devices
-# (a descriptor of the other one's memory is refused), then on a device
-# that cannot export (KVPOOL_FAKE_CUDA_POSIX_FD=0: nothing kept).  The
-# double's logs show the rest: no broken rule; the writer's chunks
+# (a descriptor of the other one's memory is refused); then a map that
+# fails (the third cuMemCreate) after it took kept chunks back, and a
+# device that cannot export (KVPOOL_FAKE_CUDA_POSIX_FD=0: nothing kept).
+# The double's logs show the rest: no broken rule; the writer's chunks
 # exported, their memory lingering for the kept descriptors after its
-# handles went (fini), never freed; the reader importing
-# every chunk and creating none, its shrink freeing them; the smaller allocation's map refused by
-# the driver; no export on the device that cannot.  Exit 77 only without
-# nvcc (the double is not built).
+# handles went (fini), never freed; the reader importing every chunk and
+# creating none, its shrink freeing them; the smaller allocation's map
+# refused by the driver; no export on the device that cannot.  Exit 77
+# only without nvcc (the double is not built).
 B=${B:-build}
 fake=$B/tests/cudafake/libcuda.so.1
 prog=$B/tests/gpu/test-cuda-keep
@@ -42,6 +43,11 @@ w=$log.writer r=$log.reader f=$log.refuse
 grep -q '^map of .* import refused' "$f" || fail "no map of the smaller allocation was refused"
 grep -q '^import fd .*: not an exported allocation' "$f" ||
 	fail "the descriptor of no allocation was imported"
+
+KVPOOL_LIBCUDA=$fake KVPOOL_FAKE_CUDA_FAIL=cuMemCreate=3 \
+KVPOOL_FAKE_CUDA_LOG=$log.retry "$prog" retry || fail "test-cuda-keep retry exited $?"
+grep -q "VIOLATION" "$log.retry" && fail "retry broke a driver rule"
+grep -q '^inject cuMemCreate call 3' "$log.retry" || fail "no cuMemCreate failed in retry"
 
 KVPOOL_LIBCUDA=$fake KVPOOL_FAKE_CUDA_POSIX_FD=0 KVPOOL_FAKE_CUDA_LOG=$log.nofd \
 	"$prog" nofd || fail "test-cuda-keep nofd exited $?"
