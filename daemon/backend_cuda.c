@@ -274,6 +274,7 @@ static int cuda_map(struct kvd *d, uint32_t from, uint32_t to)
 	struct cuda_priv *p = P(d);
 	uint32_t c, c0 = from / d->chunk_blocks;
 	uint32_t c1 = (to + d->chunk_blocks - 1) / d->chunk_blocks;
+	uint64_t used, refused;
 	int r = 0;
 
 	p->drv.cuCtxSetCurrent(p->ctx);
@@ -282,11 +283,19 @@ static int cuda_map(struct kvd *d, uint32_t from, uint32_t to)
 		if (r)
 			goto out;
 	}
+	used = p->ch.kept_used;
+	refused = p->ch.kept_refused;
 	for (c = c0; c < c1 && c < p->ch.nchunks; c++) {
 		r = kvd_chunks_map(&p->ch, c);
 		if (r)
 			break;
 	}
+	if (!r && (p->ch.kept_used != used || p->ch.kept_refused != refused))
+		kvd_log(KVD_NOTICE, "cuda: map of chunks %u..%u: %llu kept "
+			"chunks taken back with their contents, %llu refused "
+			"(zeroed)", c0, c1 - 1,
+			(unsigned long long)(p->ch.kept_used - used),
+			(unsigned long long)(p->ch.kept_refused - refused));
 	if (r) {
 		if (r != -ENOMEM)
 			kvd_log(KVD_WARN, "cuda: map chunk %u: %s", c,
