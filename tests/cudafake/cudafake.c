@@ -2881,6 +2881,12 @@ __attribute__((destructor)) static void at_exit(void)
 	for (d = 0; d < MAX_DEV; d++)
 		leaks_of(&F.prim[d], when);
 	fd_leaks(when);
+	while (F.lingers) {	/* kept memory (KVPOOL_FAKE_CUDA_KEPT_FDS) */
+		struct linger *l = F.lingers;
+
+		F.lingers = l->next;
+		free(l);
+	}
 	logf_("exit: %lu launches, %d leaks", F.launches, nleaks);
 	if (F.log)
 		fclose(F.log);

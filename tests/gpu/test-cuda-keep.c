@@ -295,8 +295,10 @@ static int reader(int sock)
 	if (r)
 		return r == 77 ? 1 : r;	/* the writer had a device */
 	r = be_up(n, 0);
-	if (r)
+	if (r) {
+		drv_down();
 		return 1;
+	}
 	bytes = (size_t)D.capacity * BLOCK_BYTES;
 	buf = calloc(1, bytes);
 	if (!buf)
@@ -445,8 +447,10 @@ static int refuse(void)
 		return r;
 	drv.cuDeviceGetCount(&ndev);
 	r = be_up(n, 0);
-	if (r)
+	if (r) {
+		drv_down();
 		return 1;
+	}
 	buf = calloc((size_t)D.capacity, BLOCK_BYTES);
 	if (!buf)
 		return 1;
@@ -537,8 +541,10 @@ static int retry(void)
 		return 1;
 	}
 	r = be_up(4, 0);
-	if (r)
+	if (r) {
+		drv_down();
 		return 1;
+	}
 	/* cuMemCreate calls 1 and 2: chunks 0 and 1, kept */
 	r = ks_add(chunk_tag(0), allocation(chunk_bytes, dev, 0));
 	r = r ? r : ks_add(chunk_tag(1), allocation(chunk_bytes, dev, 1));
