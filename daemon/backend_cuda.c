@@ -10,6 +10,12 @@
  * waits for cuMemCreate; spares go back to the device --shrink-delay-ms
  * after the pool last had a chunk mapped.  GPU tenants' device buffers
  * are imported and mapped here (devbuf_import).
+ * Kept backing (keep.h): when the daemon keeps descriptors, every chunk
+ * is an allocation exported as a POSIX file descriptor and kept as
+ * (top pool, KVD_KEEP_CHUNK, chunk number) while it is mapped; a map
+ * first takes back what was kept for each chunk and maps it as it is
+ * (cuda_chunks.h), refusing, dropping and replacing with zeroed memory
+ * what is not an allocation of exactly a chunk's size and properties.
  * struct kvk_cuda is not thread-safe: every op holds p->lock and makes the
  * context current on the calling thread.
  */
@@ -18,6 +24,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "keep.h"
 #include "tier.h"
 #include "cuda_chunks.h"
 #include "../kernels/kvkern_cuda.h"
@@ -38,6 +45,8 @@ struct cuda_priv {
 	uint64_t gran;
 	int reserved;			/* chunks set up (first map) */
 	struct kvd_chunks ch;
+	struct kvd_chunks_keep keep;	/* the chunks' store (keep.h) */
+	bool keep_off_said;		/* "not kept" logged */
 	uint64_t spare_until_ns;	/* release spares after (0: keep) */
 };
 
@@ -143,6 +152,55 @@ err_free:
 	return r;
 }
 
+/* ---- kept chunks: the store of keep.h, for cuda_chunks.c ---------- *
+ *
+ * keep.c's entry points are weak references here: a link without keep.c
+ * (kvd_keep_enabled NULL) keeps nothing.
+ */
+#pragma weak kvd_keep_enabled
+#pragma weak kvd_keep_put
+#pragma weak kvd_keep_drop
+#pragma weak kvd_keep_take
+
+static bool keeping(struct kvd *d)
+{
+	return kvd_keep_enabled && kvd_keep_enabled(d);
+}
+
+static int keep_put(void *arg, uint32_t c, int fd)
+{
+	return kvd_keep_put(((struct kvd *)arg)->top, KVD_KEEP_CHUNK, c, fd);
+}
+
+static void keep_drop(void *arg, uint32_t c)
+{
+	kvd_keep_drop(((struct kvd *)arg)->top, KVD_KEEP_CHUNK, c);
+}
+
+static int keep_take(void *arg, uint32_t c)
+{
+	return kvd_keep_take(((struct kvd *)arg)->top, KVD_KEEP_CHUNK, c);
+}
+
+static void keep_refused(void *arg, uint32_t c, const char *why, int err)
+{
+	struct kvd *d = arg;
+	struct cuda_priv *p = P(d);
+
+	/* a store that keeps nothing: said once */
+	if (err == -EOPNOTSUPP) {
+		if (!p->keep_off_said)
+			kvd_log(KVD_NOTICE, "cuda: the store keeps no chunk: "
+				"their memory dies with kvpoold");
+		p->keep_off_said = true;
+		return;
+	}
+	/* the same tag must not hand back what was refused again */
+	kvd_keep_drop(d->top, KVD_KEEP_CHUNK, c);
+	kvd_log(KVD_WARN, "cuda: chunk %u: %s%s%s", c, why,
+		err ? ": " : "", err ? strerror(-err) : "");
+}
+
 /* Called once chunk_blocks is final (first map). */
 static int reserve(struct kvd *d)
 {
@@ -152,12 +210,25 @@ static int reserve(struct kvd *d)
 	int r = kvd_chunks_init(&p->ch, &p->drv, p->dev, chunk, n,
 				d->o.spare_chunks);
 
-	if (r)
+	if (r) {
 		kvd_log(KVD_ERR, "cuda: reserving %u chunks of %llu bytes: %s",
 			n, (unsigned long long)chunk, strerror(-r));
-	else
-		p->reserved = 1;
-	return r;
+		return r;
+	}
+	p->reserved = 1;
+	if (!keeping(d))
+		return 0;
+	p->keep = (struct kvd_chunks_keep){
+		.arg = d, .put = keep_put, .drop = keep_drop,
+		.take = keep_take, .refused = keep_refused,
+	};
+	r = kvd_chunks_keep(&p->ch, &p->keep);
+	if (r)	/* once: reserve runs once per daemon */
+		kvd_log(KVD_WARN, "cuda: device %d cannot export its memory "
+			"as file descriptors (%s): the chunks are not kept, "
+			"their memory dies with kvpoold", d->o.cuda_device,
+			strerror(-r));
+	return 0;
 }
 
 static void cuda_fini(struct kvd *d)
@@ -203,6 +274,7 @@ static int cuda_map(struct kvd *d, uint32_t from, uint32_t to)
 	struct cuda_priv *p = P(d);
 	uint32_t c, c0 = from / d->chunk_blocks;
 	uint32_t c1 = (to + d->chunk_blocks - 1) / d->chunk_blocks;
+	uint64_t used, refused;
 	int r = 0;
 
 	p->drv.cuCtxSetCurrent(p->ctx);
@@ -211,18 +283,26 @@ static int cuda_map(struct kvd *d, uint32_t from, uint32_t to)
 		if (r)
 			goto out;
 	}
+	used = p->ch.kept_used;
+	refused = p->ch.kept_refused;
 	for (c = c0; c < c1 && c < p->ch.nchunks; c++) {
 		r = kvd_chunks_map(&p->ch, c);
 		if (r)
 			break;
 	}
+	if (!r && (p->ch.kept_used != used || p->ch.kept_refused != refused))
+		kvd_log(KVD_NOTICE, "cuda: map of chunks %u..%u: %llu kept "
+			"chunks taken back with their contents, %llu refused "
+			"(zeroed)", c0, c1 - 1,
+			(unsigned long long)(p->ch.kept_used - used),
+			(unsigned long long)(p->ch.kept_refused - refused));
 	if (r) {
 		if (r != -ENOMEM)
 			kvd_log(KVD_WARN, "cuda: map chunk %u: %s", c,
 				strerror(-r));
-		/* undo this call's chunks */
+		/* undo this call's chunks (what was kept stays kept) */
 		while (c-- > c0)
-			kvd_chunks_unmap(&p->ch, c);
+			kvd_chunks_undo(&p->ch, c);
 	}
 	p->spare_until_ns = 0;
 out:

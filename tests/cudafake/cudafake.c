@@ -13,7 +13,11 @@
  *    double reports, mappings inside a reservation and not overlapping,
  *    access set before any use of a mapping, whole mappings unmapped,
  *    handles unmapped and released, reservations freed whole and empty,
- *    exports only of handles created exportable;
+ *    exports only of handles created exportable (on a device that
+ *    supports POSIX file descriptors), with flags 0; imports only of
+ *    descriptors the double exported (CUDA_ERROR_INVALID_VALUE
+ *    otherwise: the descriptor is the caller's input); an imported
+ *    allocation keeps its size, and a map beyond it is refused;
  *  - copies and memsets inside live device memory (cuMemAlloc or mapped
  *    with access), host pointers that are not device pointers, 32-bit
  *    memsets at 4-byte aligned addresses, streams alive;
@@ -32,6 +36,13 @@
  *   KVPOOL_FAKE_CUDA_DEVICES=N       devices (default 1; 0: no device)
  *   KVPOOL_FAKE_CUDA_MEM=BYTES       device memory (default 1 GiB)
  *   KVPOOL_FAKE_CUDA_INIT=CODE       cuInit returns CODE
+ *   KVPOOL_FAKE_CUDA_KEPT_FDS=1      descriptors of exported allocations
+ *                                    still open at exit are kept memory
+ *                                    (a store of kept backing holds them),
+ *                                    logged "kept fd FD BYTES", not leaks
+ *   KVPOOL_FAKE_CUDA_POSIX_FD=0      the devices cannot export allocations
+ *                                    (the attribute reads 0, cuMemCreate of
+ *                                    an exportable one CUDA_ERROR_NOT_SUPPORTED)
  *   KVPOOL_FAKE_CUDA_DRIVER=VER      cuDriverGetVersion (default 12080)
  *   KVPOOL_FAKE_CUDA_FAIL=fn=N[+][:code],...  the N-th call of fn (and
  *                                    later ones with +) returns code
@@ -48,15 +59,24 @@
  *                                    the streams' deferred work (below)
  * Work queued on streams is deferred until a synchronisation (see
  * "streams: deferred work").
+ * Device memory (cuMemGetInfo) is this process's: an allocation counts
+ * while the process holds a handle of it (created or imported) or a
+ * descriptor exported from it, as the driver frees an allocation only
+ * once every mapping, handle and shareable handle of it is gone; the log
+ * says "free ID BYTES" when that happens here, "linger ID BYTES" when a
+ * released handle's memory stays for an exported descriptor.  The memory
+ * itself (a memfd) lives while any process holds such a descriptor, so
+ * another process that imports it sees the bytes.
  * Not modelled: timing, concurrency between streams within one piece of
  * work, peer access, several processes sharing one device's memory
- * budget.
+ * budget (each counts what it holds).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +162,18 @@ struct handle {			/* cuMemCreate / import */
 	int maps;
 	int released;
 	int imported;
+	dev_t sdev;		/* the memfd's inode: the allocation */
+	ino_t ino;
+	int counted;		/* its size is in F.mem_used */
+};
+
+/* an allocation whose handles are all gone, held by exported descriptors */
+struct linger {
+	struct linger *next;
+	unsigned long long id;	/* its last handle */
+	dev_t sdev;
+	ino_t ino;
+	size_t size;
 };
 
 struct resv {			/* cuMemAddressReserve */
@@ -223,6 +255,8 @@ static struct {
 	int ndev;
 	size_t mem_total, mem_used;
 	int driver;
+	int no_posix_fd;	/* KVPOOL_FAKE_CUDA_POSIX_FD=0 */
+	int kept_fds;		/* KVPOOL_FAKE_CUDA_KEPT_FDS=1 */
 	CUresult init_result;
 	int exec;
 	FILE *log;
@@ -231,6 +265,7 @@ static struct {
 	struct halloc *hosts;
 	struct hreg *hregs;
 	struct handle *handles;
+	struct linger *lingers;
 	struct resv *resvs;
 	struct mapping *maps;
 	struct module *mods;
@@ -243,6 +278,7 @@ static struct {
 static __thread struct ctx *cur_ctx;
 
 static void sync_ctx(struct ctx *c);
+static void reap(void);
 
 struct fail {
 	char fn[64];
@@ -314,6 +350,10 @@ static void read_env(void)
 	F.mem_total = s ? strtoull(s, NULL, 0) : (1ULL << 30);
 	s = getenv("KVPOOL_FAKE_CUDA_DRIVER");
 	F.driver = s ? atoi(s) : 12080;
+	s = getenv("KVPOOL_FAKE_CUDA_KEPT_FDS");
+	F.kept_fds = s && atoi(s) > 0;
+	s = getenv("KVPOOL_FAKE_CUDA_POSIX_FD");
+	F.no_posix_fd = s && !atoi(s);
 	s = getenv("KVPOOL_FAKE_CUDA_INIT");
 	F.init_result = s ? (CUresult)atoi(s) : CUDA_SUCCESS;
 	s = getenv("KVPOOL_FAKE_CUDA_EXEC");
@@ -667,7 +707,7 @@ API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 	case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
 		*v = 1; break;
 	case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
-		*v = 1; break;
+		*v = !F.no_posix_fd; break;
 	case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
 		*v = AP.blocks_sm; break;
 	default:
@@ -768,6 +808,7 @@ API CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b)
 	NEED_CTX();
 	if (!free_b || !total_b)
 		violation(fname, "NULL argument");
+	reap();
 	*total_b = F.mem_total;
 	*free_b = F.mem_used < F.mem_total ? F.mem_total - F.mem_used : 0;
 	LEAVE(CUDA_SUCCESS);
@@ -1592,9 +1633,56 @@ static struct handle *find_handle(const char *fn, CUmemGenericAllocationHandle i
 	violation(fn, "handle %llu is not a live allocation handle", id);
 }
 
+/* whether a descriptor of this process other than skip refers to the
+ * memfd (dev, ino) */
+static int inode_open(dev_t sdev, ino_t ino, int skip)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *e;
+	int found = 0;
+
+	if (!dir)
+		return 1;	/* cannot tell: the memory stays counted */
+	while (!found && (e = readdir(dir))) {
+		struct stat st;
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] == '.' || fd == dirfd(dir) || fd == skip)
+			continue;
+		found = !fstat(fd, &st) && st.st_dev == sdev &&
+			st.st_ino == ino;
+	}
+	closedir(dir);
+	return found;
+}
+
+static struct handle *handle_of_inode(dev_t sdev, ino_t ino,
+				      const struct handle *skip)
+{
+	struct handle *h;
+
+	for (h = F.handles; h; h = h->next)
+		if (h != skip && h->sdev == sdev && h->ino == ino)
+			return h;
+	return NULL;
+}
+
+static int inode_counted(dev_t sdev, ino_t ino)
+{
+	struct linger *l;
+
+	for (l = F.lingers; l; l = l->next)
+		if (l->sdev == sdev && l->ino == ino)
+			return 1;
+	return handle_of_inode(sdev, ino, NULL) != NULL;
+}
+
+/* A handle released and unmapped goes; its allocation stays while another
+ * handle or an exported descriptor of this process refers to it. */
 static void handle_put(struct handle *h)
 {
-	struct handle **pp;
+	struct handle **pp, *o;
+	struct linger *l;
 
 	if (!h->released || h->maps)
 		return;
@@ -1603,10 +1691,55 @@ static void handle_put(struct handle *h)
 			*pp = h->next;
 			break;
 		}
-	if (!h->imported)
-		F.mem_used -= h->size;
+	if (h->counted) {
+		o = handle_of_inode(h->sdev, h->ino, h);
+		if (o) {
+			o->counted = 1;
+		} else if (inode_open(h->sdev, h->ino, h->fd) &&
+			   (l = calloc(1, sizeof(*l)))) {
+			l->id = h->id;
+			l->sdev = h->sdev;
+			l->ino = h->ino;
+			l->size = h->size;
+			l->next = F.lingers;
+			F.lingers = l;
+			logf_("linger %llu %zu", h->id, h->size);
+		} else {
+			F.mem_used -= h->size;
+			logf_("free %llu %zu", h->id, h->size);
+		}
+	}
 	close(h->fd);
 	free(h);
+}
+
+/* free the lingering allocations no descriptor refers to any more */
+static void reap(void)
+{
+	struct linger **pp = &F.lingers, *l;
+
+	while ((l = *pp)) {
+		if (inode_open(l->sdev, l->ino, -1)) {
+			pp = &l->next;
+			continue;
+		}
+		*pp = l->next;
+		F.mem_used -= l->size;
+		logf_("free %llu %zu", l->id, l->size);
+		free(l);
+	}
+}
+
+/* the memfd's inode into h, 0 or -1 */
+static int handle_inode(struct handle *h)
+{
+	struct stat st;
+
+	if (fstat(h->fd, &st))
+		return -1;
+	h->sdev = st.st_dev;
+	h->ino = st.st_ino;
+	return 0;
 }
 
 API CUresult cuMemCreate(CUmemGenericAllocationHandle *out, size_t size,
@@ -1625,7 +1758,12 @@ API CUresult cuMemCreate(CUmemGenericAllocationHandle *out, size_t size,
 	if (!size || size % GRAN)
 		violation(fname, "size %zu is not a multiple of the minimum "
 			  "granularity %lu (CUDA_ERROR_INVALID_VALUE)", size, GRAN);
-	if (size > F.mem_total - F.mem_used)
+	if (F.no_posix_fd && prop->requestedHandleTypes) {
+		logf_("create of an exportable allocation: not supported");
+		LEAVE(CUDA_ERROR_NOT_SUPPORTED);
+	}
+	reap();
+	if (F.mem_used > F.mem_total || size > F.mem_total - F.mem_used)
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
 	h = calloc(1, sizeof(*h));
 	if (!h)
@@ -1633,7 +1771,7 @@ API CUresult cuMemCreate(CUmemGenericAllocationHandle *out, size_t size,
 	snprintf(name, sizeof(name), "cudafake:dev=%d:types=%u",
 		 prop->location.id, (unsigned int)prop->requestedHandleTypes);
 	h->fd = memfd_create(name, MFD_CLOEXEC);
-	if (h->fd < 0 || ftruncate(h->fd, (off_t)size)) {
+	if (h->fd < 0 || ftruncate(h->fd, (off_t)size) || handle_inode(h)) {
 		if (h->fd >= 0)
 			close(h->fd);
 		free(h);
@@ -1642,6 +1780,7 @@ API CUresult cuMemCreate(CUmemGenericAllocationHandle *out, size_t size,
 	h->id = ++F.next_handle;
 	h->size = size;
 	h->prop = *prop;
+	h->counted = 1;
 	h->next = F.handles;
 	F.handles = h;
 	F.mem_used += size;
@@ -1885,10 +2024,17 @@ API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *out,
 	if (!h)
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
 	h->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	if (h->fd < 0) {
+	if (h->fd < 0 || handle_inode(h)) {
+		if (h->fd >= 0)
+			close(h->fd);
 		free(h);
 		LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
 	}
+	/* memory another process created is this one's while it holds it */
+	reap();
+	h->counted = !inode_counted(h->sdev, h->ino);
+	if (h->counted)
+		F.mem_used += size;
 	h->id = ++F.next_handle;
 	h->size = size;
 	h->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -2697,7 +2843,9 @@ static void fd_leaks(const char *when)
 			continue;
 		for (h = F.handles; h; h = h->next)
 			own |= h->fd == fd;
-		if (!own)
+		if (!own && F.kept_fds)
+			logf_("kept fd %d %zu", fd, size);
+		else if (!own)
 			leak("fd", when, "descriptor %d of an exported "
 			     "allocation (%zu bytes) was never closed", fd,
 			     size);
@@ -2714,6 +2862,7 @@ __attribute__((destructor)) static void at_exit(void)
 
 	if (!F.inited)
 		return;
+	reap();
 	for (d = 0; d < MAX_DEV; d++)
 		if (F.prim[d].refs > 0)
 			leak("ctx", when, "device %d's primary context has %d "
@@ -2732,6 +2881,12 @@ __attribute__((destructor)) static void at_exit(void)
 	for (d = 0; d < MAX_DEV; d++)
 		leaks_of(&F.prim[d], when);
 	fd_leaks(when);
+	while (F.lingers) {	/* kept memory (KVPOOL_FAKE_CUDA_KEPT_FDS) */
+		struct linger *l = F.lingers;
+
+		F.lingers = l->next;
+		free(l);
+	}
 	logf_("exit: %lu launches, %d leaks", F.launches, nleaks);
 	if (F.log)
 		fclose(F.log);

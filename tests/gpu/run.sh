@@ -52,8 +52,12 @@
 #   daemon-gpu     35 s  kvpoold's cuda backend: device memory follows
 #                        the leases, tenants against the CPU reference,
 #                        device buffers (zero-copy)
-#   kill grace     30 s  3 s after each of the 10 step limits (timeout -k)
-#   worst case    520 s  on paper: probes 45 + steps 445 + grace 30, under
+#   cuda-keep      12 s  test-cuda-keep: the backend's chunks kept across
+#                        processes (exported, imported in a new process
+#                        with their bytes, mismatches refused, freed by a
+#                        shrink), 20 MiB of device memory
+#   kill grace     33 s  3 s after each of the 11 step limits (timeout -k)
+#   worst case    535 s  on paper: probes 45 + steps 457 + grace 33, under
 #                        a 540 s budget (printed at the start)
 #
 # Prints each step's PASS / FAIL / SKIP, the judgement and the benchmark
@@ -70,6 +74,7 @@ GRACE=3
 # the limits of the table above; the sum is the worst case on paper
 L_PROBES=45 L_BUILD=${BUILD_TIMEOUT:-110} L_SPILLS=5 L_TEST=70 L_EDIT=35
 L_MEMCHECK=30 L_RACECHECK=30 L_BENCH=60 L_EDITS=40 L_SDPA=30 L_DAEMON=35
+L_KEEP=12
 KT=${KERNELS_TIMEOUT:-$L_BUILD}
 
 # nvcc: PATH, then the usual toolkit places
@@ -173,9 +178,9 @@ skip() {
 
 log "gpu run: $(date -u) on $(hostname)"
 steps=$((L_BUILD + L_SPILLS + L_TEST + L_EDIT + L_MEMCHECK + L_RACECHECK + \
-	L_BENCH + L_EDITS + L_SDPA + L_DAEMON))
+	L_BENCH + L_EDITS + L_SDPA + L_DAEMON + L_KEEP))
 log "worst case on paper: probes $L_PROBES + steps $steps + kill grace" \
-    "$((10 * GRACE)) = $((L_PROBES + steps + 10 * GRACE)) s (budget 540 s)"
+    "$((11 * GRACE)) = $((L_PROBES + steps + 11 * GRACE)) s (budget 540 s)"
 timeout -k 1 5 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,power.limit \
 	--format=csv,noheader > "$OUT/nvidia-smi.csv" 2>&1
 timeout -k 1 5 nvidia-smi -q > "$OUT/nvidia-smi.txt" 2>&1
@@ -212,7 +217,8 @@ timeout -k 1 20 python3 -c 'import torch; print("torch", torch.__version__, "cud
 # the carried one as it is (an older driver loads its compatible PTX).
 PROGS="$B/bin/kvpoold $B/lib/libkvlease.so.1 $B/tests/gpu/test-kvk-gpu
 $B/tests/gpu/bench-kvk-gpu $B/tests/e2e/e2e-tenant $B/tests/e2e/e2e-util
-$B/tests/e2e/e2e-devbuf $B/tests/gpu/test-kvk-gpu-edit $B/bin/kvpool-bench-edits"
+$B/tests/e2e/e2e-devbuf $B/tests/gpu/test-kvk-gpu-edit $B/bin/kvpool-bench-edits
+$B/tests/gpu/test-cuda-keep"
 KSRC=none
 use_carried() {
 	mkdir -p $B/lib $B/obj/kernels
@@ -328,6 +334,10 @@ fi
 
 step daemon-gpu "$L_DAEMON" env B=$B tests/gpu/daemon-gpu.sh
 grep -h "GPU used memory\|device buffer\|PASS\|FAIL" "$OUT/daemon-gpu.log" |
+	sed 's/^/  /' | tee -a "$SUMMARY"
+
+step cuda-keep "$L_KEEP" $B/tests/gpu/test-cuda-keep
+grep -h "^reader: free\|^refuse: free\|FAIL\|PASS" "$OUT/cuda-keep.log" |
 	sed 's/^/  /' | tee -a "$SUMMARY"
 
 # ---- summary ----

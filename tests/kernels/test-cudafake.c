@@ -5,7 +5,8 @@
  * process that breaks one documented rule; the double must end the child
  * (SIGABRT, or exit 97 for leaks found at exit) with a message naming the
  * rule.  A last case follows every rule and must exit 0, so the checks
- * do not fire on correct use.  Exit 77 when the build had no nvcc (no
+ * do not fire on correct use; so must the cases of the double's settings
+ * (kept descriptors at exit, a device that cannot export).  Exit 77 when the build had no nvcc (no
  * double); after a build with nvcc a missing double is a failure.
  */
 #include <errno.h>
@@ -309,6 +310,52 @@ static void c_leak_handle(void)
 	exit(0);
 }
 
+/* an exported descriptor never closed: its memory outlives the handle */
+static void c_leak_fd(void)
+{
+	CUmemAllocationProp pr;
+	CUmemGenericAllocationHandle h;
+	int fd;
+
+	drv.cuInit(0);
+	prop(&pr, 1);
+	if (drv.cuMemCreate(&h, GRAN, &pr, 0) ||
+	    drv.cuMemExportToShareableHandle(&fd, h,
+			CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ||
+	    drv.cuMemRelease(h))
+		die("export");
+	exit(0);
+}
+
+/* the same with KVPOOL_FAKE_CUDA_KEPT_FDS=1: kept memory, not a leak */
+static void c_kept_fd(void)
+{
+	c_leak_fd();
+}
+
+/* KVPOOL_FAKE_CUDA_POSIX_FD=0: a device that cannot export */
+static void c_no_posix_fd(void)
+{
+	CUmemAllocationProp pr;
+	CUmemGenericAllocationHandle h;
+	int v = 1;
+
+	up();
+	prop(&pr, 1);
+	if (drv.cuDeviceGetAttribute(&v,
+		CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+		0) || v)
+		die("the attribute says the device can export");
+	if (drv.cuMemCreate(&h, GRAN, &pr, 0) != CUDA_ERROR_NOT_SUPPORTED)
+		die("an exportable allocation was created");
+	prop(&pr, 0);
+	if (drv.cuMemCreate(&h, GRAN, &pr, 0) || drv.cuMemRelease(h))
+		die("an allocation that is not exportable");
+	down();
+	cuda_drv_close(&drv);
+	exit(0);
+}
+
 static void c_leak_hostreg(void)
 {
 	static char page[8192] __attribute__((aligned(4096)));
@@ -355,6 +402,22 @@ static void c_good(void)
 	    strcmp(back, "kvpool"))
 		die("good path");
 	close(fd);
+	/* an allocation lives while an exported descriptor does */
+	{
+		CUmemGenericAllocationHandle h3;
+		size_t f0, f1, f2, t;
+		int fd3;
+
+		if (drv.cuMemGetInfo(&f0, &t) ||
+		    drv.cuMemCreate(&h3, GRAN, &pr, 0) ||
+		    drv.cuMemExportToShareableHandle(&fd3, h3,
+				CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ||
+		    drv.cuMemRelease(h3) || drv.cuMemGetInfo(&f1, &t))
+			die("export and release");
+		close(fd3);
+		if (drv.cuMemGetInfo(&f2, &t) || f1 != f0 - GRAN || f2 != f0)
+			die("the memory of a descriptor");
+	}
 	if (drv.cuMemImportFromShareableHandle(&h2, (void *)(intptr_t)0,
 			CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) !=
 	    CUDA_ERROR_INVALID_VALUE)
@@ -393,31 +456,37 @@ struct tcase {
 	void (*fn)(void);
 	const char *expect;	/* in stderr; NULL: must exit 0 */
 	int leak;		/* found at exit: status 97 */
+	const char *env;	/* NAME=VALUE set for the case, or NULL */
 };
 
 static const struct tcase cases[] = {
-	{ "call before cuInit", c_no_init, "before cuInit", 0 },
-	{ "no current context", c_no_ctx, "no current context", 0 },
+	{ "call before cuInit", c_no_init, "before cuInit", 0, NULL },
+	{ "no current context", c_no_ctx, "no current context", 0, NULL },
 	{ "cuMemCreate size", c_create_size, "not a multiple of the minimum "
-	  "granularity", 0 },
+	  "granularity", 0, NULL },
 	{ "cuMemMap alignment", c_map_align, "not multiples of the minimum "
-	  "granularity", 0 },
+	  "granularity", 0, NULL },
 	{ "use before cuMemSetAccess", c_no_access, "cuMemSetAccess was never "
-	  "called", 0 },
-	{ "invalid handle", c_bad_handle, "not a live allocation handle", 0 },
-	{ "reservation freed while mapped", c_free_mapped, "still mapped", 0 },
-	{ "partial unmap", c_partial_unmap, "only whole mappings", 0 },
-	{ "export without a handle type", c_export, "requestedHandleTypes", 0 },
-	{ "block beyond launch bounds", c_block, "launch bounds", 0 },
-	{ "grid.y beyond 65535", c_grid_y, "grid", 0 },
-	{ "parameter buffer size", c_param_size, "parameter buffer of", 0 },
-	{ "dynamic shared memory", c_smem, "dynamic shared memory", 0 },
-	{ "block outside the pool", c_footprint, "pool block", 0 },
-	{ "leaked allocation", c_leak, "leak", 1 },
-	{ "leaked handle at exit", c_leak_handle, "never released", 1 },
-	{ "cuMemHostRegister of NULL", c_hostreg_null, "NULL pointer", 0 },
-	{ "leaked host registration", c_leak_hostreg, "cuMemHostRegister", 1 },
-	{ "correct use", c_good, NULL, 0 },
+	  "called", 0, NULL },
+	{ "invalid handle", c_bad_handle, "not a live allocation handle", 0, NULL },
+	{ "reservation freed while mapped", c_free_mapped, "still mapped", 0, NULL },
+	{ "partial unmap", c_partial_unmap, "only whole mappings", 0, NULL },
+	{ "export without a handle type", c_export, "requestedHandleTypes", 0, NULL },
+	{ "block beyond launch bounds", c_block, "launch bounds", 0, NULL },
+	{ "grid.y beyond 65535", c_grid_y, "grid", 0, NULL },
+	{ "parameter buffer size", c_param_size, "parameter buffer of", 0, NULL },
+	{ "dynamic shared memory", c_smem, "dynamic shared memory", 0, NULL },
+	{ "block outside the pool", c_footprint, "pool block", 0, NULL },
+	{ "leaked allocation", c_leak, "leak", 1, NULL },
+	{ "leaked handle at exit", c_leak_handle, "never released", 1, NULL },
+	{ "cuMemHostRegister of NULL", c_hostreg_null, "NULL pointer", 0, NULL },
+	{ "leaked host registration", c_leak_hostreg, "cuMemHostRegister", 1, NULL },
+	{ "exported descriptor left open", c_leak_fd, "was never closed", 1, NULL },
+	{ "kept descriptor left open", c_kept_fd, NULL, 0,
+	  "KVPOOL_FAKE_CUDA_KEPT_FDS=1" },
+	{ "device that cannot export", c_no_posix_fd, NULL, 0,
+	  "KVPOOL_FAKE_CUDA_POSIX_FD=0" },
+	{ "correct use", c_good, NULL, 0, NULL },
 };
 
 static int run(const struct tcase *t)
@@ -433,6 +502,8 @@ static int run(const struct tcase *t)
 	pid = fork();
 	if (pid == 0) {
 		dup2(fd, 2);
+		if (t->env)
+			putenv((char *)t->env);
 		if (cuda_drv_open(&drv))
 			_exit(3);
 		t->fn();
