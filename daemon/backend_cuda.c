@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "restart.h"
 #include "core.h"
 #include "keep.h"
 #include "tier.h"
@@ -152,19 +153,11 @@ err_free:
 	return r;
 }
 
-/* ---- kept chunks: the store of keep.h, for cuda_chunks.c ---------- *
- *
- * keep.c's entry points are weak references here: a link without keep.c
- * (kvd_keep_enabled NULL) keeps nothing.
- */
-#pragma weak kvd_keep_enabled
-#pragma weak kvd_keep_put
-#pragma weak kvd_keep_drop
-#pragma weak kvd_keep_take
+/* ---- kept chunks: the store of keep.h, for cuda_chunks.c ---------- */
 
 static bool keeping(struct kvd *d)
 {
-	return kvd_keep_enabled && kvd_keep_enabled(d);
+	return kvd_keep_enabled(d);
 }
 
 static int keep_put(void *arg, uint32_t c, int fd)
@@ -179,7 +172,13 @@ static void keep_drop(void *arg, uint32_t c)
 
 static int keep_take(void *arg, uint32_t c)
 {
-	return kvd_keep_take(((struct kvd *)arg)->top, KVD_KEEP_CHUNK, c);
+	struct kvd *d = arg;
+	int fd = kvd_keep_take(d->top, KVD_KEEP_CHUNK, c);
+
+	/* a chunk the region vouches for must come back */
+	if (fd == -ENOENT)
+		kvd_restart_lost(d->top, "a mapped chunk was not kept");
+	return fd;
 }
 
 static void keep_refused(void *arg, uint32_t c, const char *why, int err)
@@ -197,6 +196,7 @@ static void keep_refused(void *arg, uint32_t c, const char *why, int err)
 	}
 	/* the same tag must not hand back what was refused again */
 	kvd_keep_drop(d->top, KVD_KEEP_CHUNK, c);
+	kvd_restart_lost(d->top, why);
 	kvd_log(KVD_WARN, "cuda: chunk %u: %s%s%s", c, why,
 		err ? ": " : "", err ? strerror(-err) : "");
 }

@@ -36,6 +36,7 @@
 struct kept {
 	uint64_t tag;
 	int fd;
+	bool taken;
 };
 
 #define KEPT_MAX	(KVPOOL_DEPOSIT_MAX * KVD_MAX_TIERS)
@@ -77,6 +78,7 @@ static void kept_add(uint64_t tag, int fd)
 	}
 	kept[nkept].tag = tag;
 	kept[nkept].fd = fd;
+	kept[nkept].taken = false;
 	nkept++;
 }
 
@@ -316,6 +318,7 @@ int kvd_keep_take(struct kvd_pool *p, uint32_t kind, uint32_t index)
 
 	if (i < 0)
 		return -ENOENT;
+	kept[i].taken = true;
 	fd = fcntl(kept[i].fd, F_DUPFD_CLOEXEC, 3);
 	return fd < 0 ? -errno : fd;
 }
@@ -387,9 +390,27 @@ void kvd_keep_flush(struct kvd_pool *p)
 	}
 }
 
-/* Close what nobody took (after every pool was mapped). */
-void kvd_keep_loaded_done(void)
+/* Every pool is mapped: what nobody took back (a chunk above the backed
+ * blocks, a kind this build does not know) is dropped from the store, so
+ * that it frees its memory; then the table is closed. */
+void kvd_keep_loaded_done(struct kvd *d)
 {
+	unsigned int i = 0;
+
+	while (i < nkept) {
+		uint64_t tag = kept[i].tag;
+		unsigned int tier = (unsigned int)(tag >> 56);
+
+		if (kept[i].taken || tier >= d->npools) {
+			i++;
+			continue;
+		}
+		kvd_log(KVD_INFO, "pool %s: dropping kept descriptor %llx that "
+			"nothing took back", d->pools[tier].name,
+			(unsigned long long)tag);
+		kvd_keep_drop(&d->pools[tier], (uint32_t)(tag >> 48) & 0xff,
+			      (uint32_t)tag);	/* removes kept[i] */
+	}
 	while (nkept)
 		close(kept[--nkept].fd);
 }

@@ -81,7 +81,7 @@ void kvd_keep_discard(struct kvd *d, struct kvd_pool *p);
 /* Deposit what was put before pool @p's owner file existed. */
 void kvd_keep_flush(struct kvd_pool *p);
 /* Close the table (every pool is mapped). */
-void kvd_keep_loaded_done(void);
+void kvd_keep_loaded_done(struct kvd *d);
 void kvd_keep_counts(unsigned long long *put, unsigned long long *drop);
 
 #endif /* KVD_KEEP_H */

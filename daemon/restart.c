@@ -19,6 +19,7 @@
 #include "ledger.h"
 #include "restart.h"
 #include "tier.h"
+#include "scrub.h"
 
 #define META_MAGIC	"KVPMETA"	/* and a NUL: 8 bytes */
 #define META_BYTES	4096
@@ -59,6 +60,8 @@ static struct {
 	bool preserved;
 	bool pool_ok[KVD_MAX_TIERS];	/* this pool's kept memory is used */
 	bool seen[KVD_MAX_TIERS];
+	bool finished;			/* kvd_restart_done() ran */
+	bool lost;			/* part of it could not be taken */
 	char why[96];
 	struct meta_head old;
 	uint64_t old_lives;
@@ -348,10 +351,49 @@ static int region_new(struct kvd *d, uint64_t epoch)
 	return 0;
 }
 
+void kvd_restart_lost(struct kvd_pool *p, const char *why)
+{
+	if (R.finished || !R.preserved || R.lost)
+		return;
+	R.lost = true;
+	snprintf(R.why, sizeof(R.why), "pool %s: %s", p->name, why);
+}
+
+/* Every pool is mapped on kept memory, but part of it was lost: drop it
+ * all.  Unmapping gives the memory back (a kept chunk or range with it);
+ * mapping again gives zeros. */
+static void refuse_mapped(struct kvd *d)
+{
+	unsigned int i;
+
+	kvd_log(KVD_WARN, "kept memory not used: %s; every pool starts "
+		"zeroed and clients recompute", R.why);
+	R.preserved = false;
+	kvd_keep_discard(d, NULL);
+	for (i = 0; i < d->npools; i++)
+		R.pool_ok[i] = false;
+	for (i = 0; i < d->npools; i++) {
+		struct kvd_pool *p = &d->pools[i];
+		uint32_t n = p->mapped;
+
+		p->mapped = 0;
+		if (kvd_pool_reinit(p) || (n && p->ops->map(p, 0, n))) {
+			kvd_log(KVD_ERR, "pool %s: cannot map %u fresh blocks",
+				p->name, n);
+			continue;
+		}
+		p->mapped = n;
+	}
+}
+
 int kvd_restart_done(struct kvd *d)
 {
 	unsigned int i;
 	int r = 0;
+
+	if (R.preserved && R.lost)
+		refuse_mapped(d);
+	R.finished = true;
 
 	for (i = 0; i < d->npools; i++)
 		kvd_keep_flush(&d->pools[i]);
@@ -373,7 +415,7 @@ int kvd_restart_done(struct kvd *d)
 	if (r)
 		kvd_log(KVD_WARN, "cannot keep the metadata region (%s): pool "
 			"contents die with the daemon", strerror(-r));
-	kvd_keep_loaded_done();
+	kvd_keep_loaded_done(d);
 	return 0;
 }
 

@@ -54,6 +54,13 @@ int kvd_restart_pool_ready(struct kvd_pool *p);
 int kvd_restart_done(struct kvd *d);
 /* The daemon serves (its socket listens): for the resume time. */
 void kvd_restart_serving(struct kvd *d);
+/*
+ * While the pools are mapped at a start that uses kept memory: part of
+ * pool @p's could not be taken back (a chunk not kept, or refused): the
+ * start then drops all of it (every pool zeroed, a new data epoch), as if
+ * nothing had been kept.  Later calls do nothing.
+ */
+void kvd_restart_lost(struct kvd_pool *p, const char *why);
 /* Is pool @p's kept memory being used (its contents kept)? */
 bool kvd_restart_preserved(const struct kvd_pool *p);
 
