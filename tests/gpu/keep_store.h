@@ -22,6 +22,8 @@ struct ks_stats {
 
 extern bool ks_enabled;		/* what kvd_keep_enabled says */
 extern struct ks_stats ks_st;
+/* kvd_restart_lost() calls: chunks a real start would drop it all for */
+extern unsigned int ks_lost;
 
 /* Keep @fd (now the table's) as @tag: 0 or -errno. */
 int ks_add(uint64_t tag, int fd);

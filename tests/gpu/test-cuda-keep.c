@@ -481,6 +481,10 @@ static int refuse(void)
 	      ks_st.takes, nbad + 1);
 	CHECK(ks_st.drops == nbad, "refuse: %u refused, want %u", ks_st.drops,
 	      nbad);
+	/* each refused one, and each chunk nothing was kept for, is a loss
+	 * that makes a real start drop all kept memory (restart.c) */
+	CHECK(ks_lost == n - 1, "refuse: %u losses reported, want %u",
+	      ks_lost, n - 1);
 	/* the refused ones and chunk 3 when nothing was kept for it */
 	want_puts = (int)n - 1;
 	CHECK(ks_st.puts == (unsigned int)want_puts,
