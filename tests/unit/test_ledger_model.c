@@ -2,7 +2,8 @@
 /*
  * Randomized model test of the ledger core.  Thousands of seeded random
  * operation sequences (tenants, limits, leases, partial leases, releases,
- * bad releases, closes, grow, shrink, orphan, re-attach) run against the
+ * bad releases, closes, kept leases parked at close and adopted again,
+ * grow, shrink, orphan, re-attach) run against the
  * core and against a plain reference model side by side.  After every step
  * the core's own invariant walk (rules 1 and 3) runs and the two states are
  * compared; every grant must be exactly the lowest free blocks (rule 3) and
@@ -30,6 +31,8 @@ struct mtenant {
 struct mlease {
 	bool open;
 	bool closing;		/* closed while pinned by the owner */
+	bool keep;		/* kvpool_lease_set_keep */
+	bool parked;		/* kept and closed: blocks kept, adoptable */
 	u32 pins;
 	struct kvpool_lease *l;
 	int tenant;		/* index into tenants[] (auto tenants too) */
@@ -64,7 +67,7 @@ static u32 rn(u32 n)
 
 static uint64_t cur_seed;
 static uint64_t n_granted, n_refused, n_released, n_bad_release, n_shrunk,
-		n_orphan;
+		n_orphan, n_parked, n_adopted;
 static int cur_step;
 
 #define FAIL(...) do {							\
@@ -136,10 +139,16 @@ static void compare(struct model *m)
 		EXPECT_EQ(kt->max, t->max, "tenant max");
 		EXPECT_EQ(kt->min, t->min, "tenant min");
 	}
-	for (i = 0; i < MAXL; i++)
-		if (m->leases[i].open || m->leases[i].closing)
-			EXPECT_EQ(m->leases[i].l->held, m->leases[i].held,
-				  "lease held");
+	for (i = 0; i < MAXL; i++) {
+		struct mlease *ml = &m->leases[i];
+
+		if (!ml->open && !ml->closing && !ml->parked)
+			continue;
+		EXPECT_EQ(ml->l->held, ml->held, "lease held");
+		EXPECT_EQ(ml->l->keep, ml->keep, "lease kept");
+		EXPECT_EQ(ml->l->parked, ml->parked, "lease parked");
+		EXPECT_EQ(ml->l->pins, ml->pins, "lease pins");
+	}
 }
 
 /* The reference decision for a grant: count granted or -errno. */
@@ -346,7 +355,7 @@ static void op_pin(struct model *m)
 	u32 b, bad = 0;
 	int ret;
 
-	if (!ml->open && !ml->closing)
+	if (!ml->open && !ml->closing && !ml->parked)
 		return;
 	if (ml->pins && rn(2)) {
 		EXPECT_EQ(kvpool_lease_unpin(m->pool, ml->l->id), 0, "unpin");
@@ -367,8 +376,8 @@ static void op_pin(struct model *m)
 	if (b == m->capacity)
 		return;
 	ret = kvpool_lease_pin(m->pool, ml->l->id, &b, 1, &bad);
-	if (ml->closing) {
-		EXPECT_EQ(ret, -ENOENT, "pin of a closing lease");
+	if (ml->closing || ml->parked) {
+		EXPECT_EQ(ret, -ENOENT, "pin of a closing or parked lease");
 		return;
 	}
 	EXPECT_EQ(ret, 0, "pin");
@@ -382,13 +391,38 @@ static void op_open_close(struct model *m)
 
 	if (ml->closing)
 		return;
-	if (ml->open) {
+	if (ml->open && rn(3) == 0) {
+		/* Mark or unmark it kept (never near KVPOOL_PARK_MAX here). */
+		bool keep = rn(2);
+
+		EXPECT_EQ(kvpool_lease_set_keep(ml->l, keep), 0, "set keep");
+		ml->keep = keep;
+	} else if (ml->open) {
 		kvpool_lease_close(ml->l);
 		ml->open = false;
-		if (ml->pins)
+		if (ml->keep) {
+			ml->parked = true;	/* blocks and pins stay */
+			n_parked++;
+		} else if (ml->pins) {
 			ml->closing = true;	/* blocks kept until unpin */
-		else
+		} else {
 			drop_lease_blocks(m, li);
+		}
+	} else if (ml->parked) {
+		struct kvpool_cred c = test_cred(0, 0, true);
+		struct kvpool_lease *got = NULL;
+
+		EXPECT_EQ(kvpool_lease_set_keep(ml->l, false), -EINVAL,
+			  "unmark a parked lease");
+		EXPECT_EQ(kvpool_lease_adopt(m->pool, ml->l->id, &c, &got), 0,
+			  "adopt");
+		if (got != ml->l)
+			FAIL("adopt returned another lease");
+		EXPECT_EQ(kvpool_lease_adopt(m->pool, ml->l->id, &c, &got),
+			  -ENOENT, "adopt twice");
+		ml->parked = false;
+		ml->open = true;
+		n_adopted++;
 	} else {
 		u32 uid = rn(3);
 		struct kvpool_cred c = test_cred(uid, uid, false);
@@ -396,6 +430,7 @@ static void op_open_close(struct model *m)
 		mt_auto(m, uid);
 		EXPECT_EQ(kvpool_lease_open(m->pool, &c, &ml->l), 0, "open");
 		ml->open = true;
+		ml->keep = false;
 		ml->held = 0;
 		ml->tenant = auto_index(uid);
 	}
@@ -488,7 +523,8 @@ static void op_tenant(struct model *m)
 		bool busy = false;
 
 		for (i = 0; i < MAXL; i++)
-			if ((m->leases[i].open || m->leases[i].closing) &&
+			if ((m->leases[i].open || m->leases[i].closing ||
+			     m->leases[i].parked) &&
 			    m->leases[i].tenant == ti)
 				busy = true;
 		ret = kvpool_tenant_delete(m->pool, t->exists ? t->name : "t-none");
@@ -621,6 +657,20 @@ static void run_seed(uint64_t seed)
 				  "final unpin");
 			ml->pins--;
 		}
+		if (ml->parked) {
+			struct kvpool_cred c = test_cred(0, 0, true);
+			struct kvpool_lease *got = NULL;
+
+			EXPECT_EQ(kvpool_lease_adopt(m->pool, ml->l->id, &c,
+						     &got), 0, "final adopt");
+			ml->parked = false;
+			ml->open = true;
+		}
+		if (ml->open && ml->keep) {
+			EXPECT_EQ(kvpool_lease_set_keep(ml->l, false), 0,
+				  "final unmark");
+			ml->keep = false;
+		}
 		if (ml->closing || ml->open) {
 			if (ml->open)
 				kvpool_lease_close(ml->l);
@@ -653,7 +703,8 @@ int main(int argc, char **argv)
 	printf("ledger model: %" PRIu64 " seeds x %d steps, all invariants held\n"
 	       "  grants %" PRIu64 " ok / %" PRIu64 " refused, releases %" PRIu64
 	       " ok / %" PRIu64 " rejected, shrinks %" PRIu64 ", orphanings %"
-	       PRIu64 "\n", n, STEPS, n_granted, n_refused, n_released,
-	       n_bad_release, n_shrunk, n_orphan);
+	       PRIu64 ", parked %" PRIu64 ", adopted %" PRIu64 "\n", n, STEPS,
+	       n_granted, n_refused, n_released, n_bad_release, n_shrunk,
+	       n_orphan, n_parked, n_adopted);
 	return 0;
 }

@@ -15,6 +15,11 @@ _Static_assert(sizeof(struct kvpool_event) == 80, "kvpool_event layout");
 _Static_assert(sizeof(struct kvpool_lease_info) == 56, "kvpool_lease_info layout");
 _Static_assert(sizeof(struct kvpool_snapshot) == 64, "kvpool_snapshot layout");
 _Static_assert(sizeof(struct kvpool_lease_move) == 56, "kvpool_lease_move layout");
+_Static_assert(sizeof(struct kvpool_fd_deposit) == 32, "kvpool_fd_deposit layout");
+_Static_assert(sizeof(struct kvpool_fd_fetch) == 40, "kvpool_fd_fetch layout");
+_Static_assert(sizeof(struct kvpool_fd_drop) == 32, "kvpool_fd_drop layout");
+_Static_assert(sizeof(struct kvpool_lease_keep) == 32, "kvpool_lease_keep layout");
+_Static_assert(sizeof(struct kvpool_lease_adopt) == 32, "kvpool_lease_adopt layout");
 
 int main(void)
 {
@@ -94,6 +99,50 @@ int main(void)
 		CHECK(kvt_status(cache, &cs) == 0 && cs.held == 2,
 		      "the moved blocks are the other file's");
 		cache_fd = cache;
+	}
+	{
+		struct kvpool_fd_deposit d;
+		struct kvpool_fd_fetch fe;
+		struct kvpool_fd_drop dr;
+		struct kvpool_lease_keep k;
+		struct kvpool_lease_adopt a;
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC), n;
+
+		memset(&d, 0, sizeof(d));
+		d.tag = 0x1122334455667788ULL;
+		d.fd = null;
+		CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_FD_DEPOSIT, &d), 0,
+			  "32-bit FD_DEPOSIT");
+		memset(&fe, 0, sizeof(fe));
+		CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_FD_FETCH, &fe), 0,
+			  "32-bit FD_FETCH");
+		CHECK(fe.tag == d.tag && fe.count == 1 && fe.fd > null,
+		      "tag (u64), count and fd round-trip");
+		close(fe.fd);
+		memset(&dr, 0, sizeof(dr));
+		dr.tag = KVPOOL_TAG_ALL;
+		CHECK_RET(kvt_ioctl(owner, KVPOOL_IOC_FD_DROP, &dr), 0,
+			  "32-bit FD_DROP");
+		close(null);
+
+		memset(&k, 0, sizeof(k));
+		k.owner_fd = owner;
+		k.flags = KVPOOL_KEEP_ON;
+		CHECK_RET(kvt_ioctl(cache_fd, KVPOOL_IOC_LEASE_KEEP, &k), 0,
+			  "32-bit LEASE_KEEP");
+		CHECK(k.lease_id != 0 && k.lease_id != st.lease_id,
+		      "lease_id round-trips");
+		close(cache_fd);
+		cache_fd = kvt_open_or_die();
+		memset(&a, 0, sizeof(a));
+		a.owner_fd = owner;
+		a.lease_id = k.lease_id;
+		CHECK_RET(kvt_ioctl(cache_fd, KVPOOL_IOC_LEASE_ADOPT, &a), 0,
+			  "32-bit LEASE_ADOPT of the parked lease");
+		n = kvt_release_all(cache_fd);
+		k.flags = 0;
+		CHECK(n == 2 && !kvt_ioctl(cache_fd, KVPOOL_IOC_LEASE_KEEP, &k),
+		      "its 2 blocks released, unmarked");
 	}
 	CHECK_RET(kvt_release(c, b + 2, 2), 2, "32-bit RELEASE");
 	CHECK_RET(kvt_release_all(c), 4, "32-bit RELEASE_ALL");

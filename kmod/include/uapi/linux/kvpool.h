@@ -81,7 +81,7 @@
  * source (-EBUSY) wherever this bit is set.
  */
 #define KVPOOL_FEAT_TENANT_SERIAL (1ULL << 12)
-/* The owner deposits descriptors with its pool: FD_DEPOSIT, FD_FETCH, FD_DROP. */
+/* Descriptors deposited with a pool: FD_DEPOSIT, FD_FETCH, FD_DROP. */
 #define KVPOOL_FEAT_DEPOSIT	(1ULL << 13)
 /*
  * Kept leases: LEASE_KEEP, LEASE_ADOPT, and kvpool_lease_info.flags in
