@@ -190,15 +190,15 @@ CHECK_PROGS += $(B)/tests/unit/test_prefix_index \
 
 # The block tags that decide what is zeroed between tenants (cmocka),
 # normal and sanitizer builds.
-$(B)/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c $(KVD_HDRS)
+$(B)/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c daemon/keep.c $(KVD_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $< daemon/scrub.c -lcmocka \
+	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $< daemon/scrub.c daemon/keep.c -lcmocka \
 		-lpthread -o $@
 
-$(B)/asan/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c \
+$(B)/asan/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c daemon/keep.c \
 		$(KVD_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) $< daemon/scrub.c \
+	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) $< daemon/scrub.c daemon/keep.c \
 		-lcmocka -lpthread -o $@
 
 CHECK_PROGS += $(B)/tests/unit/test_scrub $(B)/asan/tests/unit/test_scrub.sh
