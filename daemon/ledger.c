@@ -140,6 +140,22 @@ static int snapshot(struct kvd_pool *p, struct kvpool_snapshot *s,
 	return -EAGAIN;
 }
 
+int kvd_ledger_geometry(struct kvd_pool *p)
+{
+	struct kvpool_status st;
+
+	memset(&st, 0, sizeof(st));
+	if (ioctl(p->owner_fd, KVPOOL_IOC_STATUS, &st))
+		return -errno;
+	if (st.block_bytes == p->block_bytes && st.capacity == p->capacity)
+		return 0;
+	kvd_log(KVD_WARN, "pool %s: using its block_bytes %llu capacity %u",
+		p->name, (unsigned long long)st.block_bytes, st.capacity);
+	p->block_bytes = st.block_bytes;
+	p->capacity = st.capacity;
+	return 1;
+}
+
 /* 0: created, 1: re-attached (p->mapped = the pool's backed count, to be
  * mapped by the caller), or -errno. */
 static int module_open(struct kvd_pool *p, uint64_t *epoch)
@@ -148,7 +164,6 @@ static int module_open(struct kvd_pool *p, uint64_t *epoch)
 	struct kvpool_features f;
 	struct kvpool_pool_attach pa;
 	struct kvpool_pool_create pc;
-	struct kvpool_status st;
 	struct kvpool_snapshot s;
 	struct kvpool_lease_info *li;
 	struct kvpool_block_owner *bo;
@@ -172,21 +187,11 @@ static int module_open(struct kvd_pool *p, uint64_t *epoch)
 	memcpy(pa.name, p->name, KVPOOL_NAME_LEN);
 	if (early || !ioctl(p->owner_fd, KVPOOL_IOC_POOL_ATTACH, &pa)) {
 		*epoch = early ? p->attached_epoch : pa.epoch;
-		memset(&st, 0, sizeof(st));
-		if (ioctl(p->owner_fd, KVPOOL_IOC_STATUS, &st))
-			return -errno;
-		if (st.block_bytes != p->block_bytes ||
-		    st.capacity != p->capacity) {
-			kvd_log(KVD_WARN, "pool %s: using its block_bytes %llu "
-				"capacity %u", p->name,
-				(unsigned long long)st.block_bytes,
-				st.capacity);
-			p->block_bytes = st.block_bytes;
-			p->capacity = st.capacity;
+		r = kvd_ledger_geometry(p);
+		if (r > 0)
 			r = kvd_pool_reinit(p);
-			if (r)
-				return r;
-		}
+		if (r)
+			return r;
 		r = snapshot(p, &s, &li, &bo);
 		if (r == 0)
 			kvd_log(KVD_NOTICE, "re-attached to pool %s epoch %llu: "

@@ -11,6 +11,9 @@
 /* ledger.c: the ledger link (in-process core or /dev/kvpool owner), one
  * per pool. */
 int kvd_ledger_open(struct kvd *d);
+/* Module, an attached owner file: take the pool's block_bytes and
+ * capacity when they differ from p's: 1 (p changed), 0, or -errno. */
+int kvd_ledger_geometry(struct kvd_pool *p);
 /* The module's features every owner file asks for. */
 #define KVD_MODULE_FEATURES	(KVPOOL_FEAT_RECOVERY | \
 				 KVPOOL_FEAT_LEASE_CHECK | KVPOOL_FEAT_PIN | \

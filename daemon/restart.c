@@ -206,7 +206,6 @@ static int attach_early(struct kvd_pool *p)
 	struct kvd *d = p->d;
 	struct kvpool_features f;
 	struct kvpool_pool_attach pa;
-	struct kvpool_status st;
 	int fd, r;
 
 	fd = open(d->o.device_path, O_RDWR | O_CLOEXEC);
@@ -228,16 +227,9 @@ static int attach_early(struct kvd_pool *p)
 	}
 	p->owner_fd = fd;
 	p->attached_epoch = pa.epoch;
-	memset(&st, 0, sizeof(st));
-	if (ioctl(fd, KVPOOL_IOC_STATUS, &st))
-		return -errno;
-	if (st.block_bytes != p->block_bytes || st.capacity != p->capacity) {
-		kvd_log(KVD_WARN, "pool %s: using its block_bytes %llu "
-			"capacity %u", p->name,
-			(unsigned long long)st.block_bytes, st.capacity);
-		p->block_bytes = st.block_bytes;
-		p->capacity = st.capacity;
-	}
+	r = kvd_ledger_geometry(p);	/* before its memory is set up */
+	if (r < 0)
+		return r;
 	r = kvd_keep_load_module(p);
 	if (r < 0) {
 		kvd_log(KVD_WARN, "pool %s: cannot read its kept descriptors: "

@@ -1027,24 +1027,35 @@ _Static_assert(sizeof(struct kvl_cluster_info) ==
 	       sizeof(struct kvp_cluster_status),
 	       "kvl_cluster_info mirrors kvp_cluster_status");
 
+/* A daemon op with no body whose reply is one record of @size bytes. */
+static int record_call(struct kvl_admin *adm, uint16_t op, void *rec,
+		       size_t size)
+{
+	size_t len = 0;
+	int ret;
+
+	if (!adm)
+		return -EINVAL;
+	if (adm->sock < 0)
+		return -EOPNOTSUPP;
+	memset(rec, 0, size);
+	ret = daemon_call(adm, op, NULL, 0, rec, size, &len);
+	if (ret < 0)
+		return ret;
+	return len == size ? 0 : -EBADMSG;
+}
+
 int kvl_admin_cluster_status(struct kvl_admin *adm,
 			     struct kvl_cluster_info *out)
 {
 	struct kvp_cluster_status st;
-	size_t len = 0;
 	int ret;
 
-	if (!adm || !out)
+	if (!out)
 		return -EINVAL;
-	if (adm->sock < 0)
-		return -EOPNOTSUPP;
-	memset(&st, 0, sizeof(st));
-	ret = daemon_call(adm, KVP_OP_CLUSTER_STATUS, NULL, 0, &st, sizeof(st),
-			  &len);
-	if (ret < 0)
+	ret = record_call(adm, KVP_OP_CLUSTER_STATUS, &st, sizeof(st));
+	if (ret)
 		return ret;
-	if (len != sizeof(st))
-		return -EBADMSG;
 	st.node[sizeof(st.node) - 1] = '\0';
 	memcpy(out, &st, sizeof(*out));
 	return 0;
@@ -1058,20 +1069,13 @@ int kvl_admin_restart_info(struct kvl_admin *adm,
 			   struct kvl_restart_info *out)
 {
 	struct kvp_restart_info ri;
-	size_t len = 0;
 	int ret;
 
-	if (!adm || !out)
+	if (!out)
 		return -EINVAL;
-	if (adm->sock < 0)
-		return -EOPNOTSUPP;
-	memset(&ri, 0, sizeof(ri));
-	ret = daemon_call(adm, KVP_OP_RESTART_INFO, NULL, 0, &ri, sizeof(ri),
-			  &len);
-	if (ret < 0)
+	ret = record_call(adm, KVP_OP_RESTART_INFO, &ri, sizeof(ri));
+	if (ret)
 		return ret;
-	if (len != sizeof(ri))
-		return -EBADMSG;
 	ri.why[sizeof(ri.why) - 1] = '\0';
 	memcpy(out, &ri, sizeof(*out));
 	return 0;
