@@ -542,7 +542,7 @@ static void op_corrupt(struct fz *f, struct in *in)
 static void op_pool(struct fz *f, struct in *in)
 {
 	struct kvpool_event ev;
-	unsigned int what = rd8(in) % 16, k;
+	unsigned int what = rd8(in) % 18, k;
 	u32 v = rd16(in) % (f->pool->capacity + 2);
 
 	switch (what) {
@@ -611,6 +611,32 @@ static void op_pool(struct fz *f, struct in *in)
 	case 14:
 		op_move(f, in);
 		break;
+	case 15: {		/* kept: parked at close instead of closed */
+		struct kvpool_lease *l = f->l[rd8(in) % MAXL];
+		bool keep = rd8(in) & 1;
+		int r;
+
+		if (!l)
+			break;
+		r = kvpool_lease_set_keep(l, keep);
+		ASSERT(r ? r == -ENOSPC && keep && !l->keep : l->keep == keep,
+		       "set_keep");
+		break;
+	}
+	case 16: {		/* a parked lease adopted by a new host */
+		struct kvpool_cred cred = { .uid = 0, .admin = true };
+		unsigned int i = rd8(in) % MAXL;
+		struct kvpool_lease *l;
+
+		if (f->l[i])
+			break;
+		if (!kvpool_lease_adopt(f->pool, f->id[i], &cred, &l)) {
+			ASSERT(l->id == f->id[i] && l->keep && !l->parked,
+			       "adopted");
+			f->l[i] = l;
+		}
+		break;
+	}
 	default: {
 		struct kvpool_lease *l = f->l[rd8(in) % MAXL];
 		struct kvpool_cred cred = { .uid = 1, .admin = rd8(in) & 1 };
