@@ -73,6 +73,9 @@ int kvd_hostmem_init(struct kvd_hostmem *h, struct kvd_pool *p,
 		close(fd);
 		return r;
 	}
+	/* shmem gets huge pages only where shmem_enabled allows "advise"
+	 * (anonymous memory had them wherever THP is "always") */
+	madvise(m, h->bytes, MADV_HUGEPAGE);
 	h->base = m;
 	h->fd = fd;
 	if (!h->kept && kvd_keep_enabled(p->d))

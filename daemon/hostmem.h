@@ -9,6 +9,9 @@
  * a shrink punches the range out of the file (its pages are freed) and
  * makes it inaccessible again, so it falls.  The memfd is kept (keep.h)
  * as (pool, KVD_KEEP_WHOLE, 0): a restarted daemon maps the same pages.
+ * Being shmem, the pool gets transparent huge pages only where
+ * /sys/kernel/mm/transparent_hugepage/shmem_enabled is "advise" (or
+ * "always"): Debian's default, "never", leaves it 4 KiB pages.
  */
 #ifndef KVD_HOSTMEM_H
 #define KVD_HOSTMEM_H
