@@ -62,10 +62,23 @@ int kvd_hostmem_init(struct kvd_hostmem *h, struct kvd_pool *p,
 			return -EIO;
 		}
 		h->kept = true;
-	} else {
+	} else if (kvd_keep_enabled(p->d)) {
 		fd = memfd_new(p, h->bytes);
-		if (fd < 0)
+		if (fd == -EFBIG)	/* RLIMIT_FSIZE holds for memfds too */
+			kvd_log(KVD_WARN, "pool %s: %llu bytes exceed the file "
+				"size limit: its memory is not kept", p->name,
+				(unsigned long long)h->bytes);
+		else if (fd < 0)
 			return fd;
+	}
+	if (fd < 0) {
+		/* nothing keeps it: anonymous memory, as it dies with us */
+		m = mmap(NULL, h->bytes, PROT_NONE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED)
+			return -errno;
+		h->base = m;
+		return 0;
 	}
 	m = mmap(NULL, h->bytes, PROT_NONE, MAP_SHARED | MAP_NORESERVE, fd, 0);
 	if (m == MAP_FAILED) {
@@ -121,7 +134,8 @@ int kvd_hostmem_unmap(struct kvd_hostmem *h, uint64_t off, uint64_t len)
 {
 	if (!len)
 		return 0;
-	if (fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+	if (h->fd < 0 ? madvise(h->base + off, len, MADV_DONTNEED) :
+	    fallocate(h->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)off, (off_t)len))
 		return -errno;
 	if (mprotect(h->base + off, len, PROT_NONE))

@@ -4,7 +4,9 @@
  * and a dram tier.
  *
  * The whole capacity is one memfd (sealed against shrinking and growing),
- * mapped shared once with PROT_NONE (address space only).  A grow makes a
+ * mapped shared once with PROT_NONE (address space only), where the
+ * daemon keeps pool memory for its next start (keep.h); elsewhere, or
+ * when the file size limit is lower than the pool, anonymous memory.  A grow makes a
  * range read-write and populates it, so the daemon's memory really rises;
  * a shrink punches the range out of the file (its pages are freed) and
  * makes it inaccessible again, so it falls.  The memfd is kept (keep.h)
@@ -25,7 +27,7 @@ struct kvd_hostmem {
 	uint8_t *base;
 	uint64_t bytes;			/* mapped (page multiple) */
 	uint64_t page;
-	int fd;				/* the memfd */
+	int fd;				/* the memfd, or -1: anonymous */
 	bool kept;			/* an earlier life's pages */
 };
 

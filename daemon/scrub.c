@@ -73,6 +73,8 @@ static int tags_fd(struct kvd_pool *p, size_t bytes, bool *kept)
 		close(fd);
 		return -EIO;
 	}
+	if (!kvd_keep_enabled(p->d))
+		return -ENOENT;		/* nothing keeps them: anonymous */
 	fd = memfd_create("kvpool-tags", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
@@ -102,19 +104,26 @@ int kvd_scrub_pool_init(struct kvd_pool *p)
 	t->bytes = ((size_t)p->capacity ? p->capacity : 1) * sizeof(*t->tag);
 	t->bytes = (t->bytes + 4095) / 4096 * 4096;
 	fd = tags_fd(p, t->bytes, &kept);
-	if (fd < 0) {
+	if (fd == -ENOENT || fd == -EFBIG) {
+		m = mmap(NULL, t->bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	} else if (fd < 0) {
 		free(t);
 		return fd;
+	} else {
+		m = mmap(NULL, t->bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 fd, 0);
 	}
-	m = mmap(NULL, t->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED) {
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		free(t);
 		return -ENOMEM;
 	}
-	if (!kept && kvd_keep_enabled(p->d))
+	if (fd >= 0 && !kept)
 		kvd_keep_put(p, KVD_KEEP_TAGS, 0, fd);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	t->tag = m;
 	t->n = p->capacity;
 	/* a block being zeroed when the earlier life ended: unknown */
