@@ -22,7 +22,7 @@ KVD_SRCS := core.c main.c server.c conn.c ops.c ledger.c backend_cpu.c backend_c
 	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_spec.c \
 	    tier_dram.c tier_nvme.c swap.c config.c tenants.c reload.c metrics.c \
 	    scrub.c cluster.c cluster_conf.c cluster_value.c prefix_tier.c \
-	    keep.c restart.c hostmem.c
+	    keep.c restart.c hostmem.c prefix_keep.c
 KVD_OBJS = $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
 	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
 KVD_HDRS := daemon/core.h daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
@@ -32,7 +32,7 @@ KVD_HDRS := daemon/core.h daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h 
 	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
 	    daemon/swap.h daemon/config.h daemon/scrub.h daemon/keep.h daemon/restart.h daemon/hostmem.h include/kvpool_proto.h \
 	    daemon/cluster.h daemon/cluster_conf.h daemon/cluster_value.h \
-	    daemon/prefix_tier.h \
+	    daemon/prefix_tier.h daemon/prefix_keep.h \
 	    daemon/rcluster.h \
 	    include/kvpool_metrics.h include/kvpool_cuda.h \
 	    kernels/kvkern.h kernels/kvkern_cuda.h kernels/cuda_drv.h \

@@ -31,6 +31,7 @@ struct kvd_pool;
 #define KVD_KEEP_CHUNK		2	/* one chunk (index: its number) */
 #define KVD_KEEP_META		3	/* the metadata region (top pool) */
 #define KVD_KEEP_TAGS		4	/* the pool's scrub tags (scrub.c) */
+#define KVD_KEEP_PREFIX		5	/* the prefix index (prefix_keep.c) */
 
 /* Where descriptors are kept (kvd_keep_store()). */
 #define KVD_KEEP_STORE_NONE	KVP_KEEP_NONE	/* nowhere: contents die with us */

@@ -140,6 +140,21 @@ static int snapshot(struct kvd_pool *p, struct kvpool_snapshot *s,
 	return -EAGAIN;
 }
 
+int kvd_ledger_snapshot(struct kvd_pool *p, struct kvpool_snapshot *s,
+			struct kvpool_lease_info **li,
+			struct kvpool_block_owner **bo)
+{
+	int r = snapshot(p, s, li, bo);
+
+	if (r) {
+		free(*li);
+		free(*bo);
+		*li = NULL;
+		*bo = NULL;
+	}
+	return r;
+}
+
 int kvd_ledger_geometry(struct kvd_pool *p)
 {
 	struct kvpool_status st;

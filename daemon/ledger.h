@@ -14,6 +14,14 @@ int kvd_ledger_open(struct kvd *d);
 /* Module, an attached owner file: take the pool's block_bytes and
  * capacity when they differ from p's: 1 (p changed), 0, or -errno. */
 int kvd_ledger_geometry(struct kvd_pool *p);
+/* Module: the pool's leases (*li[s->leases]) and leased blocks
+ * (*bo[s->blocks]), for the caller to free.  0 or -errno. */
+struct kvpool_snapshot;
+struct kvpool_lease_info;
+struct kvpool_block_owner;
+int kvd_ledger_snapshot(struct kvd_pool *p, struct kvpool_snapshot *s,
+			struct kvpool_lease_info **li,
+			struct kvpool_block_owner **bo);
 /* The module's features every owner file asks for. */
 #define KVD_MODULE_FEATURES	(KVPOOL_FEAT_RECOVERY | \
 				 KVPOOL_FEAT_LEASE_CHECK | KVPOOL_FEAT_PIN | \

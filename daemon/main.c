@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "restart.h"
+#include "keep.h"
 #include "config.h"
 #include "core.h"
 #include "ledger.h"
@@ -580,6 +581,7 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 		kvd_log(KVD_ERR, "prefix cache: %s", strerror(-r));
 		return r;
 	}
+	kvd_keep_loaded_done(d);
 	r = kvd_cluster_init(d);
 	if (!r)
 		r = kvd_ptier_init(d);

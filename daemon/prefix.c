@@ -50,12 +50,15 @@
 #include "cluster.h"
 #include "inproc.h"
 #include "prefix_tier.h"
+#include "prefix_keep.h"
+#include "restart.h"
 
 #define SET_EMPTY	UINT32_MAX
 
 struct pfx_ns {
 	char name[KVPOOL_NAME_LEN];	/* "" for a tenant's own */
 	uint8_t salt[PFX_SALT_BYTES];
+	int pk_ix;			/* its kept record, or -1 */
 	struct pfx_ns *next;		/* shared namespaces */
 };
 
@@ -64,6 +67,7 @@ struct pfx_lease {
 	uint64_t id;			/* 0: not open */
 	int fd;				/* module: the daemon's file */
 	struct kvpool_lease *lease;	/* in-process ledger */
+	bool kept;			/* module: parks when the file closes */
 };
 
 struct pfx_tenant {
@@ -81,6 +85,7 @@ struct pfx_tenant {
 	bool cluster;			/* own.salt is its cluster key */
 	uint32_t fetching;		/* fetches granting into its hot lease */
 	bool flushing;
+	int pk_ix;			/* its kept record, or -1 */
 	struct pfx_tenant *next;
 };
 
@@ -101,6 +106,7 @@ struct kvd_prefix {
 	size_t pf_cap;
 	uint8_t *scratch;		/* key input, 48 + 4 * tokens */
 	size_t scratch_cap;
+	struct pk_region *pk;		/* the index kept across a restart */
 };
 
 struct kvd_prefix_conn {
@@ -116,6 +122,70 @@ static void name_copy(char dst[KVPOOL_NAME_LEN], const char *src)
 {
 	memset(dst, 0, KVPOOL_NAME_LEN);
 	memcpy(dst, src, strnlen(src, KVPOOL_NAME_LEN - 1));
+}
+
+/* ---- the index, kept across a restart (prefix_keep.h) -------------------- */
+
+static void pk_note_tenant(struct kvd_prefix *p, struct pfx_tenant *t);
+static void pk_start(struct kvd_prefix *p);
+
+/* What @e's slot says of it (p->lock held). */
+static void pk_note_entry(struct kvd_prefix *p, const struct pfx_entry *e)
+{
+	const struct pfx_tenant *t = e->owner;
+	const struct pfx_ns *ns = e->ns;
+	struct pk_slot *sl;
+
+	if (!p->pk || !(sl = pk_slot_at(p->pk, e->block)))
+		return;
+	sl->sum = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (t->pk_ix < 0 || e->ntok > PK_TOKENS) {
+		sl->state = PK_SLOT_FREE;	/* given back at a restart */
+		return;
+	}
+	sl->state = e->indexed ? PK_SLOT_INDEXED : PK_SLOT_UNINDEXED;
+	sl->tix = (uint32_t)t->pk_ix;
+	sl->id = e->id;
+	sl->parent_id = e->parent_id;
+	sl->key = e->key;
+	sl->pkey = e->pkey;
+	sl->model = e->model;
+	sl->depth = e->depth;
+	sl->ntok = e->ntok;
+	memcpy(sl->ns, ns->name, sizeof(sl->ns));
+	memcpy(sl->tokens, e->tokens, (size_t)e->ntok * sizeof(uint32_t));
+	pk_slot_sum(sl);
+}
+
+static void ix_insert(struct kvd_prefix *p, struct pfx_entry *e)
+{
+	pfx_insert(&p->ix, e);
+	pk_note_entry(p, e);
+}
+
+static void ix_unindex(struct kvd_prefix *p, struct pfx_entry *e)
+{
+	struct pk_slot *sl;
+
+	pfx_unindex(&p->ix, e);
+	sl = p->pk ? pk_slot_at(p->pk, e->block) : NULL;
+	if (sl && sl->sum && sl->id == e->id) {
+		sl->state = PK_SLOT_UNINDEXED;
+		pk_slot_sum(sl);
+	}
+}
+
+static void ix_remove(struct kvd_prefix *p, struct pfx_entry *e)
+{
+	struct pk_slot *sl = p->pk ? pk_slot_at(p->pk, e->block) : NULL;
+
+	if (sl && sl->id == e->id) {
+		sl->sum = 0;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		sl->state = PK_SLOT_FREE;
+	}
+	pfx_remove(&p->ix, e);
 }
 
 /* ---- a connection's references ------------------------------------------ */
@@ -345,6 +415,35 @@ static void lease_close(struct kvd *d, struct pfx_lease *pl)
 	pl->fd = -1;
 }
 
+/* Module: mark the lease kept (parked, not closed, when the daemon goes)
+ * or not. */
+static int lease_keep(struct kvd *d, struct pfx_lease *pl, bool on)
+{
+	struct kvpool_lease_keep k;
+
+	if (d->mode != KVP_MODE_MODULE || !pl->id || pl->kept == on)
+		return 0;
+	memset(&k, 0, sizeof(k));
+	k.owner_fd = d->top->owner_fd;
+	k.flags = on ? KVPOOL_KEEP_ON : 0;
+	if (ioctl(pl->fd, KVPOOL_IOC_LEASE_KEEP, &k))
+		return -errno;
+	pl->kept = on;
+	return 0;
+}
+
+/* Close a lease for good: a kept one is unmarked first, so that its
+ * blocks go back instead of parking. */
+static void lease_drop(struct kvd *d, struct pfx_lease *pl)
+{
+	int r = lease_keep(d, pl, false);
+
+	if (r)
+		kvd_log(KVD_WARN, "prefix cache: lease %llu stays kept: %s",
+			(unsigned long long)pl->id, strerror(-r));
+	lease_close(d, pl);
+}
+
 static int lease_move(struct kvd *d, uint64_t from, uint64_t to,
 		      const uint32_t *blocks, uint32_t n)
 {
@@ -459,6 +558,8 @@ static struct pfx_tenant *tenant_get(struct kvd_prefix *p, const char *name)
 	}
 	t->cluster = kvd_cluster_tenant_key(p->d, name, t->own.salt);
 	t->ns = &t->own;
+	t->own.pk_ix = -1;
+	t->pk_ix = -1;
 	t->hot.fd = t->cold.fd = -1;
 	t->next = p->tenants;
 	p->tenants = t;
@@ -481,6 +582,7 @@ static struct pfx_ns *shared_ns_get(struct kvd_prefix *p, const char *name)
 		free(ns);
 		return NULL;
 	}
+	ns->pk_ix = -1;
 	ns->next = p->shared;
 	p->shared = ns;
 	return ns;
@@ -495,10 +597,21 @@ static int tenant_leases_open(struct kvd_prefix *p, struct pfx_tenant *t)
 		r = lease_open(p->d, &t->cold, t->name, KVPOOL_RECLAIM_FIRST);
 	if (r) {
 		if (!t->nhot)
-			lease_close(p->d, &t->hot);
+			lease_drop(p->d, &t->hot);
 		kvd_log(KVD_WARN, "prefix cache of %s: cannot open its leases: %s",
 			t->name, strerror(-r));
 		return r;
+	}
+	if (p->pk && !was) {
+		/* kept or not at all: a cache whose leases cannot both be
+		 * kept starts empty after a restart */
+		r = lease_keep(p->d, &t->hot, true);
+		if (!r)
+			r = lease_keep(p->d, &t->cold, true);
+		if (r)
+			kvd_log(KVD_WARN, "prefix cache of %s: not kept across "
+				"a restart: %s", t->name, strerror(-r));
+		pk_note_tenant(p, t);
 	}
 	if (!was)
 		wake_thread(p);		/* a new cold lease to watch */
@@ -510,8 +623,9 @@ static void tenant_maybe_close(struct kvd_prefix *p, struct pfx_tenant *t)
 {
 	if (t->nhot || t->lru.n || t->fetching || !t->hot.id)
 		return;
-	lease_close(p->d, &t->hot);
-	lease_close(p->d, &t->cold);
+	lease_drop(p->d, &t->hot);
+	lease_drop(p->d, &t->cold);
+	pk_note_tenant(p, t);
 	wake_thread(p);
 }
 
@@ -643,7 +757,7 @@ static uint32_t evict_lru(struct kvd_prefix *p, struct pfx_tenant *t,
 	while (k < n && (e = pfx_lru_oldest(&t->lru))) {
 		cluster_leaving(p, t, e, true);
 		blocks[k++] = e->block;
-		pfx_remove(&p->ix, e);
+		ix_remove(p, e);
 	}
 	evict_blocks(p, t, blocks, k);
 	free(blocks);
@@ -685,7 +799,7 @@ static void drop_refs(struct kvd_prefix *p, struct kvd_prefix_conn *pc,
 			struct pfx_tenant *t = e->owner;
 			uint32_t b = e->block;
 
-			pfx_remove(&p->ix, e);
+			ix_remove(p, e);
 			t->nhot--;
 			t->evictions++;		/* flushed while in use */
 			if (lease_release(p->d, &t->hot, &b, 1))
@@ -701,7 +815,7 @@ static void drop_refs(struct kvd_prefix *p, struct kvd_prefix_conn *pc,
 			uint32_t b = cold[i]->block;
 
 			cluster_leaving(p, t, cold[i], false);
-			pfx_remove(&p->ix, cold[i]);
+			ix_remove(p, cold[i]);
 			t->nhot--;
 			lease_release(p->d, &t->hot, &b, 1);
 			t->evictions++;
@@ -1091,9 +1205,9 @@ static int op_publish(struct kvd_prefix *p, struct kvd_client *c,
 		struct pfx_entry *e = fresh[i] ? fresh[i] : es[i];
 
 		if (fresh[i]) {
-			pfx_insert(&p->ix, e);
+			ix_insert(p, e);
 			if (own[i])
-				pfx_unindex(&p->ix, e);
+				ix_unindex(p, e);
 			e->refs = 1;
 			t->nhot++;
 			set_add(pc, e->block);
@@ -1274,7 +1388,7 @@ static uint32_t flush_locked(struct kvd_prefix *p, struct pfx_tenant *t)
 			if (e->owner == t) {
 				if (e->indexed)
 					cluster_leaving(p, t, e, false);
-				pfx_unindex(&p->ix, e);
+				ix_unindex(p, e);
 			}
 	}
 	return n;
@@ -1382,6 +1496,7 @@ int kvd_prefix_admin(struct kvd *d, bool admin, uint16_t op, const void *body,
 			} else if (ns != t->ns) {
 				r = (int)flush_locked(p, t);
 				t->ns = ns;
+				pk_note_tenant(p, t);
 				kvd_log(KVD_INFO, "prefix cache of %s: namespace %s",
 					t->name, ns->name[0] ? ns->name :
 					"(its own)");
@@ -1515,6 +1630,9 @@ static void tenant_forget(struct kvd_prefix *p, struct pfx_tenant **pp,
 		return;
 	}
 	*pp = t->next;
+	if (p->pk && t->pk_ix >= 0)
+		memset(pk_tenant_at(p->pk, (uint32_t)t->pk_ix), 0,
+		       sizeof(struct pk_tenant));
 	kvd_log(KVD_INFO, "prefix cache of %s: forgotten%s%s", t->name,
 		t->ns != &t->own ? ", left namespace " : "",
 		t->ns != &t->own ? t->ns->name : "");
@@ -1765,16 +1883,28 @@ int kvd_prefix_init(struct kvd *d)
 		return r;
 	}
 	d->prefix = p;
+	pk_start(p);
 	return 0;
 }
 
 int kvd_prefix_start(struct kvd *d)
 {
 	struct kvd_prefix *p = d->prefix;
+	struct pfx_tenant *t;
 	int r;
 
 	if (!p || p->th_started)
 		return 0;
+	/* Caches taken back from the last life before the cluster tier
+	 * knew its keys: a tenant with a cluster key uses it again (its
+	 * restored entries, keyed with the last life's, age out if the key
+	 * changed meanwhile). */
+	pthread_mutex_lock(&p->lock);
+	for (t = p->tenants; t; t = t->next)
+		if (!t->cluster)
+			t->cluster = kvd_cluster_tenant_key(d, t->name,
+							    t->own.salt);
+	pthread_mutex_unlock(&p->lock);
 	r = pthread_create(&p->th, NULL, prefix_main, p);
 	if (r)
 		return -r;
@@ -1796,6 +1926,9 @@ void kvd_prefix_fini(struct kvd *d)
 		pthread_join(p->th, NULL);
 	}
 	d->prefix = NULL;
+	/* what the region says stays for the next life */
+	pk_close(p->pk);
+	p->pk = NULL;
 	for (t = p->tenants; t; t = tn) {
 		tn = t->next;
 		/* In-process leases go with the ledger; files close here. */
@@ -2010,7 +2143,7 @@ static uint32_t adopt(struct kvd_prefix *p, const char *tname,
 			break;
 		e->depth = first + added;
 		e->pkey = *pk;
-		pfx_insert(&p->ix, e);
+		ix_insert(p, e);
 		e->refs = 1;
 		t->nhot++;
 		set_add(pc, e->block);
@@ -2121,4 +2254,415 @@ uint32_t kvd_prefix_entries(struct kvd *d)
 	n = p->ix.nkeyed;
 	pthread_mutex_unlock(&p->lock);
 	return n;
+}
+
+/* ---- the index across a restart (prefix_keep.h) ------------------------------ */
+
+static void pk_note_ns(struct kvd_prefix *p, struct pfx_ns *ns)
+{
+	struct pk_ns *r = NULL;
+	uint32_t i;
+
+	if (!p->pk || !ns->name[0] || ns->pk_ix >= 0)
+		return;
+	for (i = 0; i < PK_SHARED; i++) {
+		r = pk_ns_at(p->pk, i);
+		if (!r->used)
+			break;
+	}
+	if (i == PK_SHARED)
+		return;		/* its entries are not kept */
+	memset(r, 0, sizeof(*r));
+	r->used = 1;
+	memcpy(r->name, ns->name, PK_NAME);
+	memcpy(r->salt, ns->salt, sizeof(r->salt));
+	pk_ns_sum(r);
+	ns->pk_ix = (int)i;
+}
+
+/* @t's record: its salt, namespace and leases, or none while it holds no
+ * lease or its leases are not kept (p->lock held). */
+static void pk_note_tenant(struct kvd_prefix *p, struct pfx_tenant *t)
+{
+	struct pk_tenant *r;
+	uint32_t i;
+
+	if (!p->pk)
+		return;
+	if (!t->hot.id || !t->hot.kept || !t->cold.kept) {
+		if (t->pk_ix >= 0) {
+			r = pk_tenant_at(p->pk, (uint32_t)t->pk_ix);
+			memset(r, 0, sizeof(*r));
+		}
+		t->pk_ix = -1;
+		return;
+	}
+	if (t->pk_ix < 0) {
+		for (i = 0; i < PK_TENANTS; i++)
+			if (!pk_tenant_at(p->pk, i)->used)
+				break;
+		if (i == PK_TENANTS) {
+			kvd_log(KVD_WARN, "prefix cache of %s: more than %u "
+				"caches: not kept across a restart", t->name,
+				PK_TENANTS);
+			return;
+		}
+		t->pk_ix = (int)i;
+	}
+	pk_note_ns(p, t->ns);
+	r = pk_tenant_at(p->pk, (uint32_t)t->pk_ix);
+	r->sum = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	r->used = 1;
+	memcpy(r->name, t->name, PK_NAME);
+	memcpy(r->ns, t->ns->name, PK_NAME);
+	memcpy(r->salt, t->own.salt, sizeof(r->salt));
+	r->hot_id = t->hot.id;
+	r->cold_id = t->cold.id;
+	pk_tenant_sum(r);
+}
+
+/* A parked lease of this pool onto a new file of ours. */
+static int lease_adopt(struct kvd *d, uint64_t id, struct pfx_lease *pl)
+{
+	struct kvpool_lease_adopt a;
+	int fd = open(d->o.device_path, O_RDWR | O_CLOEXEC), e;
+
+	if (fd < 0)
+		return -errno;
+	memset(&a, 0, sizeof(a));
+	a.owner_fd = d->top->owner_fd;
+	a.lease_id = id;
+	if (ioctl(fd, KVPOOL_IOC_LEASE_ADOPT, &a)) {
+		e = -errno;
+		close(fd);
+		return e;
+	}
+	pl->fd = fd;
+	pl->id = id;
+	pl->kept = true;
+	return 0;
+}
+
+struct pk_restore {
+	struct kvpool_snapshot s;
+	struct kvpool_lease_info *li;
+	struct kvpool_block_owner *bo;
+	uint64_t *owner;		/* per block: the lease holding it */
+	bool *adopted;			/* per li[] */
+	uint32_t *order;		/* kept slots, by depth */
+	uint32_t norder;
+	struct pfx_entry **made;	/* per block: the entry restored */
+	uint64_t *old_ids;		/* sorted, for parents */
+	uint32_t *old_at;		/* old_ids[i]'s block */
+	uint32_t nold;
+};
+
+static int li_find(const struct pk_restore *x, uint64_t id)
+{
+	uint32_t i;
+
+	for (i = 0; i < x->s.leases; i++)
+		if (x->li[i].lease_id == id &&
+		    (x->li[i].flags & KVPOOL_LEASE_INFO_PARKED))
+			return (int)i;
+	return -1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static struct kvd_prefix *pk_sort_p;
+
+static int by_slot_depth(const void *a, const void *b)
+{
+	const struct pk_slot *x = pk_slot_at(pk_sort_p->pk, *(const uint32_t *)a);
+	const struct pk_slot *y = pk_slot_at(pk_sort_p->pk, *(const uint32_t *)b);
+
+	return x->depth < y->depth ? -1 : x->depth > y->depth;
+}
+
+/* Adopt the caches whose records check out and whose leases are parked. */
+static void pk_restore_tenants(struct kvd_prefix *p, struct pk_restore *x)
+{
+	struct kvd *d = p->d;
+	uint32_t i;
+
+	for (i = 0; i < PK_SHARED; i++) {
+		struct pk_ns *r = pk_ns_at(p->pk, i);
+		struct pfx_ns *ns;
+
+		if (!pk_ns_ok(r) || !(ns = shared_ns_get(p, r->name))) {
+			memset(r, 0, sizeof(*r));
+			continue;
+		}
+		memcpy(ns->salt, r->salt, sizeof(ns->salt));
+		ns->pk_ix = (int)i;
+	}
+	for (i = 0; i < PK_TENANTS; i++) {
+		struct pk_tenant *r = pk_tenant_at(p->pk, i);
+		int hi = pk_tenant_ok(r) ? li_find(x, r->hot_id) : -1;
+		int ci = hi >= 0 ? li_find(x, r->cold_id) : -1;
+		struct pfx_ns *ns = NULL;
+		struct pfx_tenant *t = NULL;
+
+		if (ci >= 0 && r->ns[0]) {
+			for (ns = p->shared; ns; ns = ns->next)
+				if (!strncmp(ns->name, r->ns, PK_NAME))
+					break;
+		} else if (ci >= 0) {
+			ns = (struct pfx_ns *)1;	/* its own */
+		}
+		if (ns)
+			t = tenant_get(p, r->name);
+		if (!t || t->hot.id || lease_adopt(d, r->hot_id, &t->hot)) {
+			memset(r, 0, sizeof(*r));
+			continue;
+		}
+		if (lease_adopt(d, r->cold_id, &t->cold)) {
+			lease_drop(d, &t->hot);
+			memset(r, 0, sizeof(*r));
+			continue;
+		}
+		x->adopted[hi] = x->adopted[ci] = true;
+		if (!t->cluster)
+			memcpy(t->own.salt, r->salt, sizeof(t->own.salt));
+		t->ns = ns == (struct pfx_ns *)1 ? &t->own : ns;
+		t->pk_ix = (int)i;
+	}
+}
+
+/* The tenant (restored) whose record @tix is, or NULL. */
+static struct pfx_tenant *pk_tenant_of(struct kvd_prefix *p, uint32_t tix)
+{
+	struct pfx_tenant *t;
+
+	for (t = p->tenants; t; t = t->next)
+		if (t->pk_ix == (int)tix)
+			return t;
+	return NULL;
+}
+
+static const struct pfx_ns *pk_ns_named(struct kvd_prefix *p,
+					struct pfx_tenant *t, const char *name)
+{
+	struct pfx_ns *ns;
+
+	if (!name[0])
+		return &t->own;
+	for (ns = p->shared; ns; ns = ns->next)
+		if (ns->pk_ix >= 0 && !strncmp(ns->name, name, PK_NAME))
+			return ns;
+	return NULL;
+}
+
+/* The entries whose slots check out, whose block one of their tenant's
+ * leases holds, and whose parent was restored: unreferenced, cold. */
+static uint32_t pk_restore_entries(struct kvd_prefix *p, struct pk_restore *x)
+{
+	uint32_t cap = pk_capacity(p->pk), i, n = 0;
+
+	for (i = 0; i < cap; i++) {
+		struct pk_slot *sl = pk_slot_at(p->pk, i);
+		struct pfx_tenant *t;
+
+		if (!sl->sum)
+			continue;
+		t = pk_slot_ok(sl) && sl->state == PK_SLOT_INDEXED ?
+		    pk_tenant_of(p, sl->tix) : NULL;
+		if (!t || (x->owner[i] != t->hot.id &&
+			   x->owner[i] != t->cold.id) ||
+		    !pk_ns_named(p, t, sl->ns)) {
+			memset(sl, 0, offsetof(struct pk_slot, tokens));
+			continue;
+		}
+		x->order[x->norder++] = i;
+		x->old_ids[x->nold] = sl->id;
+		x->nold++;
+	}
+	qsort(x->old_ids, x->nold, sizeof(*x->old_ids), cmp_u64);
+	for (i = 0; i < x->nold; i++)
+		x->old_at[i] = UINT32_MAX;
+	pk_sort_p = p;
+	qsort(x->order, x->norder, sizeof(*x->order), by_slot_depth);
+	if (pfx_index_reserve(&p->ix, x->norder))
+		return 0;
+	for (i = 0; i < x->norder; i++) {
+		uint32_t b = x->order[i];
+		struct pk_slot *sl = pk_slot_at(p->pk, b);
+		struct pfx_tenant *t = pk_tenant_of(p, sl->tix);
+		uint64_t *at = bsearch(&sl->id, x->old_ids, x->nold,
+				       sizeof(*x->old_ids), cmp_u64);
+		uint64_t parent = 0;
+		struct pfx_entry *e;
+
+		if (sl->parent_id) {
+			uint64_t *pa = bsearch(&sl->parent_id, x->old_ids,
+					       x->nold, sizeof(*x->old_ids),
+					       cmp_u64);
+			uint32_t pb = pa ? x->old_at[pa - x->old_ids] :
+				      UINT32_MAX;
+
+			if (pb == UINT32_MAX || !x->made[pb])
+				continue;	/* unreachable: given back */
+			parent = x->made[pb]->id;
+		}
+		e = pfx_entry_new(&p->ix, &sl->key, pk_ns_named(p, t, sl->ns),
+				  t, &sl->model, parent, b, sl->tokens,
+				  sl->ntok);
+		if (!e)
+			continue;
+		e->depth = sl->depth;
+		e->pkey = sl->pkey;
+		pfx_insert(&p->ix, e);
+		x->made[b] = e;
+		if (at)
+			x->old_at[at - x->old_ids] = b;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Give back what the restore did not take (blocks of adopted leases
+ * without an entry, parked leases nobody adopted), move the hot leases'
+ * blocks to the cold ones, put every entry on its LRU and write the slots
+ * again for this life.
+ */
+static void pk_restore_settle(struct kvd_prefix *p, struct pk_restore *x)
+{
+	struct kvd *d = p->d;
+	uint32_t cap = d->top->capacity, i, *blocks;
+	struct pfx_tenant *t;
+
+	blocks = malloc(((size_t)cap + 1) * sizeof(*blocks));
+	for (t = p->tenants; blocks && t; t = t->next) {
+		uint32_t nhot = 0, nfree = 0;
+		struct pfx_lease *pl[2] = { &t->hot, &t->cold };
+		unsigned int k;
+
+		if (!t->hot.id)
+			continue;
+		for (k = 0; k < 2; k++) {
+			nfree = 0;
+			for (i = 0; i < cap; i++)
+				if (x->owner[i] == pl[k]->id && !x->made[i])
+					blocks[nfree++] = i;
+			if (nfree && lease_release(d, pl[k], blocks, nfree))
+				kvd_log(KVD_WARN, "prefix cache of %s: cannot "
+					"give back %u blocks", t->name, nfree);
+		}
+		for (i = 0; i < cap; i++)
+			if (x->made[i] && x->made[i]->owner == t &&
+			    x->owner[i] == t->hot.id)
+				blocks[nhot++] = i;
+		if (nhot && lease_move(d, t->hot.id, t->cold.id, blocks, nhot)) {
+			kvd_log(KVD_WARN, "prefix cache of %s: cannot move its "
+				"restored blocks: not restored", t->name);
+			for (i = 0; i < nhot; i++) {
+				ix_remove(p, x->made[blocks[i]]);
+				x->made[blocks[i]] = NULL;
+			}
+			lease_release(d, &t->hot, blocks, nhot);
+		}
+	}
+	/* deepest first, so that first blocks are evicted last */
+	for (i = x->norder; i-- > 0;) {
+		struct pfx_entry *e = x->made[x->order[i]];
+
+		if (e) {
+			pfx_lru_push(&p->ix, &((struct pfx_tenant *)e->owner)->lru,
+				     e);
+			pk_note_entry(p, e);
+		}
+	}
+	for (t = p->tenants; t; t = t->next) {
+		pk_note_tenant(p, t);
+		tenant_maybe_close(p, t);
+	}
+	for (i = 0; i < x->s.leases; i++) {
+		struct pfx_lease pl = { .fd = -1 };
+
+		if (x->adopted[i] || !(x->li[i].flags & KVPOOL_LEASE_INFO_PARKED))
+			continue;
+		if (lease_adopt(d, x->li[i].lease_id, &pl)) {
+			kvd_log(KVD_WARN, "pool %s: parked lease %llu cannot be "
+				"given back", d->top->name,
+				(unsigned long long)x->li[i].lease_id);
+			continue;
+		}
+		lease_drop(d, &pl);
+	}
+	free(blocks);
+}
+
+/*
+ * Module: the index kept for a restart.  With kept pool memory that the
+ * metadata region vouches for, take back what the last life kept of the
+ * index; in any case give back parked cache leases nobody takes, and
+ * keep this life's index.
+ */
+static void pk_start(struct kvd_prefix *p)
+{
+	struct kvd *d = p->d;
+	struct kvpool_features f;
+	struct pk_restore x;
+	bool restored = false;
+	uint32_t cap = d->top->capacity, i, n = 0;
+
+	if (d->mode != KVP_MODE_MODULE || p->usable)
+		return;
+	memset(&f, 0, sizeof(f));
+	f.requested = KVPOOL_FEAT_PARK;
+	if (ioctl(d->top->owner_fd, KVPOOL_IOC_FEATURES, &f) ||
+	    !(f.enabled & KVPOOL_FEAT_PARK))
+		return;			/* nothing parks either */
+	memset(&x, 0, sizeof(x));
+	if (kvd_ledger_snapshot(d->top, &x.s, &x.li, &x.bo)) {
+		kvd_log(KVD_WARN, "prefix cache: no snapshot of pool %s: its "
+			"index is not kept", d->top->name);
+		return;
+	}
+	p->pk = pk_open(d, cap, kvd_restart_preserved(d->top), &restored);
+	x.owner = calloc(cap ? cap : 1, sizeof(*x.owner));
+	x.adopted = calloc(x.s.leases + 1, sizeof(*x.adopted));
+	x.order = malloc(((size_t)cap + 1) * sizeof(*x.order));
+	x.made = calloc(cap ? cap : 1, sizeof(*x.made));
+	x.old_ids = malloc(((size_t)cap + 1) * sizeof(*x.old_ids));
+	x.old_at = malloc(((size_t)cap + 1) * sizeof(*x.old_at));
+	if (!x.owner || !x.adopted || !x.order || !x.made || !x.old_ids ||
+	    !x.old_at) {
+		restored = false;
+	} else {
+		for (i = 0; i < x.s.blocks; i++)
+			if (x.bo[i].block < cap)
+				x.owner[x.bo[i].block] = x.bo[i].lease_id;
+	}
+	if (restored) {
+		pk_restore_tenants(p, &x);
+		n = pk_restore_entries(p, &x);
+	} else if (p->pk) {
+		pk_clear(p->pk);
+	}
+	if (x.adopted)
+		pk_restore_settle(p, &x);
+	for (i = 0, n = 0; x.made && i < cap; i++)
+		n += x.made[i] && pfx_by_block(&p->ix, i) == x.made[i];
+	if (restored) {
+		kvd_log(KVD_NOTICE, "prefix cache: %u entries kept from the "
+			"last life", n);
+		kvd_restart_prefix(d, n);
+	}
+	free(x.li);
+	free(x.bo);
+	free(x.owner);
+	free(x.adopted);
+	free(x.order);
+	free(x.made);
+	free(x.old_ids);
+	free(x.old_at);
 }

@@ -68,11 +68,12 @@ static struct {
 	struct meta *cur;		/* this life's region (mapped) */
 	uint64_t start_ns, serving_ns;
 	uint64_t blocks, bytes;
+	uint64_t prefix_entries;
 } R;
 
 /* FNV-1a, 64 bits: a torn or foreign region, not an adversary (the region
  * is reachable only by the daemon and the module or service manager). */
-static uint64_t sum64(const void *p, size_t n)
+uint64_t kvd_restart_sum(const void *p, size_t n)
 {
 	const uint8_t *b = p;
 	uint64_t h = 0xcbf29ce484222325ULL;
@@ -87,7 +88,7 @@ static uint64_t sum64(const void *p, size_t n)
 
 static uint64_t head_sum(const struct meta_head *h)
 {
-	return sum64(h, offsetof(struct meta_head, sum));
+	return kvd_restart_sum(h, offsetof(struct meta_head, sum));
 }
 
 bool kvd_restart_preserved(const struct kvd_pool *p)
@@ -407,7 +408,6 @@ int kvd_restart_done(struct kvd *d)
 	if (r)
 		kvd_log(KVD_WARN, "cannot keep the metadata region (%s): pool "
 			"contents die with the daemon", strerror(-r));
-	kvd_keep_loaded_done(d);
 	return 0;
 }
 
@@ -432,6 +432,12 @@ void kvd_restart_edit_end(struct kvd *d)
 		atomic_fetch_sub(&R.cur->edits, 1);
 }
 
+void kvd_restart_prefix(struct kvd *d, uint64_t n)
+{
+	(void)d;
+	R.prefix_entries = n;
+}
+
 void kvd_restart_info(struct kvd *d, struct kvp_restart_info *o)
 {
 	(void)d;
@@ -442,6 +448,7 @@ void kvd_restart_info(struct kvd *d, struct kvp_restart_info *o)
 	o->lives = R.cur ? atomic_load(&R.cur->lives) : 0;
 	o->blocks = R.blocks;
 	o->bytes = R.bytes;
+	o->prefix_entries = R.prefix_entries;
 	o->resume_ns = R.serving_ns ? R.serving_ns - R.start_ns : 0;
 	o->uptime_ns = kvd_now_ns() - R.start_ns;
 	snprintf(o->why, sizeof(o->why), "%s", R.why);

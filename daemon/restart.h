@@ -27,6 +27,7 @@
 #define KVD_RESTART_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct kvd;
@@ -50,7 +51,9 @@ int kvd_restart_begin(struct kvd *d);
 int kvd_restart_pool(struct kvd_pool *p);
 /* After pool @p's memory is set up: does the region's geometry match? */
 int kvd_restart_pool_ready(struct kvd_pool *p);
-/* Every pool is open and mapped: write this life's region, keep it. */
+/* Every pool is open and mapped: write this life's region, keep it.  What
+ * the daemon's own state kept (the prefix cache's index) is taken back
+ * after it, and kvd_keep_loaded_done() then drops what nobody took. */
 int kvd_restart_done(struct kvd *d);
 /* The daemon serves (its socket listens): for the resume time. */
 void kvd_restart_serving(struct kvd *d);
@@ -68,6 +71,11 @@ bool kvd_restart_preserved(const struct kvd_pool *p);
  * ends: a restart during one cannot vouch for any block. */
 void kvd_restart_edit_begin(struct kvd *d);
 void kvd_restart_edit_end(struct kvd *d);
+
+/* The prefix cache restored @n entries (for kvd_restart_info). */
+void kvd_restart_prefix(struct kvd *d, uint64_t n);
+/* The checksum of kept records (FNV-1a, 64 bits). */
+uint64_t kvd_restart_sum(const void *p, size_t n);
 
 /* What this start kept (KVP_OP_RESTART_INFO, /metrics). */
 void kvd_restart_info(struct kvd *d, struct kvp_restart_info *out);

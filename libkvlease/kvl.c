@@ -315,14 +315,27 @@ static int reconnect(struct kvl_ctx *ctx)
 	kvl_tiers_reconnect(ctx);
 	/* With the in-process ledger the lease died with the connection;
 	 * with the module only the contents did, and only on a new epoch. */
-	/* References to cached blocks die with the connection, too. */
-	if (ctx->mode == KVL_MODE_DAEMON || ctx->epoch != old || ctx->npfx) {
+	if (ctx->mode == KVL_MODE_DAEMON || ctx->epoch != old) {
 		kvl_logf(ctx, KVL_LOG_WARNING, "kvpoold epoch %llu -> %llu: "
 			 "block contents lost%s", (unsigned long long)old,
 			 (unsigned long long)ctx->epoch,
 			 ctx->mode == KVL_MODE_DAEMON ? ", lease lost" : "");
 		kvl_seq_epoch_reset(ctx, ctx->mode == KVL_MODE_DAEMON);
 		return -ESTALE;
+	}
+	/* References to cached blocks died with the connection: take them
+	 * again where the prefix index kept the blocks. */
+	if (ctx->npfx) {
+		int lost = kvl_prefix_rematch(ctx);
+
+		if (lost) {
+			kvl_logf(ctx, KVL_LOG_WARNING, "kvpoold restarted: %s",
+				 lost < 0 ? "cached prefixes lost" :
+				 "sequences whose cached prefix went are reset");
+			if (lost < 0)
+				kvl_seq_epoch_reset(ctx, false);
+			return -ESTALE;
+		}
 	}
 	return 0;
 }

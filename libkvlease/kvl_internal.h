@@ -149,6 +149,8 @@ int kvl_dev_rehello(struct kvl_ctx *ctx);
 void kvl_dev_close_all(struct kvl_ctx *ctx);
 /* Called after a daemon restart: lease_lost when the blocks went too. */
 void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost);
+/* One sequence lost its contents (the lease and the epoch survived). */
+void kvl_seq_reset(struct kvl_seq *s);
 /* Release everything the sequences and the cache hold (release_all). */
 void kvl_seq_forget_all(struct kvl_ctx *ctx);
 
@@ -233,6 +235,10 @@ void kvl_prefix_unref_flush(struct kvl_ctx *ctx);
 /* Forget every reference (the daemon dropped them: new connection);
  * @tell: ask the daemon to drop them first (release_all). */
 void kvl_prefix_forget(struct kvl_ctx *ctx, bool tell);
+/* After a reconnect that kept the data epoch: reference the sequences'
+ * cached blocks again; the number of sequences reset (their prefix is not
+ * cached any more), or -errno. */
+int kvl_prefix_rematch(struct kvl_ctx *ctx);
 /* Token ids of a sequence follow its length (truncate). */
 void kvl_seq_tokens_truncate(struct kvl_seq *s, uint32_t len);
 

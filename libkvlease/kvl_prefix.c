@@ -378,3 +378,120 @@ KVL_EXPORT int kvl_prefix_evict(struct kvl_ctx *ctx, uint32_t count)
 	q.count = count;
 	return kvl_rpc(ctx, KVP_OP_PREFIX_EVICT, &q, sizeof(q), NULL, 0, NULL);
 }
+
+/* ---- after a restart that kept the contents ------------------------------ */
+
+/* The leading cached blocks of @s (in the top tier), or -1 when a cached
+ * block stands anywhere else (after an edit): matching cannot take that
+ * back. */
+static int cached_run(const struct kvl_seq *s, const uint8_t *ref)
+{
+	uint32_t i, k = 0;
+
+	while (k < s->nblocks && !s->where[k] && ref[s->table[k]])
+		k++;
+	for (i = k; i < s->nblocks; i++)
+		if (!s->where[i] && ref[s->table[i]])
+			return -1;
+	return (int)k;
+}
+
+/*
+ * The daemon dropped this context's references with the old connection;
+ * its prefix index survived (or not).  Match each sequence's cached run
+ * again: the same blocks come back referenced when the index kept them.
+ * A sequence that gets fewer or other blocks is reset (DROPPED); the
+ * region's bytes are put back afterwards, for the call being repeated.
+ */
+int kvl_prefix_rematch(struct kvl_ctx *ctx)
+{
+	uint8_t *old = ctx->pfx_ref, *now, *saved = NULL;
+	uint64_t need = 0;
+	struct kvl_seq *s;
+	uint32_t b;
+	int lost = 0;
+
+	if (!old || !ctx->npfx)
+		return 0;
+	ctx->nunref = 0;	/* the daemon dropped those too */
+	for (s = ctx->seqs; s; s = s->next) {
+		const struct kvl_layout_slot *ls = model_slot(s);
+		int k = cached_run(s, old);
+		uint64_t n;
+
+		if (k <= 0 || !ls)
+			continue;
+		n = (uint64_t)k * ls->l.tokens_per_block * 4 + (uint64_t)k * 4 +
+		    128;
+		if (n > need)
+			need = n;
+	}
+	now = calloc(ctx->capacity, 1);
+	if (need > ctx->region_bytes)
+		need = ctx->region_bytes;
+	saved = need ? malloc(need) : NULL;
+	if (!now || (need && !saved)) {
+		free(now);
+		free(saved);
+		return -ENOMEM;
+	}
+	if (need)
+		memcpy(saved, ctx->region, need);
+	for (s = ctx->seqs; s; s = s->next) {
+		const struct kvl_layout_slot *ls = model_slot(s);
+		int k = cached_run(s, old);
+		struct kvp_prefix_match q;
+		struct kvp_prefix_match_reply rep;
+		uint64_t used = 0;
+		const uint32_t *got;
+		uint32_t tpb, i;
+		int r;
+
+		if (!k)
+			continue;
+		tpb = ls ? ls->l.tokens_per_block : 0;
+		r = -ENOKEY;
+		if (k > 0 && ls && s->ntok_known >= (uint32_t)k * tpb &&
+		    (uint64_t)k * tpb * 4 + (uint64_t)k * 4 + 128 <= need) {
+			memset(&q, 0, sizeof(q));
+			q.layout_id = ls->id;
+			q.ntok = (uint32_t)k * tpb;
+			q.off_tokens = slice(&used, (uint64_t)q.ntok * 4);
+			q.off_blocks = slice(&used, (uint64_t)k * 4);
+			q.max_blocks = (uint32_t)k;
+			memcpy(ctx->region + q.off_tokens, s->tok,
+			       (size_t)q.ntok * 4);
+			r = kvl_rpc_fd(ctx, KVP_OP_PREFIX_MATCH, &q, sizeof(q),
+				       -1, &rep, sizeof(rep), NULL);
+		}
+		if (r > 0) {
+			got = (const uint32_t *)(ctx->region + q.off_blocks);
+			for (i = 0; i < (uint32_t)r && i < (uint32_t)k; i++)
+				if (got[i] < ctx->capacity)
+					now[got[i]] = 1;
+			for (i = 0; i < (uint32_t)k; i++)
+				if (i >= (uint32_t)r || got[i] != s->table[i])
+					break;
+			if (i == (uint32_t)k)
+				continue;	/* all of it, the same blocks */
+		}
+		kvl_seq_reset(s);
+		lost++;
+	}
+	if (need)
+		memcpy(ctx->region, saved, need);
+	free(saved);
+	/* What the daemon references for us now; the references that no
+	 * sequence uses any more (a reset one matched them) go again. */
+	ctx->pfx_ref = now;
+	ctx->npfx = 0;
+	for (b = 0; b < ctx->capacity; b++)
+		if (now[b]) {
+			ctx->npfx++;
+			if (!ctx->refcnt[b])
+				kvl_prefix_unref(ctx, b);
+		}
+	free(old);
+	kvl_prefix_unref_flush(ctx);
+	return lost;
+}

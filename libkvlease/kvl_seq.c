@@ -787,41 +787,55 @@ KVL_EXPORT int kvl_seq_info(const struct kvl_seq *s, struct kvl_seq_info *o)
 
 /* ---- recovery ---------------------------------------------------------- */
 
+/* Sequence @s lost its contents (DROPPED: its caller recomputes it); its
+ * top-tier blocks go back, cached ones only locally (the daemon dropped
+ * this context's references with the connection). */
+static void seq_reset(struct kvl_seq *s, bool lease_lost)
+{
+	struct kvl_ctx *ctx = s->ctx;
+	uint32_t i;
+
+	/* lower tiers lost their contents too; with the module their
+	 * leases survived: give the blocks back */
+	if (!lease_lost)
+		release_lower(s);
+	s->nswapped = 0;
+	if (!lease_lost)
+		for (i = 0; i < s->nblocks; i++) {
+			uint32_t b = s->table[i];
+
+			if (s->where[i])
+				continue;
+			/* the daemon dropped our references */
+			if (kvl_pfx_cached(ctx, b))
+				ctx->refcnt[b]--;
+			else
+				kvl_seq_put_block(ctx, b);
+		}
+	if (s->where)
+		memset(s->where, 0, s->cap);
+	if (s->len || s->state == KVL_SEQ_SWAPPED) {
+		s->dropped_len = s->len;
+		s->state = KVL_SEQ_DROPPED;
+		kvl_policy_listed(s);
+	}
+	s->nblocks = 0;
+	s->len = 0;
+	s->ntok_known = 0;
+	kvl_edit_reset(s);
+}
+
+void kvl_seq_reset(struct kvl_seq *s)
+{
+	seq_reset(s, false);
+}
+
 void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost)
 {
 	struct kvl_seq *s;
-	uint32_t i;
 
-	for (s = ctx->seqs; s; s = s->next) {
-		/* lower tiers lost their contents too; with the module their
-		 * leases survived: give the blocks back */
-		if (!lease_lost)
-			release_lower(s);
-		s->nswapped = 0;
-		if (!lease_lost)
-			for (i = 0; i < s->nblocks; i++) {
-				uint32_t b = s->table[i];
-
-				if (s->where[i])
-					continue;
-				/* the daemon dropped our references */
-				if (kvl_pfx_cached(ctx, b))
-					ctx->refcnt[b]--;
-				else
-					kvl_seq_put_block(ctx, b);
-			}
-		if (s->where)
-			memset(s->where, 0, s->cap);
-		if (s->len || s->state == KVL_SEQ_SWAPPED) {
-			s->dropped_len = s->len;
-			s->state = KVL_SEQ_DROPPED;
-			kvl_policy_listed(s);
-		}
-		s->nblocks = 0;
-		s->len = 0;
-		s->ntok_known = 0;
-		kvl_edit_reset(s);
-	}
+	for (s = ctx->seqs; s; s = s->next)
+		seq_reset(s, lease_lost);
 	kvl_prefix_forget(ctx, false);
 	if (lease_lost) {
 		ctx->ncache = 0;

@@ -10,7 +10,9 @@
 #     with kill -9 while the other decodes: the other carries on with
 #     outputs equal to a private copy's, the cache keeps the blocks (in
 #     the tenant's blocks.current), nothing else stays leased;
-#  2. copy-on-write of cached blocks;
+#  2. copy-on-write of cached blocks; the daemon stops: the cache's
+#     leases park (kept for the next daemon), and one started with
+#     --no-keep gives them back;
 #  3. a reclaim target is met from unreferenced cached blocks first, and
 #     a short pool too (the owner's SHORT event);
 #  4. 300 cached tenants (more than any fixed poll set; the daemon polls
@@ -51,9 +53,9 @@ fail() {
 	exit 1
 }
 
-start_daemon() {	# capacity pool [block bytes]
+start_daemon() {	# capacity pool [block bytes [option]]
 	kvpoold --foreground --socket $S --ledger module --backend cpu \
-		--pool $2 --block-bytes ${3:-65536} --capacity $1 \
+		--pool $2 --block-bytes ${3:-65536} --capacity $1 $4 \
 		--chunk-blocks 32 --shrink-delay-ms 300 -vv >>$T/daemon.log 2>&1 &
 	DPID=$!
 	i=0
@@ -119,6 +121,15 @@ kvpoolctl prefix flush app || fail "flush"
 e2e-prefix cow $S app >$T/cow.out 2>&1 || fail "copy-on-write"
 cat $T/cow.out
 stop_daemon
+# The cache's two leases are kept: parked with their blocks for the next
+# daemon; one that keeps nothing gives them back.
+[ "$(cat /sys/kernel/kvpool/gpu0/parked)" = 2 ] ||
+	fail "the cache's leases did not park (parked $(cat /sys/kernel/kvpool/gpu0/parked))"
+[ "$(used)" -gt 0 ] || fail "the parked cache holds no block"
+start_daemon 2048 gpu0 65536 --no-keep
+[ "$(used)" = 0 ] && [ "$(cat /sys/kernel/kvpool/gpu0/parked)" = 0 ] ||
+	fail "a daemon that keeps nothing did not give back the parked cache (used $(used))"
+stop_daemon
 [ "$(used)" = 0 ] || fail "the daemon's cache leases outlived it (used $(used))"
 
 # 3: reclaim and SHORT, in a 64-block pool of its own.
@@ -134,6 +145,9 @@ stop_daemon
 start_daemon 1024 many 4096
 E2E_POOL=many e2e-prefix many $S m 300 >$T/many.out 2>&1 || fail "many cached tenants"
 cat $T/many.out
+stop_daemon
+echo "many: parked $(cat /sys/kernel/kvpool/many/parked) leases"
+start_daemon 1024 many 4096 --no-keep
 stop_daemon
 [ "$(cat /sys/kernel/kvpool/many/used 2>/dev/null || echo 0)" = 0 ] ||
 	fail "the cache leases of 300 tenants outlived the daemon"

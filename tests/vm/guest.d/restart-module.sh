@@ -11,16 +11,21 @@
 #     kvpoold mid-decode, a restart: the kept memory is used, the data
 #     epoch stays, every tenant finishes with every output correct, no
 #     restart seen and 0 tokens recomputed; the swapped sequences are still
-#     swapped and read back bit for bit;
+#     swapped and read back bit for bit; a fifth tenant decoding on
+#     blocks of its prefix cache (published by another process) goes on
+#     through the restart with the same outputs as a private copy: the
+#     index and the cache's leases were kept, and its references taken
+#     again; the cache still hits afterwards;
 #  2. the same kill, then a restart onto a build whose metadata version
 #     differs (an upgrade): it refuses the region, every pool starts
 #     zeroed, the epoch changes and every tenant recovers by recompute with
-#     correct outputs;
+#     correct outputs; the prefix cache starts empty;
 #  3. sysfs: what is deposited with each pool; nothing leased at the end.
 # Exit 0 pass, 1 fail, 77 skip (no /dev/kvpool).  Busybox sh only.
 
 [ -c /dev/kvpool ] || { echo "no /dev/kvpool"; exit 77; }
-for p in kvpoold kvpoold-metav2 e2e-tenant e2e-tiers e2e-util; do
+for p in kvpoold kvpoold-metav2 e2e-tenant e2e-tiers e2e-util e2e-prefix \
+	kvpoolctl; do
 	command -v $p >/dev/null 2>&1 || { echo "no $p in PATH"; exit 1; }
 done
 
@@ -28,6 +33,7 @@ T=/tmp/restart-module
 rm -rf $T
 mkdir -p $T
 S=$T/kvpool.sock
+export KVPOOL_SOCKET=$S
 SYS=/sys/kernel/kvpool
 DPID=
 ALL=
@@ -113,15 +119,49 @@ kill_daemon() {
 	done
 }
 
+# A process publishes 256 tokens (4 blocks) to tenant pfx's prefix cache
+# and keeps its references; another matches them and decodes on them,
+# against a private copy, until $T/rd.go exists.
+start_prefix() {
+	rm -f $T/pub.ready $T/rd.ready $T/rd.go
+	e2e-prefix publish $S pfx 7 256 $T/pub.ready >$T/pub.out 2>$T/pub.err &
+	PUB=$!
+	ALL="$ALL $PUB"
+	i=0
+	until [ -s $T/pub.ready ]; do
+		[ $i -lt 300 ] || fail "the publisher did not publish"
+		sleep 0.1
+		i=$((i + 1))
+	done
+	e2e-prefix read $S pfx 7 256 $T/rd.ready $T/rd.go >$T/rd.out \
+		2>$T/rd.err &
+	RD=$!
+	ALL="$ALL $RD"
+	i=0
+	until [ -e $T/rd.ready ]; do
+		[ $i -lt 300 ] || fail "the prefix reader did not start decoding"
+		kill -0 $RD 2>/dev/null || fail "the prefix reader failed"
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+
 # 1: a crash, the kept memory used.
 start_daemon kvpoold
 grep -q "module ledger" $T/daemon.log || fail "kvpoold is not using the module"
+kvpoolctl tenant add pfx >/dev/null || fail "tenant add pfx"
 e1=$(epoch)
 start_clients 1
+start_prefix
 kill_daemon
 sleep 0.3
 start_daemon kvpoold
 grep -q "kept memory used" $T/daemon.log || fail "kvpoold did not use the kept memory"
+grep "prefix cache: .* entries kept" $T/daemon.log
+grep -q "prefix cache: 4 entries kept from the last life" $T/daemon.log ||
+	fail "the prefix index was not kept"
+kvpoolctl restart | tee $T/ri.out
+grep -q ", 4 prefix" $T/ri.out || fail "kvpoolctl restart: no prefix entries"
 e2=$(epoch)
 echo "epoch $e1 -> $e2"
 [ "$e1" = "$e2" ] || fail "the data epoch changed though the memory was kept"
@@ -136,10 +176,22 @@ for n in 1 2 3 4; do
 	grep -q "restarts 0, recomputed 0," $T/t$n.out ||
 		fail "tenant $n recomputed after a restart that kept its memory"
 done
+touch $T/rd.go
+wait $RD || fail "the prefix reader failed after the restart"
+cat $T/rd.out
+grep -q "outputs equal to the private copy" $T/rd.out ||
+	fail "the prefix reader's outputs"
+kill -9 $PUB
+wait $PUB 2>/dev/null
+e2e-prefix hit $S pfx 7 256 >$T/hit1.out 2>&1 || fail "hit after the restart"
+grep -q "matched 256 tokens" $T/hit1.out ||
+	fail "the prefix cache lost its entries: $(cat $T/hit1.out)"
+kvpoolctl prefix flush pfx >/dev/null || fail "flush"
 e2e-util wait-used $S 0 5000 || fail "blocks leaked"
 
 # 2: the same crash, restarted onto a build with another metadata version.
 start_clients 2
+e2e-prefix put $S pfx 7 256 >/dev/null || fail "publish before the upgrade"
 kill_daemon
 sleep 0.3
 start_daemon kvpoold-metav2
@@ -163,6 +215,9 @@ for n in 1 2 3 4; do
 	grep -q "restarts [1-9]" $T/t$n.out ||
 		fail "tenant $n did not recompute after a refused region"
 done
+e2e-prefix hit $S pfx 7 256 >$T/hit2.out 2>&1 || fail "hit after the upgrade"
+grep -q "matched 0 tokens" $T/hit2.out ||
+	fail "a refused region kept the prefix cache: $(cat $T/hit2.out)"
 e2e-util wait-used $S 0 5000 || fail "blocks leaked after the upgrade"
 
 # 3: deposits are the pools' now (the new daemon's own), per pool.
