@@ -107,16 +107,18 @@ static pid_t start_daemon(struct run *r, int keep, int under_keeper)
 	_exit(127);
 }
 
-/* Until the daemon answers a request: 0, or -ETIMEDOUT. */
+/* Until the daemon answers a request on its socket (with the module the
+ * admin calls that netlink answers succeed without it): 0, or
+ * -ETIMEDOUT. */
 static int wait_served(struct run *r, uint64_t *at, uint64_t timeout_ns)
 {
 	uint64_t end = now_ns() + timeout_ns;
-	struct kvl_pool_info pi;
+	struct kvl_restart_info ri;
 	struct kvl_admin *adm;
 
 	while (now_ns() < end) {
 		if (!kvl_admin_open(r->sock, &adm)) {
-			int e = kvl_admin_pool_status(adm, &pi);
+			int e = kvl_admin_restart_info(adm, &ri);
 
 			kvl_admin_close(adm);
 			if (!e) {
@@ -273,8 +275,18 @@ static int one(int keep, struct result *res)
 		unsigned int past = 0;
 
 		drain(&r, 0);
-		for (i = 0; i < NT; i++)
+		for (i = 0; i < NT; i++) {
 			past += r.steps[i] >= want;
+			if (waitpid(r.tenant[i], &status, WNOHANG) ==
+			    r.tenant[i]) {
+				r.tenant[i] = 0;
+				fprintf(stderr, "bench-restart: tenant %u exited "
+					"before the kill (status %d): %s/t%u.out\n",
+					i, status, r.dir, i);
+				e = -EIO;
+				goto out;
+			}
+		}
 		if (past == NT)
 			break;
 		if (now_ns() > end) {

@@ -41,9 +41,11 @@ fail() {
 	exit 1
 }
 
+# --no-keep: nothing parks at the stop (the prefix cache's leases would),
+# so that the end can check that nothing stays leased
 kvpoold --foreground --socket $S --ledger module --backend cpu \
 	--pool gpu0 --block-bytes 65536 --capacity 2048 --chunk-blocks 32 \
-	--shrink-delay-ms 300 --tier dram:1024 -v >>$T/daemon.log 2>&1 &
+	--shrink-delay-ms 300 --tier dram:1024 --no-keep -v >>$T/daemon.log 2>&1 &
 DPID=$!
 i=0
 until e2e-util status $S >/dev/null 2>&1; do
