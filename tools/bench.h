@@ -52,6 +52,16 @@ struct bench_wstats {
 					 * or were refused for lack of blocks */
 	volatile uint64_t reclaims;	/* reclaim requests seen */
 	volatile uint64_t preempts;	/* sequences dropped to make room */
+	volatile uint64_t swaps_out;	/* sequences swapped to a lower tier
+					 * to make room (SWAP policy) */
+	volatile uint64_t swaps_in;	/* and back */
+	volatile uint64_t prefix_hit_tokens;	/* matched in the prefix
+						 * cache (shared-prefix) */
+	volatile uint64_t prefix_miss_tokens;	/* prefilled instead */
+	volatile uint64_t restarts;	/* daemon restarts this process saw
+					 * (-ESTALE) */
+	volatile uint64_t restart_lost;	/* requests lost to them */
+	volatile uint64_t restart_tokens; /* their tokens, recomputed */
 	volatile uint32_t held;		/* blocks held now (kvl_status) */
 	volatile uint32_t peak_held;
 	volatile uint64_t busy_ns;	/* time in steps */
@@ -70,6 +80,7 @@ struct bench_sample {
 	double t;			/* seconds since the start */
 	uint32_t backed, used;
 	uint32_t current[BENCH_MAX_TENANTS];
+	uint64_t swaps_out;		/* all workers, so far */
 };
 
 struct bench_cfg {
@@ -84,6 +95,12 @@ struct bench_cfg {
 	const char *squeeze_tenant;	/* NULL: no squeeze */
 	uint32_t squeeze_max;		/* the lowered max */
 	double squeeze_frac;
+	double restart_frac;		/* kill -9 and restart of the
+					 * daemon it started; < 0: none */
+	bool restart_asked;		/* --restart given */
+	uint32_t dram_blocks;		/* a dram tier of the daemon it
+					 * starts; 0: none */
+	uint32_t policy;		/* KVL_POLICY_* of the workers */
 	uint32_t tick_ms;
 	uint32_t step_sleep_us;
 	uint32_t capacity, chunk_blocks;
@@ -132,6 +149,15 @@ struct bench_result {
 	uint32_t squeeze_old_max;
 	bool squeeze_done;		/* current came down to the new max */
 	double squeeze_ms;		/* how long that took */
+	/* the daemon killed (kill -9) and started again mid-run */
+	bool restarted;
+	int restart_err;
+	double restart_t;
+	double restart_serve_ms;	/* kill to the first answer */
+	bool restart_epoch_kept;	/* block contents kept */
+	uint64_t restart_kept_blocks;
+	uint32_t dram_blocks;		/* the first lower tier's size */
+	uint32_t prefix_flushed;	/* cached blocks given back at the end */
 };
 
 /* bench_worker.c: runs in the child; never returns. */

@@ -63,6 +63,8 @@ double bench_lat_percentile(const struct bench_wstats *const *ws, int n,
 struct tagg {
 	uint64_t tokens, prefill, steps, requests;
 	uint64_t quota, stalls, reclaims, preempts;
+	uint64_t swaps_out, swaps_in, hit_tokens, miss_tokens;
+	uint64_t restarts, restart_lost, restart_tokens;
 	uint32_t procs, failed, killed;
 	uint32_t sampled_peak;
 	double window_s, tok_s, p50_us, p99_us;
@@ -94,6 +96,13 @@ static void aggregate(const struct bench_result *r, uint32_t t,
 		a->stalls += x->stalls;
 		a->reclaims += x->reclaims;
 		a->preempts += x->preempts;
+		a->swaps_out += x->swaps_out;
+		a->swaps_in += x->swaps_in;
+		a->hit_tokens += x->prefix_hit_tokens;
+		a->miss_tokens += x->prefix_miss_tokens;
+		a->restarts += x->restarts;
+		a->restart_lost += x->restart_lost;
+		a->restart_tokens += x->restart_tokens;
 		if (x->state == 3) {
 			a->failed++;
 			a->err = x->errmsg;
@@ -174,17 +183,22 @@ void bench_report_text(const struct bench_result *r)
 
 	printf("\n== kvpool-bench report: %u tenants, %u processes, %.1f s of workload ==\n",
 	       c->ntenants, r->nworkers, r->elapsed_s);
-	printf("%-10s %-13s %5s %9s %8s %9s %9s %6s %6s %6s %6s %7s %7s %7s\n",
+	printf("%-10s %-13s %5s %9s %8s %9s %9s %6s %6s %6s %6s %7s %7s %6s %6s %7s\n",
 	       "TENANT", "MIX", "PROCS", "TOKENS", "TOK/S", "P50_MS",
 	       "P99_MS", "MAX", "PEAK", "STALLS", "QUOTA", "RECLAIM",
-	       "PREEMPT", "STATUS");
+	       "PREEMPT", "SWAPS", "HIT%", "STATUS");
 	for (t = 0; t < c->ntenants; t++) {
 		const struct kvl_tenant_info *ti = &r->ten_end[t];
 		struct tagg a;
-		char m[16];
+		char m[16], hit[16];
 
 		aggregate(r, t, &a);
-		printf("%-10s %-13s %5u %9llu %8.0f %9.3f %9.3f %6s %6u %6llu %6llu %7llu %7llu %7s\n",
+		if (a.hit_tokens + a.miss_tokens)
+			snprintf(hit, sizeof(hit), "%.0f", 100.0 * a.hit_tokens /
+				 (double)(a.hit_tokens + a.miss_tokens));
+		else
+			strcpy(hit, "-");
+		printf("%-10s %-13s %5u %9llu %8.0f %9.3f %9.3f %6s %6u %6llu %6llu %7llu %7llu %6llu %6s %7s\n",
 		       c->tenants[t].name, bench_mix_name(c->tenants[t].mix),
 		       a.procs, (unsigned long long)a.tokens, a.tok_s,
 		       a.p50_us / 1000.0, a.p99_us / 1000.0,
@@ -194,13 +208,16 @@ void bench_report_text(const struct bench_result *r)
 		       (unsigned long long)ti->ev_max,
 		       (unsigned long long)ti->ev_reclaim,
 		       (unsigned long long)a.preempts,
+		       (unsigned long long)a.swaps_out, hit,
 		       a.failed ? "FAILED" : a.killed ? "killed" : "ok");
 		if (a.failed && a.err)
 			printf("           error: %s\n", a.err);
 	}
 	printf("(TOKENS: decoded tokens; P50/P99: one decode step of the whole batch: append, K/V write\n"
 	       " and decode attention for every layer; PEAK: the ledger's blocks.peak; STALLS, QUOTA,\n"
-	       " RECLAIM: the ledger's blocks.events counters; PREEMPT: requests dropped to make room)\n");
+	       " RECLAIM: the ledger's blocks.events counters; PREEMPT: requests dropped to make room;\n"
+	       " SWAPS: sequences swapped to a lower tier instead (the SWAP policy); HIT%%: system\n"
+	       " prompt tokens found in the tenant's prefix cache instead of prefilled)\n");
 
 	text_chart(r);
 	printf("\npool memory: idle %u blocks (%s) -> peak %u backed (%s), %u used -> idle again %u blocks (%s)",
@@ -230,10 +247,40 @@ void bench_report_text(const struct bench_result *r)
 	if (r->squeezed && !r->squeeze_err && r->squeeze_done)
 		printf("reclaim requests, it was within the new max after %.0f ms\n",
 		       r->squeeze_ms);
+	if (r->dram_blocks)
+		printf("lower tier: dram, %u blocks; workers under the %s policy\n",
+		       r->dram_blocks, kvl_policy_name(c->policy) ?
+		       kvl_policy_name(c->policy) : "?");
+	if (r->restarted) {
+		uint64_t lost = 0, tok = 0, seen = 0;
+
+		for (t = 0; t < c->ntenants; t++) {
+			struct tagg a;
+
+			aggregate(r, t, &a);
+			lost += a.restart_lost;
+			tok += a.restart_tokens;
+			seen += a.restarts;
+		}
+		if (r->restart_err)
+			printf("kill -9 of kvpoold at %.1f s: it did not come back (%s)\n",
+			       r->restart_t, strerror(-r->restart_err));
+		else
+			printf("kill -9 of kvpoold at %.1f s, started again: serving after %.0f ms, %s; "
+			       "%llu requests lost (%llu tokens to compute again), %llu restarts seen by the tenants\n",
+			       r->restart_t, r->restart_serve_ms,
+			       r->restart_epoch_kept ? "block contents kept" :
+			       "block contents lost (in-process ledger: leases and contents die with the daemon)",
+			       (unsigned long long)lost, (unsigned long long)tok,
+			       (unsigned long long)seen);
+	}
 	printf("\nWhat to look at: each tenant's PEAK stays at or below its MAX (QUOTA counts the refusals\n"
-	       "and PREEMPT what the tenant did about them); backed memory follows the load up and\n"
-	       "goes back to idle when the load stops, instead of staying reserved; after --kill the\n"
-	       "dead process's blocks are back in the pool within milliseconds.  Chart: blocks.svg.\n");
+	       "and PREEMPT and SWAPS what the tenant did about them: a swapped sequence is kept in the\n"
+	       "DRAM tier and comes back, a preempted one is lost); the shared-prefix tenant finds its\n"
+	       "system prompt in the prefix cache (HIT%%); backed memory follows the load up and goes back\n"
+	       "to idle when the load stops, instead of staying reserved; after --kill the dead\n"
+	       "process's blocks are back in the pool within milliseconds; after the daemon's restart\n"
+	       "the tenants go on.  Chart: blocks.svg.\n");
 }
 
 int bench_write_csv(const struct bench_result *r, const char *path)
@@ -377,6 +424,24 @@ int bench_write_svg(const struct bench_result *r, const char *path)
 			X(r->squeeze_t) + 4, Y(c->squeeze_max) - 4, col,
 			c->squeeze_max);
 	}
+	if (r->restarted && !r->restart_err) {
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#7b2cbf\" stroke-width=\"2\" stroke-dasharray=\"2 2\"/>\n",
+			X(r->restart_t), T, X(r->restart_t), T + ph);
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#7b2cbf\">kvpoold kill -9, restart (%s)</text>\n",
+			X(r->restart_t) + 4, T + 28,
+			r->restart_epoch_kept ? "contents kept" : "contents lost");
+	}
+	/* swaps: a tick at the bottom per sample in which sequences were
+	 * swapped out, its height the number */
+	for (s = 1; s < r->nsamples; s++) {
+		uint64_t n = r->samples[s].swaps_out - r->samples[s - 1].swaps_out;
+
+		if (r->samples[s].swaps_out < r->samples[s - 1].swaps_out || !n)
+			continue;
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e07b00\" stroke-width=\"2\"/>\n",
+			X(r->samples[s].t), T + ph, X(r->samples[s].t),
+			T + ph - (n > 20 ? 20 : (double)n) * 2);
+	}
 	/* legend */
 	{
 		double lx = L + pw + 16, ly = T + 10;
@@ -404,6 +469,9 @@ int bench_write_svg(const struct bench_result *r, const char *path)
 		ly += 16;
 		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#555\">shaded: workload phase</text>\n",
 			lx, ly + 9);
+		ly += 16;
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#e07b00\">orange ticks: swaps out</text>\n",
+			lx, ly + 9);
 	}
 	fprintf(f, "</svg>\n");
 #undef X
@@ -412,7 +480,7 @@ int bench_write_svg(const struct bench_result *r, const char *path)
 }
 
 struct checks {
-	bool progress, under_max, drained, no_failures, kill_ok;
+	bool progress, under_max, drained, no_failures, kill_ok, restart_ok;
 };
 
 static void run_checks(const struct bench_result *r, struct checks *k,
@@ -422,6 +490,9 @@ static void run_checks(const struct bench_result *r, struct checks *k,
 	uint32_t t;
 
 	k->progress = k->under_max = k->no_failures = k->kill_ok = true;
+	k->restart_ok = !r->restarted || !r->restart_err;
+	if (!k->restart_ok && print)
+		printf("invariant FAILED: kvpoold did not serve again after its restart\n");
 	k->drained = r->drained;
 	for (t = 0; t < c->ntenants; t++) {
 		const struct kvl_tenant_info *ti = &r->ten_end[t];
@@ -467,7 +538,7 @@ int bench_check(const struct bench_result *r, bool print)
 
 	run_checks(r, &k, print);
 	return k.progress && k.under_max && k.drained && k.no_failures &&
-	       k.kill_ok ? 0 : -1;
+	       k.kill_ok && k.restart_ok ? 0 : -1;
 }
 
 int bench_write_json(const struct bench_result *r, const char *path)
@@ -487,13 +558,14 @@ int bench_write_json(const struct bench_result *r, const char *path)
 	jw_init(&w, f);
 	jw_obj(&w, NULL);
 	jw_bool(&w, "ok", k.progress && k.under_max && k.drained &&
-		k.no_failures && k.kill_ok);
+		k.no_failures && k.kill_ok && k.restart_ok);
 	jw_obj(&w, "invariants");
 	jw_bool(&w, "every_tenant_progressed", k.progress);
 	jw_bool(&w, "no_tenant_above_max", k.under_max);
 	jw_bool(&w, "backed_returned_to_idle", k.drained);
 	jw_bool(&w, "no_process_failed", k.no_failures);
 	jw_bool(&w, "killed_blocks_returned", k.kill_ok);
+	jw_bool(&w, "daemon_served_after_restart", k.restart_ok);
 	jw_obj_end(&w);
 	jw_dbl(&w, "duration_s", r->elapsed_s);
 	jw_bool(&w, "started_daemon", r->started_daemon);
@@ -557,6 +629,13 @@ int bench_write_json(const struct bench_result *r, const char *path)
 		jw_u64(&w, "client_quota_hits", a.quota);
 		jw_u64(&w, "client_reclaims", a.reclaims);
 		jw_u64(&w, "preempts", a.preempts);
+		jw_u64(&w, "swaps_out", a.swaps_out);
+		jw_u64(&w, "swaps_in", a.swaps_in);
+		jw_u64(&w, "prefix_hit_tokens", a.hit_tokens);
+		jw_u64(&w, "prefix_miss_tokens", a.miss_tokens);
+		jw_u64(&w, "restarts_seen", a.restarts);
+		jw_u64(&w, "restart_lost_requests", a.restart_lost);
+		jw_u64(&w, "restart_recompute_tokens", a.restart_tokens);
 		jw_u64(&w, "failed_procs", a.failed);
 		jw_u64(&w, "killed_procs", a.killed);
 		jw_obj_end(&w);
@@ -588,6 +667,21 @@ int bench_write_json(const struct bench_result *r, const char *path)
 		jw_obj_end(&w);
 	} else {
 		jw_null(&w, "squeeze");
+	}
+	jw_u64(&w, "dram_blocks", r->dram_blocks);
+	jw_u64(&w, "prefix_flushed_blocks", r->prefix_flushed);
+	jw_str(&w, "policy", kvl_policy_name(c->policy) ?
+			     kvl_policy_name(c->policy) : "?");
+	if (r->restarted) {
+		jw_obj(&w, "restart");
+		jw_dbl(&w, "at_s", r->restart_t);
+		jw_bool(&w, "served", !r->restart_err);
+		jw_dbl(&w, "serve_ms", r->restart_serve_ms);
+		jw_bool(&w, "contents_kept", r->restart_epoch_kept);
+		jw_u64(&w, "kept_blocks", r->restart_kept_blocks);
+		jw_obj_end(&w);
+	} else {
+		jw_null(&w, "restart");
 	}
 	jw_obj_end(&w);
 	jw_end(&w);

@@ -34,6 +34,7 @@
 #define MAX_BATCH	16
 #define CHUNK_TOKENS	128	/* tokens per prefill write call */
 #define SYS_PROMPT	640	/* shared-prefix: system prompt tokens */
+#define MODEL_NAME	"kvpool-bench-model"	/* its prefix-cache identity */
 
 struct req {
 	struct kvl_seq *seq;
@@ -50,7 +51,9 @@ struct worker {
 	struct kvl_ctx *ctx;
 	int layout;
 	uint32_t tpb;
-	struct kvl_seq *root;		/* shared-prefix */
+	uint64_t epoch;			/* the data epoch last seen */
+	uint32_t sys[SYS_PROMPT];	/* shared-prefix: the system prompt's
+					 * token ids (the tenant's) */
 	struct req reqs[MAX_BATCH];
 	uint32_t batch;
 	uint64_t born;
@@ -125,6 +128,51 @@ static void req_drop(struct worker *w, struct req *r)
 	r->active = false;
 }
 
+/*
+ * Requests whose sequences lost their contents: to a daemon restart (the
+ * data epoch changed: every sequence was reset) or to the pressure
+ * policy (no lower tier had room).  Either way the request is dropped and
+ * its tokens would be computed again.  Called before every decode step
+ * and after a call returned -ESTALE.
+ */
+static void sweep(struct worker *w)
+{
+	struct kvl_policy_stats ps;
+	struct kvl_seq *dropped[MAX_BATCH];
+	struct kvl_seq_info si;
+	uint64_t e = kvl_epoch(w->ctx);
+	bool restart = false;
+	uint32_t i;
+
+	if (e != w->epoch) {
+		if (w->epoch)
+			restart = true;
+		w->epoch = e;
+	}
+	if (restart)
+		w->ws->restarts++;
+	for (i = 0; i < w->batch; i++) {
+		struct req *r = &w->reqs[i];
+
+		if (!r->active || (!kvl_seq_info(r->seq, &si) &&
+				   si.state != KVL_SEQ_DROPPED))
+			continue;
+		if (restart) {
+			w->ws->restart_lost++;
+			w->ws->restart_tokens += r->prompt + r->done;
+		} else {
+			w->ws->preempts++;
+		}
+		req_drop(w, r);
+	}
+	while (kvl_dropped(w->ctx, dropped, MAX_BATCH) == MAX_BATCH)
+		;	/* listed; handled above */
+	if (!kvl_policy_stats(w->ctx, &ps)) {
+		w->ws->swaps_out = ps.swaps_out;
+		w->ws->swaps_in = ps.swaps_in;
+	}
+}
+
 /* Free the youngest in-flight request other than `keep`; false if none. */
 static bool preempt_one(struct worker *w, const struct req *keep)
 {
@@ -169,8 +217,10 @@ static int pressure(struct worker *w, struct req *r, int err)
 {
 	if (!count_refusal(w, err))
 		return err;
-	if (err == -ESTALE)	/* daemon restarted: every sequence is empty */
-		return 1;
+	if (err == -ESTALE) {	/* a daemon restart */
+		sweep(w);
+		return r->active ? 0 : 1;
+	}
 	kvl_trim(w->ctx);
 	w->admit_after = ctl_now_ns() + 20000000ULL;
 	if (preempt_one(w, r)) {
@@ -214,6 +264,8 @@ static int defer(struct worker *w, struct req *r, int err)
 {
 	if (!count_refusal(w, err))
 		return err;
+	if (err == -ESTALE)
+		sweep(w);
 	req_drop(w, r);
 	kvl_trim(w->ctx);
 	/* try admitting again in 20 ms, or when a request finishes; while
@@ -245,8 +297,10 @@ static int grow_write(struct worker *w, struct req *r, uint32_t n, bool admit)
 			continue;
 		}
 		ret = write_span(w, r->seq, pos, c);
-		if (ret == -ESTALE)
+		if (ret == -ESTALE) {
+			sweep(w);
 			return 1;
+		}
 		if (ret < 0)
 			return ret;
 		w->ws->prefill_tokens += c;
@@ -255,33 +309,53 @@ static int grow_write(struct worker *w, struct req *r, uint32_t n, bool admit)
 	return 0;
 }
 
-static int make_root(struct worker *w)
+/*
+ * Shared-prefix: the request starts with the tenant's system prompt.  The
+ * prefix cache has it (every process of the tenant publishes what it
+ * prefilled): match it, prefill the rest with its token ids and publish
+ * the full blocks the cache lacked.
+ */
+static int prefix_start(struct worker *w, struct req *r)
 {
-	struct req tmp = { .active = true };
+	uint32_t pos = 0, n;
 	int ret;
 
-	ret = kvl_seq_create(w->ctx, w->layout, &tmp.seq);
+	ret = kvl_seq_match(r->seq, w->sys, SYS_PROMPT);
+	if (ret == -ESTALE) {
+		sweep(w);
+		if (!r->active)
+			return 1;
+		ret = 0;
+	}
 	if (ret < 0)
 		return ret;
-	for (;;) {
-		ret = grow_write(w, &tmp, SYS_PROMPT - kvl_seq_len(tmp.seq),
-				 true);
-		if (ret <= 0)
-			break;
-		/* dropped under pressure: try again later */
-		if (w->ctl->stop || ctl_now_ns() >= w->t_stop)
+	pos = (uint32_t)ret;
+	w->ws->prefix_hit_tokens += pos;
+	w->ws->prefix_miss_tokens += SYS_PROMPT - pos;
+	while (pos < SYS_PROMPT) {
+		n = SYS_PROMPT - pos < CHUNK_TOKENS ? SYS_PROMPT - pos :
+		      CHUNK_TOKENS;
+		ret = kvl_seq_append_tokens(r->seq, w->sys + pos, n);
+		if (ret < 0)
+			return defer(w, r, ret);
+		ret = write_span(w, r->seq, pos, n);
+		if (ret == -ESTALE) {
+			sweep(w);
 			return 1;
-		usleep(20000);
-		ret = kvl_seq_create(w->ctx, w->layout, &tmp.seq);
+		}
 		if (ret < 0)
 			return ret;
+		w->ws->prefill_tokens += n;
+		pos += n;
 	}
-	if (ret < 0) {
-		req_drop(w, &tmp);
-		return ret;
+	ret = kvl_seq_publish(r->seq);
+	if (ret == -ESTALE) {
+		sweep(w);
+		return 1;
 	}
-	w->root = tmp.seq;
-	return 0;
+	/* the cache full (its tenant at its max): the request goes on */
+	return ret < 0 && ret != -EDQUOT && ret != -EAGAIN && ret != -ENOMEM ?
+	       ret : 0;
 }
 
 static int start_req(struct worker *w, struct req *r)
@@ -303,22 +377,19 @@ static int start_req(struct worker *w, struct req *r)
 		r->answer = rnd_range(w, 32, 96);
 		break;
 	}
-	if (w->t->mix == MIX_PREFIX) {
-		if (!w->root) {
-			ret = make_root(w);
-			if (ret)
-				return ret;
-		}
-		ret = kvl_seq_fork(w->root, &r->seq);
-	} else {
-		ret = kvl_seq_create(w->ctx, w->layout, &r->seq);
-	}
+	ret = kvl_seq_create(w->ctx, w->layout, &r->seq);
 	if (ret < 0) {
 		r->seq = NULL;
 		return defer(w, r, ret);
 	}
 	r->active = true;
 	r->born = ++w->born;
+	if (w->t->mix == MIX_PREFIX) {
+		ret = prefix_start(w, r);
+		if (ret)
+			return ret;	/* 1: dropped under pressure */
+		r->prompt += SYS_PROMPT;	/* what a restart would lose */
+	}
 	ret = grow_write(w, r, r->prompt, true);
 	if (ret)
 		return ret;	/* 1: dropped under pressure */
@@ -364,12 +435,27 @@ static int decode_step(struct worker *w)
 	uint64_t t0 = ctl_now_ns(), dt;
 	int ret;
 
+	sweep(w);
 	for (i = 0; i < w->batch; i++) {
 		struct req *r = &w->reqs[i];
+		struct kvl_seq_info si;
 		uint32_t pos;
 
 		if (!r->active)
 			continue;
+		/* swapped out to make room: back when there is room again
+		 * without pushing another out (it waits in the lower tier) */
+		if (!kvl_seq_info(r->seq, &si) && si.state == KVL_SEQ_SWAPPED) {
+			ret = kvl_seq_swap_in(r->seq, KVL_POLICY_FAIL);
+			if (ret == -ESTALE) {
+				sweep(w);
+				continue;
+			}
+			if (ret < 0 && !count_refusal(w, ret))
+				return ret;
+			if (ret < 0)
+				continue;
+		}
 		pos = kvl_seq_len(r->seq);
 		ret = kvl_seq_append(r->seq, 1);
 		if (ret < 0) {
@@ -380,7 +466,7 @@ static int decode_step(struct worker *w)
 		}
 		ret = write_span(w, r->seq, pos, 1);
 		if (ret == -ESTALE) {
-			req_drop(w, r);
+			sweep(w);
 			continue;
 		}
 		if (ret < 0)
@@ -389,11 +475,17 @@ static int decode_step(struct worker *w)
 		seqs[n++] = r->seq;
 	}
 	/* a request preempted above may be in the list: rebuild it */
-	for (i = 0, l = 0; i < n; i++)
-		if (rs[i]->active && rs[i]->seq == seqs[i]) {
+	sweep(w);
+	for (i = 0, l = 0; i < n; i++) {
+		struct kvl_seq_info si;
+
+		if (rs[i]->active && rs[i]->seq == seqs[i] &&
+		    !kvl_seq_info(seqs[i], &si) &&
+		    si.state == KVL_SEQ_RESIDENT) {
 			rs[l] = rs[i];
 			seqs[l++] = seqs[i];
 		}
+	}
 	n = l;
 	if (!n) {
 		usleep(1000);	/* nothing admitted: do not spin */
@@ -402,8 +494,10 @@ static int decode_step(struct worker *w)
 	for (l = 0; l < w->cfg->model.layers; l++) {
 		ret = kvl_seq_decode(seqs, n, l, w->cfg->model.q_heads, w->q,
 				     0.0f, w->out);
-		if (ret == -ESTALE)
+		if (ret == -ESTALE) {
+			sweep(w);
 			return 0;
+		}
 		if (ret < 0)
 			return ret;
 	}
@@ -495,6 +589,9 @@ void bench_worker_main(const struct bench_cfg *cfg, struct bench_ctl *ctl,
 	o.tenant = w.t->name;
 	o.lease_batch = 4;
 	o.timeout_ns = 300ULL * 1000 * 1000;
+	o.policy = cfg->policy;
+	if (cfg->restart_frac >= 0)
+		o.timeout_ns = 10ULL * 1000 * 1000 * 1000;	/* reconnects */
 	o.region_bytes = 8ULL << 20;
 	ret = kvl_open(&o, &w.ctx);
 	if (ret)
@@ -505,10 +602,18 @@ void bench_worker_main(const struct bench_cfg *cfg, struct bench_ctl *ctl,
 	lay.head_dim = m->head_dim;
 	lay.dtype = m->dtype;
 	lay.rope_base = 500000.0f;
-	w.layout = kvl_layout_declare(w.ctx, &lay);
+	if (w.t->mix == MIX_PREFIX) {
+		w.layout = kvl_layout_declare_model(w.ctx, &lay, MODEL_NAME);
+		for (i = 0; i < SYS_PROMPT; i++)
+			w.sys[i] = (cfg->seed * 7919U + tenant * 104729U +
+				    i * 2654435761U) % 128000U;
+	} else {
+		w.layout = kvl_layout_declare(w.ctx, &lay);
+	}
 	if (w.layout < 0)
 		fail(&w, w.layout, "kvl_layout_declare");
 	w.tpb = lay.tokens_per_block;
+	w.epoch = kvl_epoch(w.ctx);
 	if (kvl_reclaim_fd(w.ctx, &w.reclaim_ev) >= 0)
 		w.reclaim_fd = kvl_reclaim_fd(w.ctx, &w.reclaim_ev);
 	ws->state = 1;
@@ -526,6 +631,7 @@ void bench_worker_main(const struct bench_cfg *cfg, struct bench_ctl *ctl,
 		if (ret < 0)
 			fail(&w, ret, "decode");
 		check_reclaim(&w);
+		sweep(&w);
 		if ((ws->steps & 3) == 0)
 			update_held(&w);
 		if (cfg->step_sleep_us)
@@ -534,8 +640,7 @@ void bench_worker_main(const struct bench_cfg *cfg, struct bench_ctl *ctl,
 	/* leave cleanly: everything goes back to the pool */
 	for (i = 0; i < w.batch; i++)
 		req_drop(&w, &w.reqs[i]);
-	if (w.root)
-		kvl_seq_free(w.root);
+	sweep(&w);
 	kvl_close(w.ctx);
 	ws->held = 0;
 	ws->state = 2;

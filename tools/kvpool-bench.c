@@ -49,6 +49,14 @@ static void usage(FILE *f)
 	      "                          at --kill-at of the run and watch its blocks return\n"
 	      "                          (on by default with the default tenants; --no-kill)\n"
 	      "      --kill-at FRACTION  when to kill (default 0.55)\n"
+	      "      --restart[=AT]      kill -9 the kvpoold this program started at fraction AT\n"
+	      "                          of the run (default 0.4) and start it again; the\n"
+	      "                          tenants reconnect (on by default with the default\n"
+	      "                          tenants and a started daemon; --no-restart)\n"
+	      "      --dram N            a dram tier of N blocks for a started daemon (default\n"
+	      "                          twice --capacity; 0: none)\n"
+	      "      --policy NAME       what the tenants do under pressure: swap (default with\n"
+	      "                          a lower tier), recompute, stall (default without)\n"
 	      "      --squeeze[=TENANT:MAX[:AT]]  lower TENANT's max to MAX at fraction AT\n"
 	      "                          of the run, as an operator would with kvpoolctl\n"
 	      "                          tenant set: reclaim requests (default chat:48:0.75;\n"
@@ -212,18 +220,16 @@ static void daemon_path(const char *argv0, char *out, size_t len)
 	snprintf(out, len, "kvpoold");
 }
 
-static int start_daemon(const struct bench_cfg *cfg, const char *bin,
-			struct kvl_admin **adm)
+/* Start kvpoold on sockpath (again: @again, its log appended) and wait
+ * until it answers. */
+static int spawn_daemon(const struct bench_cfg *cfg, const char *bin,
+			struct kvl_admin **adm, bool again)
 {
 	char *args[48], cap[16], bb[24], chunk[16], logpath[PATH_MAX];
-	char extra[512];
+	char extra[512], tier[32];
 	int n = 0, i, ret = -ETIMEDOUT, status;
 	char *p, *save = NULL;
 
-	strcpy(tmpdir, "/tmp/kvpool-bench.XXXXXX");
-	if (!mkdtemp(tmpdir))
-		return -errno;
-	snprintf(sockpath, sizeof(sockpath), "%s/kvpool.sock", tmpdir);
 	snprintf(cap, sizeof(cap), "%u", cfg->capacity);
 	snprintf(bb, sizeof(bb), "%llu", (unsigned long long)cfg->block_bytes);
 	snprintf(chunk, sizeof(chunk), "%u", cfg->chunk_blocks);
@@ -244,6 +250,11 @@ static int start_daemon(const struct bench_cfg *cfg, const char *bin,
 	args[n++] = chunk;
 	args[n++] = (char *)"--shrink-delay-ms";
 	args[n++] = (char *)"1000";
+	if (cfg->dram_blocks) {
+		snprintf(tier, sizeof(tier), "dram:%u", cfg->dram_blocks);
+		args[n++] = (char *)"--tier";
+		args[n++] = tier;
+	}
 	if (cfg->daemon_args) {
 		snprintf(extra, sizeof(extra), "%s", cfg->daemon_args);
 		for (p = strtok_r(extra, " ", &save); p && n < 46;
@@ -256,8 +267,8 @@ static int start_daemon(const struct bench_cfg *cfg, const char *bin,
 	if (daemon_pid < 0)
 		return -errno;
 	if (daemon_pid == 0) {
-		int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-			      0644);
+		int fd = open(logpath, O_WRONLY | O_CREAT | O_CLOEXEC |
+			      (again ? O_APPEND : O_TRUNC), 0644);
 
 		if (fd >= 0) {
 			dup2(fd, STDOUT_FILENO);
@@ -272,8 +283,8 @@ static int start_daemon(const struct bench_cfg *cfg, const char *bin,
 		_exit(127);
 	}
 	/* wait up to 10 s for it to answer */
-	for (i = 0; i < 200; i++) {
-		usleep(50000);
+	for (i = 0; i < 2000; i++) {
+		usleep(5000);
 		if (waitpid(daemon_pid, &status, WNOHANG) == daemon_pid) {
 			daemon_pid = -1;
 			fprintf(stderr, "kvpool-bench: %s exited (status %d); see %s\n",
@@ -286,6 +297,16 @@ static int start_daemon(const struct bench_cfg *cfg, const char *bin,
 			return 0;
 	}
 	return ret;
+}
+
+static int start_daemon(const struct bench_cfg *cfg, const char *bin,
+			struct kvl_admin **adm)
+{
+	strcpy(tmpdir, "/tmp/kvpool-bench.XXXXXX");
+	if (!mkdtemp(tmpdir))
+		return -errno;
+	snprintf(sockpath, sizeof(sockpath), "%s/kvpool.sock", tmpdir);
+	return spawn_daemon(cfg, bin, adm, false);
 }
 
 static void stop_daemon(void)
@@ -342,6 +363,8 @@ static int sample(struct driver *d, struct bench_sample *s)
 
 	memset(s, 0, sizeof(*s));
 	s->t = (double)(ctl_now_ns() - d->t0) / 1e9;
+	if (!d->adm)
+		return -ENOTCONN;
 	ret = kvl_admin_pool_status(d->adm, &p);
 	if (ret)
 		return ret;
@@ -356,9 +379,14 @@ static int sample(struct driver *d, struct bench_sample *s)
 		j = find_tenant(d->tl, n, d->cfg->tenants[i].name);
 		if (j >= 0) {
 			s->current[i] = d->tl[j].current;
+			/* peaks and events of the last daemon life */
+			if (d->tl[j].peak < d->r->ten_end[i].peak)
+				d->tl[j].peak = d->r->ten_end[i].peak;
 			d->r->ten_end[i] = d->tl[j];
 		}
 	}
+	for (i = 0; i < (int)d->r->nworkers; i++)
+		s->swaps_out += d->r->ws[i].swaps_out;
 	return 0;
 }
 
@@ -485,6 +513,57 @@ static void do_kill(struct driver *d, struct bench_ctl *ctl)
 	(void)ctl;
 }
 
+/* ---------------- restart ---------------- */
+
+static int setup_tenants(struct kvl_admin *adm, const struct bench_cfg *c,
+			 const char *pool);
+
+/* kill -9 of the daemon this program started, and the same daemon again,
+ * as a crash and a service manager's restart would: the tenants reconnect
+ * by themselves; the tenants of an in-process ledger are created again,
+ * as its configuration file would. */
+static void do_restart(struct driver *d, const char *bin)
+{
+	struct bench_result *r = d->r;
+	struct kvl_restart_info ri;
+	uint64_t k0;
+	int status, e;
+
+	r->restarted = true;
+	r->restart_t = (double)(ctl_now_ns() - d->t0) / 1e9;
+	if (!d->cfg->quiet)
+		fprintf(stderr, "[%5.1fs] kill -9 of kvpoold (pid %d), starting it again\n",
+			r->restart_t, (int)daemon_pid);
+	k0 = ctl_now_ns();
+	kill(daemon_pid, SIGKILL);
+	waitpid(daemon_pid, &status, 0);
+	daemon_pid = -1;
+	kvl_admin_close(d->adm);
+	d->adm = NULL;
+	e = spawn_daemon(d->cfg, bin, &d->adm, true);
+	if (e) {
+		r->restart_err = e;
+		fprintf(stderr, "kvpool-bench: kvpoold did not come back: %s\n",
+			strerror(-e));
+		return;
+	}
+	r->restart_serve_ms = (double)(ctl_now_ns() - k0) / 1e6;
+	e = setup_tenants(d->adm, d->cfg, r->pool.name);
+	if (e)
+		r->restart_err = e;
+	memset(&ri, 0, sizeof(ri));
+	if (!kvl_admin_restart_info(d->adm, &ri)) {
+		r->restart_epoch_kept = ri.preserved;
+		r->restart_kept_blocks = ri.blocks;
+	}
+	if (!d->cfg->quiet)
+		fprintf(stderr, "[%5.1fs] kvpoold serving again after %.0f ms: %s\n",
+			(double)(ctl_now_ns() - d->t0) / 1e9,
+			r->restart_serve_ms, r->restart_epoch_kept ?
+			"block contents kept" :
+			"block contents lost (in-process ledger)");
+}
+
 /* ---------------- squeeze ---------------- */
 
 static void do_squeeze(struct driver *d)
@@ -545,7 +624,7 @@ static void watch_squeeze(struct driver *d)
 enum {
 	O_KILL_AT = 256, O_SQUEEZE, O_NO_KILL, O_NO_SQUEEZE, O_DAEMON, O_DAEMON_ARGS, O_CAP, O_BB, O_CHUNK,
 	O_TENANT, O_LAYERS, O_KVH, O_HD, O_QH, O_DTYPE, O_SLEEP, O_TICK,
-	O_DRAIN, O_SEED, O_JSON,
+	O_DRAIN, O_SEED, O_JSON, O_RESTART, O_NO_RESTART, O_DRAM, O_POLICY,
 };
 
 static int parse_args(int argc, char **argv, struct bench_cfg *c)
@@ -558,6 +637,10 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 		{ "squeeze", optional_argument, NULL, O_SQUEEZE },
 		{ "no-kill", no_argument, NULL, O_NO_KILL },
 		{ "no-squeeze", no_argument, NULL, O_NO_SQUEEZE },
+		{ "restart", optional_argument, NULL, O_RESTART },
+		{ "no-restart", no_argument, NULL, O_NO_RESTART },
+		{ "dram", required_argument, NULL, O_DRAM },
+		{ "policy", required_argument, NULL, O_POLICY },
 		{ "socket", required_argument, NULL, 's' },
 		{ "daemon", required_argument, NULL, O_DAEMON },
 		{ "daemon-args", required_argument, NULL, O_DAEMON_ARGS },
@@ -583,7 +666,9 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 	uint32_t v;
 	double dv;
 	char *end;
-	bool custom, kill_set = false, squeeze_set = false;
+	bool custom, kill_set = false, squeeze_set = false, restart_set = false;
+	bool dram_set = false;
+	int pol = -1;
 	int ch, ret = 0;
 	size_t i;
 
@@ -624,6 +709,31 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 		case O_NO_SQUEEZE:
 			c->squeeze_tenant = NULL;
 			squeeze_set = true;
+			break;
+		case O_RESTART:
+			c->restart_frac = 0.4;
+			if (optarg && parse_frac(optarg, &c->restart_frac)) {
+				fprintf(stderr, "kvpool-bench: bad --restart '%s'\n", optarg);
+				return EXIT_USAGE;
+			}
+			restart_set = true;
+			break;
+		case O_NO_RESTART:
+			c->restart_frac = -1;
+			restart_set = true;
+			break;
+		case O_DRAM:
+			if (ctl_parse_u32(optarg, &c->dram_blocks))
+				goto bad;
+			dram_set = true;
+			break;
+		case O_POLICY:
+			pol = kvl_policy_from_name(optarg);
+			if (pol <= 0) {
+				fprintf(stderr, "kvpool-bench: bad --policy '%s' (swap, recompute, stall, fail)\n",
+					optarg);
+				return EXIT_USAGE;
+			}
 			break;
 		case O_SQUEEZE: {
 			static char sq[64];
@@ -728,6 +838,16 @@ static int parse_args(int argc, char **argv, struct bench_cfg *c)
 		c->kill_tenant = NULL;
 	if (custom && !squeeze_set)
 		c->squeeze_tenant = NULL;
+	if (!restart_set)
+		c->restart_frac = custom ? -1 : 0.4;
+	c->restart_asked = restart_set && c->restart_frac >= 0;
+	if (c->socket && c->restart_asked) {
+		fprintf(stderr, "kvpool-bench: --restart needs a kvpoold of its own (no --socket)\n");
+		return EXIT_USAGE;
+	}
+	if (!dram_set)
+		c->dram_blocks = 2 * c->capacity;
+	c->policy = pol > 0 ? (uint32_t)pol : 0;	/* 0: main decides */
 	if (c->model.q_heads % c->model.kv_heads) {
 		fprintf(stderr, "kvpool-bench: --q-heads must be a multiple of --kv-heads\n");
 		return EXIT_USAGE;
@@ -757,6 +877,18 @@ static int setup_tenants(struct kvl_admin *adm, const struct bench_cfg *c,
 		if (ret) {
 			fprintf(stderr, "kvpool-bench: tenant %s: %s\n", t->name,
 				strerror(-ret));
+			return ret;
+		}
+		/* and in the dram tier, unlimited there, so that the swap
+		 * policy has somewhere to put its sequences */
+		if (!c->dram_blocks)
+			continue;
+		ret = kvl_admin_tenant_add(adm, "dram", t->name,
+					   KVPOOL_UNLIMITED, 0, getuid(),
+					   KVPOOL_ID_NONE);
+		if (ret && ret != -EEXIST) {
+			fprintf(stderr, "kvpool-bench: tenant %s in the dram tier: %s\n",
+				t->name, strerror(-ret));
 			return ret;
 		}
 	}
@@ -843,6 +975,19 @@ int main(int argc, char **argv)
 		res.started_daemon = true;
 	}
 	setenv(KVL_SOCKET_ENV, cfg.socket, 1);
+	/* a daemon of someone else's: its tiers as they are, no restart */
+	if (!res.started_daemon) {
+		cfg.dram_blocks = 0;
+		if (cfg.restart_asked) {
+			fprintf(stderr, "kvpool-bench: --restart needs a kvpoold of its own\n");
+			rc = EXIT_USAGE;
+			goto out_daemon;
+		}
+		cfg.restart_frac = -1;
+	}
+	if (!cfg.policy)
+		cfg.policy = cfg.dram_blocks ? KVL_POLICY_SWAP : KVL_POLICY_STALL;
+	res.dram_blocks = cfg.dram_blocks;
 
 	ret = kvl_admin_pool_status(d.adm, &res.pool);
 	if (!ret)
@@ -950,6 +1095,9 @@ int main(int argc, char **argv)
 		if (cfg.kill_tenant && !res.killed &&
 		    now >= ctl->t0_ns + (uint64_t)(cfg.kill_frac * (double)ctl->run_ns))
 			do_kill(&d, ctl);
+		if (cfg.restart_frac >= 0 && !res.restarted &&
+		    now >= ctl->t0_ns + (uint64_t)(cfg.restart_frac * (double)ctl->run_ns))
+			do_restart(&d, bin);
 		if (!stopped && (now >= t_end || interrupted)) {
 			ctl->stop = 1;
 			stopped = true;
@@ -973,6 +1121,19 @@ int main(int argc, char **argv)
 	if (res.elapsed_s > cfg.duration_s)
 		res.elapsed_s = cfg.duration_s;
 
+	/* the prefix cache keeps what it cached until pressure asks for
+	 * it: give it back now, as an operator ending the run would */
+	for (i = 0; d.adm && i < cfg.ntenants; i++) {
+		int n = kvl_admin_prefix_flush(d.adm, res.pool.name,
+					       cfg.tenants[i].name);
+
+		if (n > 0) {
+			res.prefix_flushed += (uint32_t)n;
+			if (!cfg.quiet)
+				fprintf(stderr, "kvpool-bench: prefix cache of %s: %d blocks given back\n",
+					cfg.tenants[i].name, n);
+		}
+	}
 	/* drain: wait for the owner to shrink back to idle */
 	t_drain_end = ctl_now_ns() + (uint64_t)(cfg.drain_s * 1e9);
 	if (!cfg.quiet)
