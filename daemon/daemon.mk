@@ -203,6 +203,22 @@ $(B)/asan/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c daemon/k
 
 CHECK_PROGS += $(B)/tests/unit/test_scrub $(B)/asan/tests/unit/test_scrub.sh
 
+# The region that keeps the prefix index across a restart (cmocka), normal
+# and sanitizer builds.
+$(B)/tests/unit/test_prefix_keep: tests/unit/test_prefix_keep.c daemon/prefix_keep.c \
+		$(KVD_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $< daemon/prefix_keep.c -lcmocka -o $@
+
+$(B)/asan/tests/unit/test_prefix_keep: tests/unit/test_prefix_keep.c \
+		daemon/prefix_keep.c $(KVD_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) $< daemon/prefix_keep.c \
+		-lcmocka -o $@
+
+CHECK_PROGS += $(B)/tests/unit/test_prefix_keep \
+	       $(B)/asan/tests/unit/test_prefix_keep.sh
+
 # The cluster tier's routing (against scripted cluster nodes on loopback
 # sockets) and its values, normal and sanitizer builds.
 RCL_TEST_DEPS := tests/unit/test_rcluster.c daemon/rcluster.c daemon/rcluster.h

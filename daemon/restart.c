@@ -71,21 +71,6 @@ static struct {
 	uint64_t prefix_entries;
 } R;
 
-/* FNV-1a, 64 bits: a torn or foreign region, not an adversary (the region
- * is reachable only by the daemon and the module or service manager). */
-uint64_t kvd_restart_sum(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 0xcbf29ce484222325ULL;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
-
 static uint64_t head_sum(const struct meta_head *h)
 {
 	return kvd_restart_sum(h, offsetof(struct meta_head, sum));

@@ -21,7 +21,7 @@ FLOORS=(
 	            cluster_value rcluster cuda_chunks"
 	"pool:      ledger inproc tier tier_dram tier_nvme backend_cpu
 	            backend_cuda scrub keep restart hostmem"
-	"conn:      conn tenants swap prefix prefix_tier cluster"
+	"conn:      conn tenants swap prefix prefix_tier prefix_keep cluster"
 	"dataplane: ops devbuf"
 	"server:    server metrics reload"
 	"top:       main kvpoold"
