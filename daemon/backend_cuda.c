@@ -463,16 +463,20 @@ static int cuda_attn_dev(struct kvd *d, struct kvk_prefill_args *a,
 
 /*
  * Import a GPU tenant's exported allocation and map it read-write for
- * this context.  The descriptor stays the caller's.
+ * this context.  The descriptor stays the caller's.  The size must be a
+ * multiple of the imported allocation's own minimum granularity (its
+ * properties, not the daemon's pool, decide it) and within the
+ * allocation: -EINVAL otherwise.
  */
 static int devbuf_import(struct cuda_priv *p, int fd, uint64_t bytes,
 			 struct cuda_devbuf *b)
 {
 	CUmemAllocationProp prop;
 	CUmemAccessDesc acc;
+	size_t g = 0;
 	CUresult cr;
 
-	if (bytes % p->gran)
+	if (!bytes)
 		return -EINVAL;
 	cr = p->drv.cuMemImportFromShareableHandle(&b->h,
 			(void *)(intptr_t)fd,
@@ -487,7 +491,14 @@ static int devbuf_import(struct cuda_priv *p, int fd, uint64_t bytes,
 		p->drv.cuMemRelease(b->h);
 		return cr != CUDA_SUCCESS ? -EBADF : -EXDEV;
 	}
-	cr = p->drv.cuMemAddressReserve(&b->va, bytes, p->gran, 0, 0);
+	cr = p->drv.cuMemGetAllocationGranularity(&g, &prop,
+			CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	if (cr != CUDA_SUCCESS || !g || (g & (g - 1)) || bytes % g) {
+		p->drv.cuMemRelease(b->h);
+		return cr != CUDA_SUCCESS ? cuda_drv_errno(cr) :
+		       !g || (g & (g - 1)) ? -EIO : -EINVAL;
+	}
+	cr = p->drv.cuMemAddressReserve(&b->va, bytes, g, 0, 0);
 	if (cr != CUDA_SUCCESS) {
 		p->drv.cuMemRelease(b->h);
 		return cuda_drv_errno(cr);

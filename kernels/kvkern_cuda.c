@@ -1351,6 +1351,16 @@ static void selftest_input(uint16_t *A, uint16_t *B, uint16_t *M,
 		bytes[i] = (uint8_t)i;
 }
 
+/* INT4 nibble k (two's complement) of the self-test's INT4 word of lane
+ * l: byte j is bytes[(9 l + 64 j) % 256], so that every nibble value
+ * occurs at every position */
+static int nibble(const uint8_t *bytes, int l, int k)
+{
+	int n = (bytes[(9 * l + 64 * (k / 2)) & 255] >> (4 * (k & 1))) & 15;
+
+	return n >= 8 ? n - 16 : n;
+}
+
 static int check_word(char *msg, size_t len, const char *what, int lane,
 		      int w, uint32_t got, uint32_t want)
 {
@@ -1474,8 +1484,8 @@ int kvk_cuda_selftest(struct kvk_cuda *c, char *msg, size_t len)
 			for (i = 0; !ret && i < 4; i++) {
 				uint8_t b0 = bytes[8 * lane + 2 * i];
 				uint8_t b1 = bytes[8 * lane + 2 * i + 1];
-				int n0 = (b0 & 15) >= 8 ? (b0 & 15) - 16 : b0 & 15;
-				int n1 = b0 >> 4 >= 8 ? (b0 >> 4) - 16 : b0 >> 4;
+				int n0 = nibble(bytes, lane, i);
+				int n1 = nibble(bytes, lane, i + 4);
 
 				if (!fp8_ok(o[17 + i] & 0xffff, b0) ||
 				    !fp8_ok(o[17 + i] >> 16, b1)) {

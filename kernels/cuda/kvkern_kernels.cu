@@ -183,6 +183,27 @@ KVK_DEV uint32_t hmul2(uint32_t a, uint32_t b)
 	return d;
 }
 
+KVK_DEV uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c)
+{
+	uint32_t d;
+
+	asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b),
+	    "r"(c));
+	return d;
+}
+
+/* lop3.b32: bit i of the result is bit 4 a_i + 2 b_i + c_i of LUT (LUT =
+ * f(0xf0, 0xcc, 0xaa) for the function f wanted) */
+template <int LUT>
+KVK_DEV uint32_t lop3(uint32_t a, uint32_t b, uint32_t c)
+{
+	uint32_t d;
+
+	asm("lop3.b32 %0, %1, %2, %3, %4;\n" : "=r"(d) : "r"(a), "r"(b),
+	    "r"(c), "n"(LUT));
+	return d;
+}
+
 #if __CUDA_ARCH__ >= 890
 #define KVK_HW_E4M3 1
 /* two E4M3 bytes (low byte -> low half) to two FP16 */
@@ -502,12 +523,27 @@ KVK_DEV uint32_t s8x2_to_f16x2(uint32_t x)
 	return hsub2(w, 0x64806480u);		/* 1152.0 in both halves */
 }
 
-/* Two INT4 nibbles at bits 0-3 and 16-19 -> two FP16: 0x6400 | (n ^ 8)
- * is 1032 + n. */
-KVK_DEV uint32_t s4x2_to_f16x2(uint32_t w)
+/*
+ * Eight INT4 nibbles of w (nibble k at bits 4k to 4k + 3, two's
+ * complement) -> four pairs of FP16, exact: r[k] = (nibble k, nibble
+ * k + 4), low half first, k = 0..3.  One lop3 (a & b) ^ c (LUT 0x6a =
+ * (0xf0 & 0xcc) ^ 0xaa) puts two nibbles, each xor 8, under the FP16
+ * exponent of 1024: nibbles at bits 0-3 and 16-19 give 1024 + (n ^ 8),
+ * and 1024 + (n ^ 8) - 1032 is n; nibbles at bits 4-7 and 20-23 give
+ * 1024 + 16 (n ^ 8), and that times 1/16 minus 72 (one fma, every step
+ * exact) is n.  Nine instructions for eight values.
+ */
+KVK_DEV void s4x8_to_f16x2(uint32_t w, uint32_t r[4])
 {
-	w = ((w & 0x000f000fu) ^ 0x00080008u) | 0x64006400u;
-	return hsub2(w, 0x64086408u);		/* 1032.0 in both halves */
+	const uint32_t w8 = w >> 8;
+
+	/* 1032.0; 1/16 and -72.0 in both halves */
+	r[0] = hsub2(lop3<0x6a>(w, 0x000f000fu, 0x64086408u), 0x64086408u);
+	r[1] = hfma2(lop3<0x6a>(w, 0x00f000f0u, 0x64806480u), 0x2c002c00u,
+		     0xd480d480u);
+	r[2] = hsub2(lop3<0x6a>(w8, 0x000f000fu, 0x64086408u), 0x64086408u);
+	r[3] = hfma2(lop3<0x6a>(w8, 0x00f000f0u, 0x64806480u), 0x2c002c00u,
+		     0xd480d480u);
 }
 
 template <int DT>
@@ -542,10 +578,12 @@ KVK_DEV void mma(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
  * Query k-index mapping.  For the BF16 cache (ldmatrix), k-step ks,
  * logical column 2c + e (+ 8) is dimension 16 ks + 2c + e (+ 8).  For the
  * FP16 path a lane reads W contiguous bytes (8-bit) or 4 bytes = 8
- * dimensions (INT4) of a K row per super-chunk j of 4 W dimensions:
- * k-step ks = j * (W / 4) + s, column 2c + e is dimension
- * j * 4 W + c W + 4 s + e, column 2c + 8 + e is that + 2.  INT4's
- * super-chunk is one scale group of 32.
+ * dimensions (INT4) of a K row per super-chunk j of 4 W dimensions.
+ * 8-bit: see k_frag.  INT4 (W = 8): the super-chunk is one scale group
+ * of 32, k-steps ks = 2 j + s; the lane's word holds dimensions
+ * 32 j + 8 c + n for its nibbles n = 0..7, which s4x8_to_f16x2 pairs as
+ * (n, n + 4): column 2c + e is nibble 2 s + 4 e, column 2c + 8 + e
+ * nibble 2 s + 1 + 4 e.
  */
 template <int DT, int D>
 struct kvk_attn_cfg {
@@ -567,18 +605,11 @@ struct kvk_attn_cfg {
 template <int DT, int D>
 KVK_DEV uint32_t q_dim(uint32_t ks, uint32_t c, uint32_t e, uint32_t hi8)
 {
-	typedef kvk_attn_cfg<DT, D> C;
-
 	if (DT == KVK_BF16)
 		return 16 * ks + 2 * c + e + 8 * hi8;
 	if (DT != KVK_INT4)
 		return 16 * ks + 4 * c + e + 2 * hi8;	/* see k_frag */
-	{
-		const uint32_t per = C::W / 4;
-		const uint32_t j = ks / per, s = ks % per;
-
-		return j * 4 * C::W + c * C::W + 4 * s + e + 2 * hi8;
-	}
+	return 32 * (ks / 2) + 8 * c + 2 * (ks % 2) + hi8 + 4 * e;
 }
 
 /*
@@ -745,7 +776,30 @@ KVK_DEV float int4_scale(const uint8_t *sc, const kvk_cu_layout &l,
 	return h2f_bits(s[G]);
 }
 
-/* A fragment of K rows (m = 16 positions) for k-step ks */
+/* INT4: the A fragments of K rows for the two k-steps 2 G + s of scale
+ * group G (one word of rows g and g + 8 each, at byte 16 G + 4 c;
+ * dimensions as q_dim) */
+template <int D>
+KVK_DEV void k_frag_int4(const uint8_t *kt, uint32_t G, uint32_t lane,
+			 uint32_t a[2][4])
+{
+	typedef kvk_attn_cfg<KVK_INT4, D> C;
+	const uint32_t g = lane >> 2, c = lane & 3;
+	uint32_t r0[4], r1[4];
+
+	s4x8_to_f16x2(*(const uint32_t *)(kt + g * C::RS + 16 * G + 4 * c), r0);
+	s4x8_to_f16x2(*(const uint32_t *)(kt + (g + 8) * C::RS + 16 * G +
+					   4 * c), r1);
+#pragma unroll
+	for (int s = 0; s < 2; s++) {
+		a[s][0] = r0[2 * s];
+		a[s][1] = r1[2 * s];
+		a[s][2] = r0[2 * s + 1];
+		a[s][3] = r1[2 * s + 1];
+	}
+}
+
+/* A fragment of K rows (m = 16 positions) for k-step ks (not INT4) */
 template <int DT, int D>
 KVK_DEV void k_frag(const uint8_t *kt, uint32_t ks, uint32_t lane,
 		    uint32_t a[4])
@@ -758,24 +812,6 @@ KVK_DEV void k_frag(const uint8_t *kt, uint32_t ks, uint32_t lane,
 		const uint32_t d = 16 * ks + (lane >> 4) * 8;
 
 		ldsm_x4(kt + t * C::RS + d * 2, a);
-		return;
-	}
-	if (DT == KVK_INT4) {
-		/* group ks / 2: 4 bytes at 16 G + 4 c; k-step half s */
-		const uint32_t G = ks / 2, s = ks % 2;
-		const uint32_t w0 = *(const uint32_t *)(kt + g * C::RS + 16 * G + 4 * c);
-		const uint32_t w1 = *(const uint32_t *)(kt + (g + 8) * C::RS +
-							16 * G + 4 * c);
-		const uint32_t b00 = (w0 >> (16 * s)) & 0xff;
-		const uint32_t b01 = (w0 >> (16 * s + 8)) & 0xff;
-		const uint32_t b10 = (w1 >> (16 * s)) & 0xff;
-		const uint32_t b11 = (w1 >> (16 * s + 8)) & 0xff;
-
-		/* byte -> (lo nibble, hi nibble) at bits 0-3, 16-19 */
-		a[0] = s4x2_to_f16x2(b00 | (b00 << 12));
-		a[1] = s4x2_to_f16x2(b10 | (b10 << 12));
-		a[2] = s4x2_to_f16x2(b01 | (b01 << 12));
-		a[3] = s4x2_to_f16x2(b11 | (b11 << 12));
 		return;
 	}
 	{
@@ -828,14 +864,15 @@ KVK_DEV void attn_tile(const kvk_cu_attn &p, const kvk_attn_ctx &x,
 			float ah[4] = { 0, 0, 0, 0 }, al[4] = { 0, 0, 0, 0 };
 			float skA, skB;
 
+			uint32_t a[2][4];
+
+			k_frag_int4<D>(kt, G, lane, a);
 #pragma unroll
 			for (int s2 = 0; s2 < 2; s2++) {
-				uint32_t a[4];
 				const uint4 q = sm.qf[(2 * G + s2) * 32 + lane];
 
-				k_frag<DT, D>(kt, 2 * G + s2, lane, a);
-				mma<false>(ah, a, q.x, q.y);
-				mma<false>(al, a, q.z, q.w);
+				mma<false>(ah, a[s2], q.x, q.y);
+				mma<false>(al, a[s2], q.z, q.w);
 			}
 			skA = int4_scale<D>(sc + g * C::SB, p.l, x.kmeta, posA, G);
 			skB = int4_scale<D>(sc + (g + 8) * C::SB, p.l, x.kmeta,
@@ -954,24 +991,26 @@ KVK_DEV void attn_tile(const kvk_cu_attn &p, const kvk_attn_ctx &x,
 				bh[hb] = movm_t(pack2(h0, h1));
 				bl[hb] = movm_t(pack2(l0, l1));
 			}
+			/* the 4 nibbles (dimensions 32 G + 4 g + n) of
+			 * positions 2c, 2c + 1 in one word, of 2c + 8, 2c + 9
+			 * in another: pair k of s4x8_to_f16x2 is dimension
+			 * 32 G + 4 g + k of both positions */
+			const uint32_t off = 16 * G + 2 * g;
+			const uint32_t y0 = *(const uint16_t *)(vt + rA0 * C::RS + off);
+			const uint32_t y1 = *(const uint16_t *)(vt + rA1 * C::RS + off);
+			const uint32_t y2 = *(const uint16_t *)(vt + rB0 * C::RS + off);
+			const uint32_t y3 = *(const uint16_t *)(vt + rB1 * C::RS + off);
+			uint32_t fA[4], fB[4];
+
+			s4x8_to_f16x2(__byte_perm(y0, y1, 0x5410), fA);
+			s4x8_to_f16x2(__byte_perm(y2, y3, 0x5410), fB);
 #pragma unroll
 			for (int hh = 0; hh < 2; hh++) {
 				const int i = 2 * G + hh;
-				const uint32_t off = 16 * G + 2 * g;
-				const uint32_t y0 = *(const uint16_t *)(vt + rA0 * C::RS + off);
-				const uint32_t y1 = *(const uint16_t *)(vt + rA1 * C::RS + off);
-				const uint32_t y2 = *(const uint16_t *)(vt + rB0 * C::RS + off);
-				const uint32_t y3 = *(const uint16_t *)(vt + rB1 * C::RS + off);
-				const uint32_t sel = hh | ((4 + hh) << 8);
-				const uint32_t wA = __byte_perm(y0, y1, sel);
-				const uint32_t wB = __byte_perm(y2, y3, sel);
-				uint32_t a[4];
+				const uint32_t a[4] = { fA[2 * hh], fA[2 * hh + 1],
+							fB[2 * hh], fB[2 * hh + 1] };
 				float acc[4] = { 0, 0, 0, 0 };
 
-				a[0] = s4x2_to_f16x2(wA);
-				a[1] = s4x2_to_f16x2(wA >> 4);
-				a[2] = s4x2_to_f16x2(wB);
-				a[3] = s4x2_to_f16x2(wB >> 4);
 				mma<false>(acc, a, bh[0], bh[1]);
 				mma<false>(acc, a, bl[0], bl[1]);
 				o[i][0] = o[i][0] * alpha[0] + acc[0] * up;
@@ -1487,7 +1526,9 @@ kvk_read_bw(const kvk_cu_bw p)
  *   16    movmatrix.trans of M in C-fragment order
  *   17-20 FP8 E4M3 -> FP16 of bytes 8 lane + 0..7 (pairs)
  *   21-24 INT8 -> FP16 of bytes 8 lane + 0..7 (pairs)
- *   25-28 INT4 -> FP16 of nibble pairs (byte 8 lane + k: lo, hi)
+ *   25-28 INT4 -> FP16 of the word of bytes (9 lane + 64 k) % 256,
+ *         k = 0..3 (every nibble value at every position): pairs of
+ *         nibbles (k, k + 4)
  *   29-30 cp.async: 16 bytes copied, 16 bytes zero-filled (xor of words)
  *   31    cp.async 4-byte zero fill (0 expected)
  */
@@ -1548,7 +1589,13 @@ kvk_selftest(const kvk_cu_selftest p)
 
 		out[17 + k] = e4m3x2_to_f16x2(x0 | (x1 << 8));
 		out[21 + k] = s8x2_to_f16x2(x0 | (x1 << 8));
-		out[25 + k] = s4x2_to_f16x2(x0 | (x0 << 12));
+	}
+	{
+		uint32_t w = 0;
+
+		for (int k = 0; k < 4; k++)
+			w |= (uint32_t)bytes[(9 * lane + 64 * k) & 255] << (8 * k);
+		s4x8_to_f16x2(w, out + 25);
 	}
 	sc[lane % 16] = 0xffffffffu;
 	__syncwarp();

@@ -43,6 +43,9 @@
  *   KVPOOL_FAKE_CUDA_POSIX_FD=0      the devices cannot export allocations
  *                                    (the attribute reads 0, cuMemCreate of
  *                                    an exportable one CUDA_ERROR_NOT_SUPPORTED)
+ *   KVPOOL_FAKE_CUDA_GRAN_REC=BYTES  the recommended allocation
+ *                                    granularity (a multiple of the minimum,
+ *                                    2 MiB, which is also the default)
  *   KVPOOL_FAKE_CUDA_DRIVER=VER      cuDriverGetVersion (default 12080)
  *   KVPOOL_FAKE_CUDA_FAIL=fn=N[+][:code],...  the N-th call of fn (and
  *                                    later ones with +) returns code
@@ -256,6 +259,7 @@ static struct {
 	size_t mem_total, mem_used;
 	int driver;
 	int no_posix_fd;	/* KVPOOL_FAKE_CUDA_POSIX_FD=0 */
+	size_t gran_rec;	/* KVPOOL_FAKE_CUDA_GRAN_REC */
 	int kept_fds;		/* KVPOOL_FAKE_CUDA_KEPT_FDS=1 */
 	CUresult init_result;
 	int exec;
@@ -350,6 +354,13 @@ static void read_env(void)
 	F.mem_total = s ? strtoull(s, NULL, 0) : (1ULL << 30);
 	s = getenv("KVPOOL_FAKE_CUDA_DRIVER");
 	F.driver = s ? atoi(s) : 12080;
+	s = getenv("KVPOOL_FAKE_CUDA_GRAN_REC");
+	F.gran_rec = s ? strtoull(s, NULL, 0) : GRAN;
+	if (!F.gran_rec || F.gran_rec % GRAN) {
+		fprintf(stderr, "cudafake: KVPOOL_FAKE_CUDA_GRAN_REC=%s is not a "
+			"multiple of %lu\n", s, GRAN);
+		abort();
+	}
 	s = getenv("KVPOOL_FAKE_CUDA_KEPT_FDS");
 	F.kept_fds = s && atoi(s) > 0;
 	s = getenv("KVPOOL_FAKE_CUDA_POSIX_FD");
@@ -1549,7 +1560,7 @@ API CUresult cuMemGetAllocationGranularity(size_t *g,
 	if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
 	    option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
 		violation(fname, "option %d", (int)option);
-	*g = GRAN;
+	*g = option == CU_MEM_ALLOC_GRANULARITY_RECOMMENDED ? F.gran_rec : GRAN;
 	LEAVE(CUDA_SUCCESS);
 }
 

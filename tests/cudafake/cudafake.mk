@@ -55,3 +55,12 @@ $(CUDAFAKE): $(CUDAFAKE_OBJ)/cudafake.o $(CUDAFAKE_OBJ)/kernels_table.o \
 
 ALL += $(CUDAFAKE)
 endif
+
+# The emulation's FP16 arithmetic and lop3 against independent references
+# (needs no toolkit).
+$(CUDAFAKE_DIR)/test-cuemu-f16: tests/cudafake/test-cuemu-f16.cc \
+		tests/cudafake/cuemu.h $(KVK_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(CUDAFAKE_CXXFLAGS) $< -o $@ $(KVK_LIB) $(KVK_LIBS)
+
+CHECK_PROGS += $(CUDAFAKE_DIR)/test-cuemu-f16

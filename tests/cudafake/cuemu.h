@@ -290,27 +290,97 @@ static inline uint16_t f2bf_bits(float x)
 	return cuemu_f32_to_bf16(x);
 }
 
-static inline uint32_t hop2(uint32_t a, uint32_t b, int mul)
+/*
+ * fma.rn.f16 of one half, exact: a x b + c computed as an integer
+ * multiple of 2^-48 (every FP16 value is a multiple of 2^-24 below 2^16,
+ * so the sum fits 82 bits) and rounded once to nearest even, subnormals
+ * kept (no .ftz); an exact zero is -0 only when both a x b and c are
+ * negative (or -0).  Inf and NaN operands take the FP32 path (exact for
+ * them); a NaN result is the canonical 0x7fff.
+ */
+static inline uint16_t cuemu_hfma(uint16_t a, uint16_t b, uint16_t c)
+{
+	typedef unsigned __int128 u128;
+	const int sab = ((a ^ b) >> 15) & 1, sc = (c >> 15) & 1;
+	uint64_t ia, ib, ic;
+	__int128 n;
+	u128 m, r, rem, half;
+	int len, shift, neg;
+	uint32_t bits;
+
+	if ((a & 0x7c00) == 0x7c00 || (b & 0x7c00) == 0x7c00 ||
+	    (c & 0x7c00) == 0x7c00) {
+		float y = cuemu_f16_to_f32(a) * cuemu_f16_to_f32(b) +
+			  cuemu_f16_to_f32(c);
+
+		return isnan(y) ? 0x7fff : cuemu_f32_to_f16(y);
+	}
+	/* |x| in units of 2^-24 */
+#define CUEMU_H_UNITS(h) (((h) & 0x7c00) ? (uint64_t)(1024 | ((h) & 1023)) << \
+			  ((((h) >> 10) & 31) - 1) : (uint64_t)((h) & 1023))
+	ia = CUEMU_H_UNITS(a);
+	ib = CUEMU_H_UNITS(b);
+	ic = CUEMU_H_UNITS(c);
+#undef CUEMU_H_UNITS
+	n = (__int128)((u128)ia * ib) * (sab ? -1 : 1) +
+	    (__int128)((u128)ic << 24) * (sc ? -1 : 1);
+	if (n == 0)
+		return sab && sc ? 0x8000 : 0;
+	neg = n < 0;
+	m = (u128)(neg ? -n : n);
+	for (len = 0; len < 128 && (m >> len); len++)
+		;
+	/* the result's quantum, 2^(shift - 48): 11 significant bits, not
+	 * below 2^-24 */
+	shift = len - 11 > 24 ? len - 11 : 24;
+	r = m >> shift;
+	rem = m & (((u128)1 << shift) - 1);
+	half = (u128)1 << (shift - 1);
+	if (rem > half || (rem == half && (r & 1)))
+		r++;
+	/* exponent field (shift - 24) above the implicit bit's 1024 */
+	bits = (uint32_t)(((u128)(shift - 24) << 10) + r);
+	if (bits >= 0x7c00)
+		bits = 0x7c00;
+	return (uint16_t)(bits | (neg ? 0x8000 : 0));
+}
+
+/* fma.rn.f16x2; sub.rn.f16x2 as a x 1 + -b and
+ * mul.rn.f16x2 (a x b + -0), each half rounded once */
+static inline uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c)
 {
 	uint32_t r = 0;
 
-	for (int i = 0; i < 2; i++) {
-		float x = cuemu_f16_to_f32((uint16_t)(a >> (16 * i)));
-		float y = cuemu_f16_to_f32((uint16_t)(b >> (16 * i)));
-
-		r |= (uint32_t)cuemu_f32_to_f16(mul ? x * y : x - y) << (16 * i);
-	}
+	for (int i = 0; i < 2; i++)
+		r |= (uint32_t)cuemu_hfma((uint16_t)(a >> (16 * i)),
+					  (uint16_t)(b >> (16 * i)),
+					  (uint16_t)(c >> (16 * i))) << (16 * i);
 	return r;
 }
 
 static inline uint32_t hsub2(uint32_t a, uint32_t b)
 {
-	return hop2(a, b, 0);
+	return hfma2(a, 0x3c003c00u, b ^ 0x80008000u);
 }
 
 static inline uint32_t hmul2(uint32_t a, uint32_t b)
 {
-	return hop2(a, b, 1);
+	return hfma2(a, b, 0x80008000u);
+}
+
+/* lop3.b32: bit i of the result is bit 4 a_i + 2 b_i + c_i of LUT */
+template <int LUT>
+static inline uint32_t lop3(uint32_t a, uint32_t b, uint32_t c)
+{
+	uint32_t r = 0;
+
+	for (int i = 0; i < 32; i++) {
+		const int k = (int)(((a >> i) & 1) << 2 | ((b >> i) & 1) << 1 |
+				    ((c >> i) & 1));
+
+		r |= (uint32_t)((LUT >> k) & 1) << i;
+	}
+	return r;
 }
 
 static inline uint32_t warp_max_u32(uint32_t v)

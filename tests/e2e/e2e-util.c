@@ -27,6 +27,10 @@
  *   e2e-util devbuf-bad SOCK             device buffers (cuda backend):
  *        every refusal of DEVBUF_ADD/DEL and of an unknown buffer, then
  *        check that the daemon still serves
+ *   e2e-util devbuf-gran SOCK            device buffers against a pool
+ *        whose granularity (the driver's recommended one, 8 MiB) is
+ *        larger than the buffers' minimum (2 MiB): sizes are checked
+ *        against the imported allocation's granularity and size
  *   e2e-util fd-leak SOCK PID N          N connections send records with
  *        descriptors (empty, short, too many); daemon PID closes them all
  *   e2e-util fd-exhaust SOCK PID N       N connections against a daemon
@@ -989,6 +993,75 @@ static int cmd_devbuf_bad(void)
 	return 0;
 }
 
+/*
+ * The daemon's pool granularity is the recommended 8 MiB
+ * (KVPOOL_FAKE_CUDA_GRAN_REC); a device buffer is sized by its own
+ * allocation's minimum granularity, 2 MiB: 2 and 6 MiB buffers are
+ * imported, sizes not a multiple of 2 MiB or beyond the allocation are
+ * refused with -EINVAL (and imported nothing that stays).
+ */
+static int cmd_devbuf_gran(void)
+{
+	static const struct { int x; uint64_t bytes; int want; } cases[] = {
+		{ 0, 2 << 20, 0 },	/* not a multiple of the pool's 8 MiB */
+		{ 1, 6 << 20, 0 },
+		{ 0, 1 << 20, -EINVAL },	/* half the granularity */
+		{ 1, 3 << 20, -EINVAL },	/* 1.5 granules */
+		{ 1, 5ULL << 19, -EINVAL },	/* 2.5 MiB */
+		{ 0, 4 << 20, -EINVAL },	/* beyond the 2 MiB allocation */
+		{ 1, 8 << 20, -EINVAL },	/* beyond the 6 MiB one */
+		{ 1, 4 << 20, 0 },	/* part of an allocation */
+	};
+	struct cuda_drv drv;
+	CUmemGenericAllocationHandle h[2];
+	size_t g = 0;
+	uint8_t *region;
+	int fd, x[2], r;
+	unsigned int i;
+
+	if (cuda_drv_open(&drv) || drv.cuInit(0)) {
+		printf("no CUDA driver\n");
+		return 77;
+	}
+	x[0] = export_alloc(&drv, 2 << 20, &h[0]);
+	x[1] = export_alloc(&drv, 6 << 20, &h[1]);
+	if (x[0] < 0 || x[1] < 0)
+		FAIL("export");
+	{
+		CUmemAllocationProp prop;
+
+		memset(&prop, 0, sizeof(prop));
+		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		prop.requestedHandleTypes =
+			CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+		prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		if (drv.cuMemGetAllocationGranularity(&g, &prop,
+				CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) ||
+		    g != 8 << 20)
+			FAIL("recommended granularity %zu, want 8 MiB (run with "
+			     "KVPOOL_FAKE_CUDA_GRAN_REC=8388608)", g);
+	}
+	if (raw_session(&fd, &region))
+		FAIL("session");
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		r = devbuf_add(fd, cases[i].bytes, x[cases[i].x], 0);
+		if (r != cases[i].want)
+			FAIL("%llu bytes of the %d MiB allocation: %d, want %d",
+			     (unsigned long long)cases[i].bytes,
+			     cases[i].x ? 6 : 2, r, cases[i].want);
+	}
+	if (good_client())
+		return 1;
+	close(fd);
+	for (i = 0; i < 2; i++) {
+		close(x[i]);
+		drv.cuMemRelease(h[i]);
+	}
+	cuda_drv_close(&drv);
+	printf("device buffers sized by their own granularity: OK\n");
+	return 0;
+}
+
 /* ---- descriptors and connection limits ------------------------------------- */
 
 /* Descriptors open in process @pid (/proc/PID/fd), or -1. */
@@ -1836,6 +1909,8 @@ int main(int argc, char **argv)
 		return cmd_bad(argv[3]);
 	if (!strcmp(argv[1], "devbuf-bad"))
 		return cmd_devbuf_bad();
+	if (!strcmp(argv[1], "devbuf-gran"))
+		return cmd_devbuf_gran();
 	if (!strcmp(argv[1], "fd-leak") && argc == 5)
 		return cmd_fd_leak(atoi(argv[3]), atoi(argv[4]));
 	if (!strcmp(argv[1], "fd-exhaust") && argc == 5)

@@ -8,7 +8,9 @@
 # same floats as the host-region calls and match the CPU reference
 # (e2e-devbuf).  Every refusal (no descriptor, not an allocation, sizes,
 # flags, too many buffers, unknown buffer) is answered with its error and
-# the daemon serves on (e2e-util devbuf-bad).  A tenant killed with its
+# the daemon serves on (e2e-util devbuf-bad); with the pool's granularity
+# (the driver's recommended one) above the buffers' minimum, a buffer's
+# size is checked against its own allocation's (e2e-util devbuf-gran).  A tenant killed with its
 # buffer registered leaves nothing behind: the daemon exits with every
 # import unmapped and released.  The cpu backend refuses device buffers.
 . "$(dirname "$0")/lib.sh"
@@ -48,6 +50,19 @@ daemon_alive
 kill "$DPID"
 wait "$DPID" || fail "kvpoold exit: imports left behind?"
 DPID=
+
+# a pool granularity (the recommended one) above the buffers' minimum:
+# buffers are sized by their own allocation's granularity
+KVPOOL_FAKE_CUDA_GRAN_REC=$((8 << 20))
+export KVPOOL_FAKE_CUDA_GRAN_REC
+: > "$DLOG"
+start_daemon
+"$UTIL" devbuf-gran "$SOCK" || fail "device buffers of another granularity"
+daemon_alive
+kill "$DPID"
+wait "$DPID" || fail "kvpoold exit: imports left behind?"
+DPID=
+unset KVPOOL_FAKE_CUDA_GRAN_REC
 
 # the cpu backend has no device memory
 BACKEND=cpu

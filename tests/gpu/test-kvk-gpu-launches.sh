@@ -12,16 +12,18 @@
 # (emulated, smaller grid) and compares with the CPU, and test-kvk-gpu
 # does on a GPU.  The streams' work is deferred (the checks run when it
 # does), in the random order of seed CUEMU_SEED (default 1) on sm_90 and
-# in reverse on sm_80.  Exit 77 only without nvcc (the double is not
-# built).
+# in reverse on sm_80, and the quick grid again in forward order on both
+# (about a second each), so that each model sees two orders.  Exit 77
+# only without nvcc (the double is not built).
 B=${B:-build}
 fake=$B/tests/cudafake/libcuda.so.1
 . "$(dirname "$0")/../nvcc.sh"
 need_nvcc_built "$fake" "$B/tests/gpu/test-kvk-gpu"
-for arch in 90 80; do
-	echo "== sm_$arch"
-	[ $arch = 80 ] && quick=--quick || quick=
-	[ $arch = 80 ] && order=reverse || order="random:${CUEMU_SEED:-1}"
+for run in 90:random 80:reverse 90:forward 80:forward; do
+	arch=${run%:*} order=${run#*:}
+	[ $arch = 80 ] || [ $order = forward ] && quick=--quick || quick=
+	[ $order = random ] && order="random:${CUEMU_SEED:-1}"
+	echo "== sm_$arch, CUEMU_ORDER=$order${quick:+, quick grid}"
 	KVPOOL_LIBCUDA=$fake KVPOOL_FAKE_CUDA_ARCH=$arch CUEMU_ORDER=$order \
 	KVPOOL_FAKE_CUDA_MEM=$((4 << 30)) \
 		"$B/tests/gpu/test-kvk-gpu" $quick || exit 1

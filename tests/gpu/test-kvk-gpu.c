@@ -10,7 +10,7 @@
  *       rule), starting from the same garbage;
  *   read: identical floats; copy blocks: identical bytes;
  *   decode, prefill: relative L2 error vs the CPU scalar reference
- *       <= 1e-4 over head_dim {32,64,128,256} x GQA {1,4,7,8,16} x
+ *       within 6 sigma of the modelled rounding (attn_tol) over head_dim {32,64,128,256} x GQA {1,4,7,8,16} x
  *       context {1,15,16,17,1000,8192} (tokens per block rotating), every
  *       dtype, plus one 131,072-token decode per dtype;
  *   the zero-copy calls (_dev: q, out, k, v in device memory) give the
@@ -56,11 +56,12 @@ static CUresult h2d(CUdeviceptr d, const void *h, size_t n)
 static struct kvk_cuda *kc;
 static int compare = 1;
 static int quick, small;
+static double worst_ratio;	/* of an attention's error to its bound */
 /* The optimised CPU path (itself held to the FP64 reference by the
  * kernel tests) computes the long contexts' references on all cores: the
  * AVX-512 FP32 path at most (KVK_SIMD=avx512), since the AVX512-BF16 and
  * AMX paths round an FP8 or INT8 query and weights once per step, well
- * past this test's 1e-4. */
+ * past this test's bounds. */
 static struct kvk_cpu *cpu_ref;
 
 static int dev_pool(const struct kt_batch *kb, CUdeviceptr *d)
@@ -214,6 +215,34 @@ static void check_write(uint32_t dtype, uint32_t D, uint32_t tpb, int bf16)
 	free(hk);
 }
 
+/*
+ * The bound on the relative L2 error of attention, GPU against CPU, from
+ * the rounding the two paths do differently (Documentation/gpu.rst,
+ * "Precision"): each rounding to nearest with unit roundoff e adds an
+ * error of RMS e / sqrt(3) (uniform in +-e), independent ones add in
+ * squares:
+ *   - the hi + lo split of Q and of P in the MMA type, once each:
+ *     e_in = 2^-16 (BF16 halves, the BF16 cache), 2^-22 (FP16 halves);
+ *   - ex2.approx: 2 ulp, 2^-22;
+ *   - FP32 sums, u = 2^-24 an addition, in different orders on the two
+ *     sides: D terms a score, n (the longest context) an output;
+ * the bound is 6 sigma of that.  On a GPU the tensor cores' accumulation,
+ * whose rounding is not documented, may truncate: a bias of up to u an
+ * addition, linear in the D terms of a score, so u D is added to the
+ * bound there.  The emulation rounds to nearest (its
+ * worst case on the quick grid is about one sigma); the fixed 1e-4 used
+ * before was 30 to 150 times the FP16 types' errors and passed a kernel
+ * whose P lost its low halves to FP16 subnormals (Documentation/gpu.rst).
+ */
+static double attn_tol(uint32_t dtype, uint32_t D, uint32_t n)
+{
+	const double ein = dtype == KVK_BF16 ? 0x1p-16 : 0x1p-22;
+	const double eex = 0x1p-22, u = 0x1p-24;
+	const double v = (2 * ein * ein + eex * eex + u * u * (D + n)) / 3;
+
+	return 6 * sqrt(v) + (drv.fake ? 0 : u * D);
+}
+
 static double check_attn(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 			 uint32_t tpb, uint32_t n_new, uint32_t batch, int dev)
 {
@@ -309,10 +338,13 @@ static double check_attn(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 		KT_CHECK(kvk_cuda_decode(kc, &a) == 0, "gpu decode");
 	}
 	e = compare ? kt_rel_err_f(o_gpu, o_cpu, nq) : 0;
-	KT_CHECK(e <= 1e-4, "%s%s %s D=%u G=%u ctx=%u tpb=%u n_new=%u: "
-		 "gpu vs cpu %.2e", n_new ? "prefill" : "decode",
-		 dev ? " (device q/out)" : "", kvk_dtype_name(dtype), D, G, C,
-		 tpb, n_new, e);
+	KT_CHECK(e <= attn_tol(dtype, D, C), "%s%s %s D=%u G=%u ctx=%u "
+		 "tpb=%u n_new=%u: gpu vs cpu %.2e, bound %.2e",
+		 n_new ? "prefill" : "decode", dev ? " (device q/out)" : "",
+		 kvk_dtype_name(dtype), D, G, C, tpb, n_new, e,
+		 attn_tol(dtype, D, C));
+	worst_ratio = compare && e / attn_tol(dtype, D, C) > worst_ratio ?
+		      e / attn_tol(dtype, D, C) : worst_ratio;
 	if (dq)
 		drv.cuMemFree(dq);
 out_pool:
@@ -514,8 +546,10 @@ static void check_big_grid(void)
 			a.out = o_cpu;
 			KT_CHECK(kvk_prefill(&a, cpu) == 0, "cpu prefill");
 			e = kt_rel_err_f(o_gpu, o_cpu, nq);
-			KT_CHECK(e <= 1e-4, "prefill of %u row blocks: gpu vs "
-				 "cpu %.2e", B * ((nn + 7) / 8), e);
+			KT_CHECK(e <= attn_tol(KVK_BF16, D, nn), "prefill of %u "
+				 "row blocks: gpu vs cpu %.2e, bound %.2e",
+				 B * ((nn + 7) / 8), e,
+				 attn_tol(KVK_BF16, D, nn));
 			printf("prefill of %u row blocks (grid.x): %.2e\n",
 			       B * ((nn + 7) / 8), e);
 			kvk_cpu_free(cpu);
@@ -678,6 +712,8 @@ int main(int argc, char **argv)
 	kvk_cpu_free(cpu_ref);
 	cuda_drv_device_close(&drv, dev);
 	cuda_drv_close(&drv);
+	printf("worst error of attention against its bound: %.2f of it\n",
+	       worst_ratio);
 	printf("%u cases, %d failures\n", n, kt_failures);
 	return kt_failures ? 1 : 0;
 }
