@@ -623,22 +623,24 @@ void attn_core(const struct kvk_attn_job *job, const struct kvk_attn_item *it,
 		break
 #endif
 
-/* BF16, FP8 and INT8 with head_dim a multiple of 64 take attn_bf(). */
+/* BF16, FP8 and INT8 with head_dim a multiple of 64 and INT4 with
+ * head_dim 64, 128 or 256 take attn_bf(). */
 static int item_bf(const struct kvk_attn_job *job,
 		   const struct kvk_attn_item *it, float *scratch, uint32_t R)
 {
 	uint32_t D = job->l->head_dim, dtype = job->l->dtype;
 
-	if ((dtype != KVK_BF16 && dtype != KVK_FP8 && dtype != KVK_INT8) ||
-	    D % 64)
+	if ((dtype != KVK_BF16 && dtype != KVK_FP8 && dtype != KVK_INT8 &&
+	     dtype != KVK_INT4) || D % 64 ||
+	    (dtype == KVK_INT4 && D != 64 && D != 128 && D != 256))
 		return 0;
-	if (dtype == KVK_INT8)
-		pthread_once(&int8_bf16_once, int8_bf16_init);
+	pthread_once(&bf_once, bf_init);
 #ifndef KVK_NO_SPECIALISE
 	switch (dtype * 1000 + D) {
 	BFCASE(KVK_BF16, 64); BFCASE(KVK_BF16, 128); BFCASE(KVK_BF16, 256);
 	BFCASE(KVK_FP8, 64); BFCASE(KVK_FP8, 128); BFCASE(KVK_FP8, 256);
 	BFCASE(KVK_INT8, 64); BFCASE(KVK_INT8, 128); BFCASE(KVK_INT8, 256);
+	BFCASE(KVK_INT4, 64); BFCASE(KVK_INT4, 128); BFCASE(KVK_INT4, 256);
 	default:
 		attn_bf(job, it, scratch, D, dtype, 16);
 		break;
@@ -751,5 +753,8 @@ const struct kvk_simd_ops SIMD_OPS = {
 	.name = SIMD_NAME,
 	.item = item_fn,
 	.sum_bytes = sum_bytes,
+#ifdef KVK_DPBF16
+	.scratch_bytes = BF_SCRATCH_BYTES,
+#endif
 };
 #endif

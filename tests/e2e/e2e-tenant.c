@@ -12,11 +12,11 @@
  *
  * Tolerance: |daemon - reference| <= 1e-3 * max(1, max |reference|) (the
  * same quantised data on both sides; only FP32 summation order differs),
- * and 6 * 2^-9 * max(1, max |reference|) for FP8 and INT8, whose fast CPU
- * paths round the query and the weights to BF16 (INT8: the query to
- * INT8) once per step (Documentation/kernels.rst; the kernel tests hold
- * each path to its derived bound).  A wrong block is off by the
- * values' own size.
+ * and 6 * 2^-9 * max(1, max |reference|) for FP8, INT8 and INT4, whose
+ * fast CPU paths round the query and the weights to BF16 (INT8 and INT4:
+ * the query to INT8; INT4: each weight times its group's V scale) once
+ * per step (Documentation/kernels.rst; the kernel tests hold each path to
+ * its derived bound).  A wrong block is off by the values' own size.
  *
  * A daemon restart that lost the contents (-ESTALE from libkvlease) is
  * recovered by replaying the sequences' writes; the number of such
@@ -136,7 +136,8 @@ static int write_tokens(uint32_t s, uint32_t ds, uint32_t pos, uint32_t n,
 
 static double tolerance(void)
 {
-	if (C.dtype == KVL_DTYPE_FP8 || C.dtype == KVL_DTYPE_INT8)
+	if (C.dtype == KVL_DTYPE_FP8 || C.dtype == KVL_DTYPE_INT8 ||
+	    C.dtype == KVL_DTYPE_INT4)
 		return 6.0 / 512;
 	return 1e-3;
 }

@@ -274,8 +274,10 @@ static inline void kt_ref_row(const float *q, const float *k, const float *v,
  * "Precision per dtype"): the AVX512-BF16 path multiplies FP8 caches with
  * the query (times the softmax scale) rounded once to BF16 and the softmax
  * weights rounded once to BF16 (unit roundoff 2^-9), and reads E4M3
- * subnormals as zero; every other path and dtype keeps FP32 products (or
- * hi + lo BF16 parts, about 2^-17).
+ * subnormals as zero; INT8 caches, and INT4 caches at head_dim 64, 128
+ * and 256, with the query quantised to INT8 per row and the weights (INT4:
+ * times the group's V scale) rounded once to BF16; every other path and
+ * dtype keeps FP32 products (or hi + lo BF16 parts, about 2^-17).
  */
 enum { KT_Q_FP32, KT_Q_BF16, KT_Q_INT8 };
 
@@ -283,6 +285,8 @@ enum { KT_Q_FP32, KT_Q_BF16, KT_Q_INT8 };
  * BF_SPLIT_P()) */
 #define KT_FP8_PU 0x1p-9
 #define KT_INT8_PU 0x1p-9
+/* INT4: each weight times its group's V scale, rounded once to BF16 */
+#define KT_INT4_PU 0x1p-9
 
 struct kt_rounding {
 	int qmode;		/* KT_Q_*: how the scaled query is rounded */
@@ -303,6 +307,11 @@ static inline struct kt_rounding kt_path_rounding(const char *simd,
 	if (!strcmp(simd, "avx512bf16") && D % 64 == 0 && dtype == KVK_INT8) {
 		r.qmode = KT_Q_INT8;
 		r.pu = KT_INT8_PU;
+	}
+	if (!strcmp(simd, "avx512bf16") && (D == 64 || D == 128 ||
+					     D == 256) && dtype == KVK_INT4) {
+		r.qmode = KT_Q_INT8;
+		r.pu = KT_INT4_PU;
 	}
 	return r;
 }
