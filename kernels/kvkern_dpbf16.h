@@ -659,8 +659,7 @@ void bf_scores_i4(struct bf_item *b, const struct bf_tile *t, vf *acc,
 				__builtin_prefetch(pr + 64 * c + vk);
 			}
 		}
-		#pragma GCC unroll 2
-		for (c = 0; c < NC && D >= 128; c++) {
+		for (c = 0; D >= 128 && c < NC; c++) {
 			__m512i x = _mm512_loadu_si512((const void *)
 						       (kr + 64 * c));
 
