@@ -140,11 +140,12 @@ static void pk_note_entry(struct kvd_prefix *p, const struct pfx_entry *e)
 		return;
 	sl->sum = 0;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (t->pk_ix < 0 || e->ntok > PK_TOKENS) {
-		sl->state = PK_SLOT_FREE;	/* given back at a restart */
+	/* what lookups cannot find is given back at a restart */
+	if (t->pk_ix < 0 || e->ntok > PK_TOKENS || !e->indexed) {
+		sl->state = PK_SLOT_FREE;
 		return;
 	}
-	sl->state = e->indexed ? PK_SLOT_INDEXED : PK_SLOT_UNINDEXED;
+	sl->state = PK_SLOT_INDEXED;
 	sl->tix = (uint32_t)t->pk_ix;
 	sl->id = e->id;
 	sl->parent_id = e->parent_id;
@@ -164,19 +165,8 @@ static void ix_insert(struct kvd_prefix *p, struct pfx_entry *e)
 	pk_note_entry(p, e);
 }
 
-static void ix_unindex(struct kvd_prefix *p, struct pfx_entry *e)
-{
-	struct pk_slot *sl;
-
-	pfx_unindex(&p->ix, e);
-	sl = p->pk ? pk_slot_at(p->pk, e->block) : NULL;
-	if (sl && sl->sum && sl->id == e->id) {
-		sl->state = PK_SLOT_UNINDEXED;
-		pk_slot_sum(sl);
-	}
-}
-
-static void ix_remove(struct kvd_prefix *p, struct pfx_entry *e)
+/* @e's slot, if it is @e's, says nothing any more. */
+static void pk_forget_entry(struct kvd_prefix *p, const struct pfx_entry *e)
 {
 	struct pk_slot *sl = p->pk ? pk_slot_at(p->pk, e->block) : NULL;
 
@@ -185,6 +175,18 @@ static void ix_remove(struct kvd_prefix *p, struct pfx_entry *e)
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		sl->state = PK_SLOT_FREE;
 	}
+}
+
+/* Not found by lookups any more: not restored at a restart either. */
+static void ix_unindex(struct kvd_prefix *p, struct pfx_entry *e)
+{
+	pfx_unindex(&p->ix, e);
+	pk_forget_entry(p, e);
+}
+
+static void ix_remove(struct kvd_prefix *p, struct pfx_entry *e)
+{
+	pk_forget_entry(p, e);
 	pfx_remove(&p->ix, e);
 }
 
@@ -2472,8 +2474,7 @@ static uint32_t pk_restore_entries(struct kvd_prefix *p, struct pk_restore *x)
 
 		if (!sl->sum)
 			continue;
-		t = pk_slot_ok(sl) && sl->state == PK_SLOT_INDEXED ?
-		    pk_tenant_of(p, sl->tix) : NULL;
+		t = pk_slot_ok(sl) ? pk_tenant_of(p, sl->tix) : NULL;
 		if (!t || (x->owner[i] != t->hot.id &&
 			   x->owner[i] != t->cold.id) ||
 		    !pk_ns_named(p, t, sl->ns)) {

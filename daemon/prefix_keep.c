@@ -248,9 +248,8 @@ bool pk_ns_ok(const struct pk_ns *n)
 
 bool pk_slot_ok(const struct pk_slot *s)
 {
-	return s->sum && s->state != PK_SLOT_FREE && s->ntok &&
+	return s->sum && s->state == PK_SLOT_INDEXED && s->ntok &&
 	       s->ntok <= PK_TOKENS && s->tix < PK_TENANTS &&
-	       (s->state == PK_SLOT_INDEXED || s->state == PK_SLOT_UNINDEXED) &&
 	       memchr(s->ns, 0, PK_NAME) && s->sum == rec_sum(s, slot_used(s));
 }
 

@@ -67,8 +67,9 @@ struct pk_ns {
 };
 
 #define PK_SLOT_FREE		0
-#define PK_SLOT_INDEXED		1	/* found by lookups */
-#define PK_SLOT_UNINDEXED	2	/* flushed or private: not found */
+#define PK_SLOT_INDEXED		1	/* found by lookups (only these are
+					 * kept: a flushed or private entry's
+					 * block is given back at a restart) */
 
 struct pk_slot {
 	uint64_t sum;
