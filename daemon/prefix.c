@@ -2534,41 +2534,74 @@ static uint32_t pk_restore_entries(struct kvd_prefix *p, struct pk_restore *x)
  * blocks to the cold ones, put every entry on its LRU and write the slots
  * again for this life.
  */
+static int bo_by_lease(const void *a, const void *b)
+{
+	const struct kvpool_block_owner *x = a, *y = b;
+
+	return x->lease_id < y->lease_id ? -1 : x->lease_id > y->lease_id;
+}
+
+/* The blocks of lease @id, from the snapshot sorted by lease: the first
+ * one's index in x->bo, and (*n) how many. */
+static uint32_t lease_run(const struct pk_restore *x, uint64_t id, uint32_t *n)
+{
+	uint32_t lo = 0, hi = x->s.blocks, end;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (x->bo[mid].lease_id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (end = lo; end < x->s.blocks && x->bo[end].lease_id == id; end++)
+		;
+	*n = end - lo;
+	return lo;
+}
+
 static void pk_restore_settle(struct kvd_prefix *p, struct pk_restore *x)
 {
 	struct kvd *d = p->d;
-	uint32_t cap = d->top->capacity, i, *blocks;
+	uint32_t cap = d->top->capacity, i, *blocks, *hot;
 	struct pfx_tenant *t;
 
 	blocks = malloc(((size_t)cap + 1) * sizeof(*blocks));
-	for (t = p->tenants; blocks && t; t = t->next) {
-		uint32_t nhot = 0, nfree = 0;
+	hot = malloc(((size_t)cap + 1) * sizeof(*hot));
+	qsort(x->bo, x->s.blocks, sizeof(*x->bo), bo_by_lease);
+	for (t = p->tenants; blocks && hot && t; t = t->next) {
 		struct pfx_lease *pl[2] = { &t->hot, &t->cold };
+		uint32_t nhot = 0;
 		unsigned int k;
 
 		if (!t->hot.id)
 			continue;
+		/* blocks without an entry go back; the hot lease's
+		 * restored ones go to the cold lease */
 		for (k = 0; k < 2; k++) {
-			nfree = 0;
-			for (i = 0; i < cap; i++)
-				if (x->owner[i] == pl[k]->id && !x->made[i])
-					blocks[nfree++] = i;
+			uint32_t n, at = lease_run(x, pl[k]->id, &n), nfree = 0;
+
+			for (i = at; i < at + n; i++) {
+				uint32_t b = x->bo[i].block;
+
+				if (b < cap && x->made[b] && k == 0)
+					hot[nhot++] = b;
+				else if (b < cap && !x->made[b])
+					blocks[nfree++] = b;
+			}
 			if (nfree && lease_release(d, pl[k], blocks, nfree))
 				kvd_log(KVD_WARN, "prefix cache of %s: cannot "
 					"give back %u blocks", t->name, nfree);
 		}
-		for (i = 0; i < cap; i++)
-			if (x->made[i] && x->made[i]->owner == t &&
-			    x->owner[i] == t->hot.id)
-				blocks[nhot++] = i;
-		if (nhot && lease_move(d, t->hot.id, t->cold.id, blocks, nhot)) {
+		if (nhot && lease_move(d, t->hot.id, t->cold.id, hot, nhot)) {
 			kvd_log(KVD_WARN, "prefix cache of %s: cannot move its "
 				"restored blocks: not restored", t->name);
 			for (i = 0; i < nhot; i++) {
-				ix_remove(p, x->made[blocks[i]]);
-				x->made[blocks[i]] = NULL;
+				ix_remove(p, x->made[hot[i]]);
+				x->made[hot[i]] = NULL;
 			}
-			lease_release(d, &t->hot, blocks, nhot);
+			lease_release(d, &t->hot, hot, nhot);
 		}
 	}
 	/* deepest first, so that first blocks are evicted last */
@@ -2599,6 +2632,7 @@ static void pk_restore_settle(struct kvd_prefix *p, struct pk_restore *x)
 		lease_drop(d, &pl);
 	}
 	free(blocks);
+	free(hot);
 }
 
 /*
