@@ -163,6 +163,17 @@ static void nvme_fini(struct kvd_pool *p)
 	p->priv = NULL;
 }
 
+/* fallocate(2), again when a signal cut it short (EINTR). */
+static int falloc(int fd, int mode, off_t off, off_t len)
+{
+	int r;
+
+	do
+		r = fallocate(fd, mode, off, len);
+	while (r && errno == EINTR);
+	return r;
+}
+
 static int nvme_map(struct kvd_pool *p, uint32_t from, uint32_t to)
 {
 	struct nvme_priv *np = P(p);
@@ -171,7 +182,7 @@ static int nvme_map(struct kvd_pool *p, uint32_t from, uint32_t to)
 
 	if (to <= from)
 		return 0;
-	if (fallocate(np->fd, 0, off, len)) {
+	if (falloc(np->fd, 0, off, len)) {
 		int e = errno;
 
 		kvd_log(KVD_WARN, "tier %s: cannot allocate %lld bytes in %s: "
@@ -192,7 +203,7 @@ static int nvme_unmap(struct kvd_pool *p, uint32_t from, uint32_t to)
 
 	if (to <= from)
 		return 0;
-	if (fallocate(np->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
+	if (falloc(np->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
 		      len) && errno != EOPNOTSUPP)
 		return -errno;
 	if (ftruncate(np->fd, off))
@@ -443,16 +454,16 @@ static int nvme_zero(struct kvd_pool *p, struct kvd_io *io,
 		off = (off_t)((uint64_t)blocks[i] * np->slot);
 		len = (off_t)((uint64_t)(j - i) * np->slot);
 		if (how == 0 &&
-		    !fallocate(np->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+		    !falloc(np->fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
 			       off, len))
 			continue;
 		if (how == 0 && errno != EOPNOTSUPP)
 			return -errno;
 		if (how <= 1 &&
-		    !fallocate(np->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		    !falloc(np->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			       off, len)) {
 			atomic_store(&np->zero_how, 1);
-			if (fallocate(np->fd, 0, off, len))
+			if (falloc(np->fd, 0, off, len))
 				return errno == ENOSPC ? -ENOSPC : -errno;
 			continue;
 		}
