@@ -5,16 +5,20 @@
 # unmap (e2e-gate, as test-owner-gate.sh), on the cuda backend against
 # the driver test double with its kernels emulated.  With the three
 # taking the lock past the gate, the unmap and the other tenant's calls
-# waited for the whole attack.  A latency test, run once, in the
-# emulation's default order (the device-buffer ops' results are checked
-# under two orders by test-devbuf.sh); 8 s an op kind, as one op of the
-# emulated GPU can take seconds on a loaded machine.
+# waited for the whole attack.  Under two orders of the emulation
+# (emu_orders): forward and random (seed CUEMU_SEED, default 1), or any
+# order CUEMU_ORDER names, once.  8 s an op kind in either: one op of the
+# emulated GPU can take seconds on a loaded machine, and e2e-gate bounds
+# the victim's wait by half the attack (2 s at least), which a shorter
+# attack under the slower random order came within a few milliseconds of;
+# a real stall lasts the whole attack.
 . "$(dirname "$0")/lib.sh"
 
 FAKE=${FAKE:-build/tests/cudafake/libcuda.so.1}
 GATE=$E2E_BIN/e2e-gate
 . "$(dirname "$0")/../nvcc.sh"
 need_nvcc_built "$FAKE"
+emu_orders "$0" "$@"
 [ -x "$GATE" ] || fail "missing $GATE (run make)"
 KVPOOL_LIBCUDA=$PWD/$FAKE
 KVPOOL_FAKE_CUDA_EXEC=1
