@@ -14,7 +14,7 @@
 #    a counted miss, never data;
 #  - a full cluster (maxmemory reached, noeviction): OOM replies are
 #    counted, publishing and matching go on;
-#  - a master slowed with DEBUG SLEEP (2 s, below the cluster's node
+#  - every master slowed with DEBUG SLEEP (2.5 s, below the cluster's node
 #    timeout): MATCH returns by its deadline (1 s);
 #  - kill -9 of a master while A publishes and B fetches (it gives its
 #    cache back after every request): no wrong block, no client error,
@@ -22,8 +22,10 @@
 #  - write-back (node C, with a dram tier where the tenant may hold
 #    nothing): stored only when evicted, at the end of the demotion
 #    chain, then served to B;
-#  - the cuda backend against the driver test double (node D, when it is
-#    built): its device blocks stored and fetched, bit-equal.
+#  - the cuda backend against the driver test double (when it is built):
+#    its device blocks stored and fetched, bit-equal, on node D in the
+#    emulation's forward order and on node E in the random order of seed
+#    CUEMU_SEED (default 1).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/cluster-lib.sh"
 CTL=${KVPOOLCTL:-build/bin/kvpoolctl}
@@ -213,21 +215,32 @@ for f in invalid_format invalid_short invalid_model; do
 done
 echo "garbage, truncated and other-model values: counted misses, K/V recomputed and equal"
 
-# ---- a slow master: the deadline holds ---------------------------------------------------
+# ---- slow masters: the deadline holds -----------------------------------------------------
 "$CL" publish "$SA" app 5 $NTOK >/dev/null || fail "publish 5"
 sleep 1
 t0=$(stat "$SB" fetch_timeouts)
-for p in $(redis_masters); do
-	"$REDIS_CLI" -p "$p" debug sleep 2 >/dev/null &
-	SLEEPER=$!
-	break
+# every master sleeps, and is seen asleep (a PING goes unanswered) before
+# the MATCH starts: on a loaded machine the sleeper may start late
+SLEEPERS=
+MASTERS=$(redis_masters)
+for p in $MASTERS; do
+	"$REDIS_CLI" -p "$p" debug sleep 2.5 >/dev/null &
+	SLEEPERS="$SLEEPERS $!"
 done
-sleep 0.2
-"$CL" hit "$SB" app 5 $NTOK 0 >"$TMP/t7.out" || fail "hit while a master sleeps"
+for p in $MASTERS; do
+	i=0
+	while timeout 0.2 "$REDIS_CLI" -p "$p" ping >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -lt 40 ] || fail "master $p does not sleep"
+		sleep 0.05
+	done
+done
+"$CL" hit "$SB" app 5 $NTOK 0 >"$TMP/t7.out" || fail "hit while the masters sleep"
 ms=$(sed -n 's/.* ms=\([0-9]*\).*/\1/p' "$TMP/t7.out")
-wait $SLEEPER
-echo "a master in DEBUG SLEEP 2: $(cat "$TMP/t7.out")"
-[ "${ms:-9999}" -lt 1800 ] || fail "MATCH waited for the slow master (${ms} ms)"
+# shellcheck disable=SC2086
+wait $SLEEPERS
+echo "the masters in DEBUG SLEEP 2.5: $(cat "$TMP/t7.out")"
+[ "${ms:-9999}" -lt 1800 ] || fail "MATCH waited for the slow masters (${ms} ms)"
 [ "$(stat "$SB" fetch_timeouts)" -gt "$t0" ] || fail "no fetch timed out"
 hit_until "$SB" app 5 $NTOK 8 "$TMP/t7.out"
 
@@ -293,16 +306,23 @@ echo "write-back: C's evicted blocks went down its tiers (dram, where app may ho
 # fetched into it through its write op
 FAKE=build/tests/cudafake/libcuda.so.1
 if [ -f "$FAKE" ]; then
-	# shellcheck disable=SC2086
-	KVPOOL_LIBCUDA=$PWD/$FAKE KVPOOL_FAKE_CUDA_EXEC=1 \
-	KVPOOL_FAKE_CUDA_LOG=$TMP/cuda.log NODE_BACKEND=cuda \
-		node_start D $OPTS
-	grep -q "cuda backend" "$TMP/D.log" || fail "D does not use the cuda backend"
-	"$CL" wait "$TMP/D.sock" state 3 20000 || fail "D did not join"
-	"$CL" publish "$TMP/D.sock" app 11 $NTOK >/dev/null || fail "publish on D"
-	hit_until "$SB" app 11 $NTOK 8 "$TMP/t12.out"
-	hit_until "$TMP/D.sock" app 2 $NTOK 8 "$TMP/t13.out"
-	echo "cuda backend (test double): B hit D's device blocks, D fetched A's into device blocks"
+	seed=11
+	for n in D:forward "E:random:${CUEMU_SEED:-1}"; do
+		node=${n%%:*} order=${n#*:}
+		# shellcheck disable=SC2086
+		KVPOOL_LIBCUDA=$PWD/$FAKE KVPOOL_FAKE_CUDA_EXEC=1 \
+		KVPOOL_FAKE_CUDA_LOG=$TMP/cuda-$node.log CUEMU_ORDER=$order \
+		NODE_BACKEND=cuda node_start $node $OPTS
+		grep -q "cuda backend" "$TMP/$node.log" ||
+			fail "$node does not use the cuda backend"
+		"$CL" wait "$TMP/$node.sock" state 3 20000 || fail "$node did not join"
+		"$CL" publish "$TMP/$node.sock" app $seed $NTOK >/dev/null ||
+			fail "publish on $node"
+		hit_until "$SB" app $seed $NTOK 8 "$TMP/t12.out"
+		hit_until "$TMP/$node.sock" app 2 $NTOK 8 "$TMP/t13.out"
+		echo "cuda backend (test double, CUEMU_ORDER=$order): B hit $node's device blocks, $node fetched A's into device blocks"
+		seed=$((seed + 1))
+	done
 else
 	echo "no $FAKE (built with nvcc): the cuda backend's part is not run"
 fi
