@@ -3,7 +3,7 @@
  * kvpool-bench-kernels - CPU decode attention against memory bandwidth.
  *
  * For each dtype, context {1K, 8K, 32K, 128K} x batch {1, 16, 64}, with
- * 32 query heads, 8 KV heads, head_dim 128, one layer, 16 tokens per
+ * 32 query heads (-g: 8 x G), 8 KV heads, head_dim 128, one layer, 16 tokens per
  * block, on each instruction-set path: KV bytes read per second by
  * kvk_decode() and the ratio to a plain memory-read bandwidth measured in
  * the same run on the same threads, and decode tokens per second (one per
@@ -41,7 +41,11 @@
  * (default 0.4), -q (quick: contexts 1K and 8K only), -b largest batch
  * (1, 16 or 64: batches above it are left out), -k dtypes
  * (comma-separated names, e.g. bf16,fp8; default all), -p paths, -H (pool
- * on 4 KiB pages: by default it asks for 2 MiB pages, MADV_HUGEPAGE).
+ * on 4 KiB pages: by default it asks for 2 MiB pages, MADV_HUGEPAGE),
+ * -g G query heads per kv head (1..16, default 4): the rows of one kv
+ * head's item are 1, 4, 8 or 16 (kvk_item_rows()), and the amx path
+ * sends some dtypes at 1, 4 and 8 rows to the avx512bf16 loops
+ * (Documentation/kernels.rst, "Paths").
  */
 #include <errno.h>
 #include <math.h>
@@ -55,7 +59,7 @@
 #include "kvkern.h"
 #include "kvkern_internal.h"
 
-#define QH 32
+#define GROUP 4		/* query heads per kv head (-g) */
 #define KVH 8
 #define D 128
 #define TPB 16
@@ -204,8 +208,9 @@ int main(int argc, char **argv)
 	uint8_t *bwbuf;
 	uint32_t dt, ci, bi, nctx, max_batch = 64, k;
 	const char *only = NULL;
+	uint32_t group = GROUP, QH;
 
-	while ((opt = getopt(argc, argv, "t:m:s:qb:k:p:HR:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:m:s:qb:k:p:HR:g:")) != -1) {
 		switch (opt) {
 		case 't':
 			threads = (unsigned int)atoi(optarg);
@@ -234,10 +239,13 @@ int main(int argc, char **argv)
 		case 'R':
 			rounds = atoi(optarg);
 			break;
+		case 'g':
+			group = (uint32_t)strtoul(optarg, NULL, 0);
+			break;
 		default:
 			fprintf(stderr, "usage: %s [-t threads] [-m pool MiB] "
 				"[-s seconds] [-q] [-b batch] [-k dtypes] [-p paths] "
-				"[-H] [-R rounds]\n",
+				"[-H] [-R rounds] [-g group]\n",
 				argv[0]);
 			return 2;
 		}
@@ -247,6 +255,12 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
+	if (group < 1 || group > 16) {
+		fprintf(stderr, "%s: -g: 1..16 query heads per kv head\n",
+			argv[0]);
+		return 2;
+	}
+	QH = KVH * group;
 	if (rounds < 1 || rounds > MAX_ROUNDS) {
 		fprintf(stderr, "%s: -R: 1..%d rounds\n", argv[0], MAX_ROUNDS);
 		return 2;
@@ -301,8 +315,9 @@ int main(int argc, char **argv)
 	printf("kvpool-bench-kernels: %u threads, paths", kvk_cpu_threads(cpus[0]));
 	for (pi = 0; pi < npaths; pi++)
 		printf(" %s", pnames[pi]);
-	printf(", pool cap %llu MiB, %d rounds (the dtypes in a rotated order "
-	       "each round, the paths of a shape one after the other)\n",
+	printf(", %u query heads on %u kv heads, head_dim %u, pool cap %llu "
+	       "MiB, %d rounds (the dtypes in a rotated order each round, the "
+	       "paths of a shape one after the other)\n", QH, KVH, D,
 	       (unsigned long long)cap_mib, rounds);
 	fflush(stdout);
 
@@ -514,9 +529,10 @@ int main(int argc, char **argv)
 				printf(", tok/s vs bf16 %.2f .. %.2f", vlo, vhi);
 			printf(", per CPU-s %.2f .. %.2f\n", clo, chi);
 		}
-	printf("{\"rounds\": %d, \"read_gbps\": %.2f, \"read_gbps_first\": "
+	printf("{\"rounds\": %d, \"q_heads\": %u, \"kv_heads\": %u, "
+	       "\"head_dim\": %u, \"read_gbps\": %.2f, \"read_gbps_first\": "
 	       "%.2f, \"read_gbps_last\": %.2f, \"read_gbps_all\": [", rounds,
-	       ref_bw, read_bw[0], read_bw[nread - 1]);
+	       QH, KVH, D, ref_bw, read_bw[0], read_bw[nread - 1]);
 	for (i = 0; i < nread; i++)
 		printf("%s%.2f", i ? ", " : "", read_bw[i]);
 	printf("], \"read_cpu_gbps\": %.2f, \"threads\": %u, \"paths\": [",

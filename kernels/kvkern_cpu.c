@@ -371,7 +371,8 @@ static int run_attn(const struct kvk_layout *l, const void *pool,
 		    float *out, struct kvk_cpu *cpu)
 {
 	uint32_t G = q_heads / l->kv_heads, H = l->kv_heads;
-	uint32_t nq1 = n_q ? n_q : 1, qb = 16 / G, T = l->tokens_per_block;
+	uint32_t nq1 = n_q ? n_q : 1, qb = kvk_item_tokens(G),
+		 T = l->tokens_per_block;
 	uint32_t nthreads = kvk_cpu_threads(cpu);
 	uint64_t total = 0, chunk, nitems = 0, nparts = 0, ngroups = 0;
 	struct kvk_attn_item *items = NULL;
@@ -426,6 +427,12 @@ static int run_attn(const struct kvk_layout *l, const void *pool,
 	sfl = SCRATCH_FLOATS;
 	if (c.simd->scratch_bytes > sizeof(float) * sfl)
 		sfl = (c.simd->scratch_bytes / sizeof(float) + 15) & ~(size_t)15;
+	/* the amx path sends the calls it does not take (kvk_amx_takes())
+	 * to the avx512bf16 loops, with this scratch */
+	if (c.simd == &kvk_simd_amx &&
+	    kvk_simd_avx512bf16.scratch_bytes > sizeof(float) * sfl)
+		sfl = (kvk_simd_avx512bf16.scratch_bytes / sizeof(float) + 15) &
+		      ~(size_t)15;
 	c.job.scratch = aligned_alloc(64, sizeof(float) * sfl * nthreads);
 	if (!c.groups || !items || !c.job.parts || !c.job.scratch) {
 		ret = -ENOMEM;

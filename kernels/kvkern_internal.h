@@ -102,6 +102,53 @@ static inline uint32_t kvk_item_rows(uint32_t rows)
 	return rows == 1 ? 1 : rows <= 4 ? 4 : rows <= 8 ? 8 : 16;
 }
 
+/*
+ * Query tokens per item: items of a multi-token call take 16 / group
+ * query tokens of a sequence at a time (group: query heads per kv head).
+ */
+static inline uint32_t kvk_item_tokens(uint32_t group)
+{
+	return 16 / group;
+}
+
+/*
+ * The rows per kv head of a call's full items (a multi-token call's last
+ * item of a sequence may have fewer): n_q query tokens per sequence (0:
+ * decode, one), group query heads per kv head.
+ */
+static inline uint32_t kvk_job_rows(uint32_t group, uint32_t n_q)
+{
+	uint32_t nq = n_q ? n_q : 1, qb = kvk_item_tokens(group);
+
+	return kvk_item_rows((nq < qb ? nq : qb) * group);
+}
+
+/*
+ * Whether the amx path multiplies a call on the tiles (1) or sends all
+ * its items to the avx512bf16 loops (0), by dtype, head_dim and
+ * kvk_job_rows().  Measured with kvpool-bench-kernels -g 1, 4, 8 and 16
+ * (Documentation/kernels.rst, "Paths"): with few rows a tile's columns
+ * go mostly unused and the avx512bf16 loops, which keep INT8 and INT4 K
+ * in integer form and convert FP8 by bit operations, decode faster; the
+ * tiles win from 16 rows (8 rows for FP8 and INT8).  FP8 and INT8 at a
+ * head_dim that is not a multiple of 64 never take the tiles.
+ */
+static inline int kvk_amx_takes(uint32_t dtype, uint32_t head_dim,
+				uint32_t rows)
+{
+	switch (dtype) {
+	case KVK_BF16:
+		return rows > 1 || head_dim % 64;
+	case KVK_FP8:
+	case KVK_INT8:
+		return rows > 4 && head_dim % 64 == 0;
+	case KVK_INT4:
+		return rows > 8 || (head_dim != 64 && head_dim != 128 &&
+				    head_dim != 256);
+	}
+	return 1;
+}
+
 struct kvk_attn_item {
 	uint32_t seq;
 	uint32_t head;

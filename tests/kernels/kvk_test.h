@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kvkern.h"
+#include "kvkern_internal.h"
 
 static int kt_failures;
 
@@ -277,7 +278,10 @@ static inline void kt_ref_row(const float *q, const float *k, const float *v,
  * subnormals as zero; INT8 caches, and INT4 caches at head_dim 64, 128
  * and 256, with the query quantised to INT8 per row and the weights (INT4:
  * times the group's V scale) rounded once to BF16; every other path and
- * dtype keeps FP32 products (or hi + lo BF16 parts, about 2^-17).
+ * dtype keeps FP32 products (or hi + lo BF16 parts, about 2^-17).  The
+ * amx path rounds as avx512bf16 in the calls it sends there
+ * (kvk_amx_takes(): by dtype, head_dim and the rows per kv head of the
+ * call's items, kvk_job_rows()).
  */
 enum { KT_Q_FP32, KT_Q_BF16, KT_Q_INT8 };
 
@@ -295,10 +299,14 @@ struct kt_rounding {
 };
 
 static inline struct kt_rounding kt_path_rounding(const char *simd,
-						  uint32_t dtype, uint32_t D)
+						  uint32_t dtype, uint32_t D,
+						  uint32_t rows)
 {
 	struct kt_rounding r = { KT_Q_FP32, 0, 0 };
 
+	/* the calls the amx path sends to the avx512bf16 loops */
+	if (!strcmp(simd, "amx") && !kvk_amx_takes(dtype, D, rows))
+		simd = "avx512bf16";
 	if (!strcmp(simd, "avx512bf16") && D % 64 == 0 && dtype == KVK_FP8) {
 		r.qmode = KT_Q_BF16;
 		r.pu = KT_FP8_PU;

@@ -3,7 +3,7 @@
 #
 # A short kvpool-bench-kernels run (contexts 1K and 8K, batches 1 and 16,
 # every dtype, 2 threads, a 64 MiB pool, 0.02 s per shape; a bad -b is
-# refused) and the invariants of its
+# refused, and so is a -g outside 1..16) and the invariants of its
 # JSON line: every path the CPU offers (best first; amx and avx512bf16
 # together), every dtype and shape present; positive, finite figures;
 # 3 rounds by default, in the JSON and every result; the read bandwidth
@@ -14,12 +14,17 @@
 # 8 kv heads x 128 x 2 bytes) and one bytes-per-token figure per dtype,
 # fewer for each smaller precision; vs_bf16 (the median of the per-round
 # ratios of tokens_per_s to BF16's on the same path and shape) within its
-# [vs_bf16_min, vs_bf16_max], and so is the ratio of the medians.
+# [vs_bf16_min, vs_bf16_max], and so is the ratio of the medians.  Then
+# -g 16 (128 query heads): the JSON says so, and BF16 still reads 4096
+# bytes per token (the query heads share the kv heads' bytes).
 # It checks the benchmark's arithmetic and coverage, not a speed.
 BENCH=${KVPOOL_BENCH_KERNELS:-build/bin/kvpool-bench-kernels}
 [ -x "$BENCH" ] || { echo "missing $BENCH (run make)"; exit 1; }
 command -v python3 >/dev/null || { echo "no python3 (make deps)"; exit 1; }
 "$BENCH" -b 0 -q 2>/dev/null && { echo "FAIL: -b 0 accepted"; exit 1; }
+for g in 0 17; do
+	"$BENCH" -g $g -q 2>/dev/null && { echo "FAIL: -g $g accepted"; exit 1; }
+done
 out=$("$BENCH" -q -b 16 -t 2 -m 64 -s 0.02) || { echo "FAIL: $BENCH exit $?"; exit 1; }
 printf '%s\n' "$out" | sed '$d'
 printf '%s\n' "$out" | tail -n 1 | python3 -c '
@@ -113,5 +118,28 @@ for a, b in (("bf16", "fp8"), ("bf16", "int8"), ("fp8", "int4"),
 for f in fail:
     print("FAIL: " + f)
 print("bytes per token: " + ", ".join("%s %.0f" % (d, per[d]) for d in per))
+sys.exit(1 if fail else 0)
+' || exit 1
+out=$("$BENCH" -q -b 1 -t 2 -m 64 -s 0.02 -R 1 -k bf16 -g 16) ||
+	{ echo "FAIL: $BENCH -g 16 exit $?"; exit 1; }
+printf '%s\n' "$out" | tail -n 1 | python3 -c '
+import json, sys
+
+j = json.loads(sys.stdin.read())
+fail = []
+if (j["q_heads"], j["kv_heads"], j["head_dim"]) != (128, 8, 128):
+    fail.append("-g 16: heads %s/%s, head_dim %s" %
+                (j["q_heads"], j["kv_heads"], j["head_dim"]))
+rs = [r for r in j["results"] if r["dtype"] == "bf16"]
+if len(rs) != 2 * len(j["paths"]):
+    fail.append("-g 16: %d results" % len(rs))
+for r in rs:
+    e = r["gbps"] * 1e9 / (r["tokens_per_s"] * r["ctx"])
+    if abs(e - 4096) > 4096 * 0.01 + 1:
+        fail.append("-g 16 %s %d: %.1f bytes per token" %
+                    (r["path"], r["ctx"], e))
+for f in fail:
+    print("FAIL: " + f)
+print("-g 16: %d query heads, %d results" % (j["q_heads"], len(rs)))
 sys.exit(1 if fail else 0)
 '

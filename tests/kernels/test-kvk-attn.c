@@ -20,7 +20,8 @@
  *   - scalar reference and optimised path vs FP64 over the dequantised
  *     cache: relative L2 error <= 1e-4 (FP32 accumulation only);
  *   - a path that rounds the query and the softmax weights for a dtype
- *     (kt_path_rounding(): AVX512-BF16 on FP8 and INT8) is held to the
+ *     (kt_path_rounding(): AVX512-BF16 on FP8, INT8 and INT4, and AMX
+ *     on the calls it sends to those loops) is held to the
  *     FP64 attention of what it multiplies (its rounded or quantised
  *     query, E4M3 subnormals as zero) within the bound of its weight
  *     rounding (kt_round_bound(), derived there) plus 1e-4;
@@ -116,8 +117,8 @@ static int run_case(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 	float *q, *o_ref, *o_opt, *qe = NULL, **ek = NULL, **ev = NULL;
 	double *f_deq, *f_orig, *f_eff = NULL, *sc, e1, e2, e3, e4;
 	double b2 = KT_F32_BOUND, b4 = KT_F32_BOUND, w2sum = 0, eq = 0;
-	struct kt_rounding rnd = kt_path_rounding(kvk_cpu_simd(cpu), dtype, D);
-	int rounds = rnd.qmode != KT_Q_FP32 || rnd.pu > 0;
+	struct kt_rounding rnd;
+	int rounds;
 	double scale = 1.0 / sqrt(D);
 	int ret;
 
@@ -125,10 +126,15 @@ static int run_case(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 	ctx[1] = C > 3 ? C / 3 + kt_below(C / 2) : C;
 #ifndef KT_PREFILL
 	n_new = 1;
+	rnd = kt_path_rounding(kvk_cpu_simd(cpu), dtype, D,
+			       kvk_job_rows(G, 0));
 #else
 	if (n_new > ctx[1])
 		n_new = ctx[1];
+	rnd = kt_path_rounding(kvk_cpu_simd(cpu), dtype, D,
+			       kvk_job_rows(G, n_new));
 #endif
+	rounds = rnd.qmode != KT_Q_FP32 || rnd.pu > 0;
 	ret = kt_batch_init(&kb, 2, H, D, dtype, tpb, batch, ctx, G,
 			    kt_below(2));
 	if (ret) {

@@ -17,7 +17,9 @@
  * weights for a dtype (kt_path_rounding()) within the bound of that
  * rounding of the FP64 attention of what it multiplies (kvk_test.h).
  * The optimised path runs on the best
- * instruction set and, where that is AMX, also on the best one without.
+ * instruction set and, where that is AMX, also on the best one without;
+ * on AMX again with 16 query heads, the rows at which the amx path keeps
+ * every dtype on its tiles (kvk_amx_takes()).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,17 +28,19 @@
 
 #define CTX 131072u
 #define D 128u
-#define G 4u
+#define GMAX 16u
 #define TPB 64u
 
 #define NOUT 3	/* reference, optimised on up to two paths */
 
-static int run(uint32_t dtype, struct kvk_cpu *const *cpus, uint32_t ncpu)
+static int run(uint32_t dtype, uint32_t G, struct kvk_cpu *const *cpus,
+	       uint32_t ncpu)
 {
 	struct kvk_layout l;
 	uint32_t nb = CTX / TPB, *table, *blk, *slot, i, d, g, pos, c0, n;
 	uint32_t nout = 1 + ncpu;
-	float *k, *v, q[G * D], u[D], vstar[D], out[NOUT][G * D];
+	float *k, *v, q[GMAX * D], u[D], vstar[D];
+	float out[NOUT][GMAX * D];
 	double uu = 0, beta, err[NOUT] = { 0 }, vn = 0;
 	uint8_t *pool;
 	uint32_t ctx = CTX;
@@ -126,10 +130,12 @@ static int run(uint32_t dtype, struct kvk_cpu *const *cpus, uint32_t ncpu)
 					e64[i] = e;
 			}
 		}
-		printf("%-5s vs FP64: ref %.2e", kvk_dtype_name(dtype), e64[0]);
+		printf("%-5s G=%-2u vs FP64: ref %.2e", kvk_dtype_name(dtype), G,
+		       e64[0]);
 		for (i = 1; i < nout; i++) {
 			struct kt_rounding rnd = kt_path_rounding(
-				kvk_cpu_simd(cpus[i - 1]), dtype, D);
+				kvk_cpu_simd(cpus[i - 1]), dtype, D,
+				kvk_job_rows(G, 0));
 			double e = e64[i], bound = KT_F32_BOUND;
 
 			if (rnd.qmode != KT_Q_FP32 || rnd.pu > 0) {
@@ -188,8 +194,8 @@ static int run(uint32_t dtype, struct kvk_cpu *const *cpus, uint32_t ncpu)
 			if (!(e <= 0.05))
 				fail = 1;
 		}
-	printf("%-5s needle at %6u: max ||out - v*|| / ||v*||: ref %.2e",
-	       kvk_dtype_name(dtype), pos, err[0]);
+	printf("%-5s G=%-2u needle at %6u: max ||out - v*|| / ||v*||: ref "
+	       "%.2e", kvk_dtype_name(dtype), G, pos, err[0]);
 	for (i = 1; i < nout; i++)
 		printf(", %s %.2e", kvk_cpu_simd(cpus[i - 1]), err[i]);
 	printf(" %s\n", fail ? "FAIL" : "ok");
@@ -219,8 +225,16 @@ int main(void)
 		ncpu = 2;
 	}
 	for (dt = KVK_BF16; dt <= KVK_INT4; dt++) {
-		ret = run(dt, cpus, ncpu);
+		ret = run(dt, 4, cpus, ncpu);
 		KT_CHECK(ret == 0, "%s: %d", kvk_dtype_name(dt), ret);
+		/* 16 query heads: the amx path on its tiles for every dtype
+		 * (at 4 it sends FP8, INT8 and INT4 to the avx512bf16 loops,
+		 * kvk_amx_takes()) */
+		if (ncpu == 2) {
+			ret = run(dt, 16, cpus, 1);
+			KT_CHECK(ret == 0, "%s G=16: %d", kvk_dtype_name(dt),
+				 ret);
+		}
 	}
 	for (i = 0; i < ncpu; i++)
 		kvk_cpu_free(cpus[i]);
