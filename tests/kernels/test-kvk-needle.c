@@ -138,6 +138,7 @@ static int run(uint32_t dtype, uint32_t G, struct kvk_cpu *const *cpus,
 				kvk_job_rows(G, 0));
 			double e = e64[i], bound = KT_F32_BOUND;
 
+			printf(", %s %.2e", kvk_cpu_simd(cpus[i - 1]), e64[i]);
 			if (rnd.qmode != KT_Q_FP32 || rnd.pu > 0) {
 				/* a path that rounds: against the FP64
 				 * attention of what it multiplies, within
@@ -171,7 +172,6 @@ static int run(uint32_t dtype, uint32_t G, struct kvk_cpu *const *cpus,
 				/* dk, dv as read back for the next path */
 				kvk_read_kv(&l, pool, 0, CTX, blk, slot, dk, dv);
 			}
-			printf(", %s %.2e", kvk_cpu_simd(cpus[i - 1]), e64[i]);
 			KT_CHECK(e <= bound, "%s %s FP32 accumulation drift",
 				 kvk_dtype_name(dtype), kvk_cpu_simd(cpus[i - 1]));
 		}
