@@ -70,6 +70,41 @@ good >"$tmp/log"
 B=$tmp VM_CHECK_LOG=$tmp/log tests/vm/vm-check.sh | grep -q '4 checks passed, 0 failed' &&
 	echo "ok - checks counted without the TODO" ||
 	{ echo "not ok - checks counted without the TODO"; fails=$((fails + 1)); }
+# One guest script (VM_GUEST, make vm-bench-restart): its output printed,
+# its result required.
+printf '#!/bin/sh\necho figures\n' >"$tmp/g.sh"
+chmod +x "$tmp/g.sh"
+guest() {
+	cat <<'LOG'
+KVT-BEGIN uptime 2.50
+KVT-KERNEL x
+KVT-VERSION Linux version x (test) #1 SMP Debian 1-x (2026-01-01)
+KVT-RESULT rmmod-busy 0
+KVT-RUN guest.d/g.sh
+bench: 1.23x
+KVT-RESULT guest.d/g.sh 0 2.6 9.9
+KVT-DMESG-BEGIN
+KVT-DMESG-END
+KVT-END uptime 10.00
+LOG
+}
+judge_guest() {	# want-exit description < log
+	cat >"$tmp/log"
+	B=$tmp VM_GUEST=$tmp/g.sh VM_KVER=x VM_CHECK_LOG=$tmp/log \
+		tests/vm/vm-check.sh >"$tmp/out" 2>&1
+	rc=$?
+	if [ "$rc" = "$1" ] && { [ "$1" != 0 ] || grep -q '^bench: 1.23x$' "$tmp/out"; }; then
+		echo "ok - $2 (exit $rc)"
+	else
+		echo "not ok - $2 (exit $rc, want $1)"
+		sed 's/^/#   /' "$tmp/out"
+		fails=$((fails + 1))
+	fi
+}
+guest | judge_guest 0 "one guest script: passes, its output printed"
+guest | grep -v '^KVT-RESULT guest.d/g.sh' | judge_guest 1 "one guest script without a result fails"
+guest | sed 's/^KVT-RESULT guest.d\/g.sh 0/KVT-RESULT guest.d\/g.sh 1/' |
+	judge_guest 1 "one guest script that fails fails"
 # Several kernels (as make check runs it): each judged, each named.
 echo "KVERS='k1 k2' KMISSING= TESTS='t1:1 t2:1' EXTRA_PROGS= EXTRA_TESTS=" >"$tmp/tests/vm/vm.conf"
 mkdir -p "$tmp/logs"

@@ -19,7 +19,10 @@
 # VM_CHECK_LOG=FILE skips the boot and judges FILE (to test this script),
 # for the kernel $KVER of the configuration; VM_CHECK_LOGS=DIR judges
 # DIR/<version>.log for each kernel of $KVERS; VM_KVER=VERSION boots that
-# kernel only.
+# kernel only.  VM_GUEST=SCRIPT boots with that one guest script instead
+# of the suite (no test programs, guest.d scripts or extra tests), on
+# VM_KVER or else the first kernel of $KVERS, and prints its output from
+# the console log (make vm-bench-restart).
 set -u
 B=${B:-build}
 conf=$B/tests/vm/vm.conf
@@ -27,6 +30,13 @@ conf=$B/tests/vm/vm.conf
 case $conf in /*) ;; *) conf=./$conf ;; esac
 KVERS= KMISSING= KVER= KO= KO_DIR=$B/kmod
 . "$conf"		# KVERS KMISSING KO_DIR TESTS EXTRA_PROGS EXTRA_TESTS
+GUEST=${VM_GUEST:-}
+if [ -n "$GUEST" ]; then
+	[ -x "$GUEST" ] || { echo "vm-check: FAIL: VM_GUEST=$GUEST is not an executable script"; exit 1; }
+	TESTS= EXTRA_TESTS=
+	[ -n "${VM_KVER:-}" ] || VM_KVER=${KVERS%% *}
+	[ -n "$VM_KVER" ] || { echo "vm-check: FAIL: no kernel to boot"; exit 1; }
+fi
 
 if [ -z "${VM_CHECK_LOG:-}" ] && [ -z "${VM_KVER:-}" ]; then
 	# Every kernel, each in its own directory, then each one's output.
@@ -102,9 +112,13 @@ for t in $TESTS; do		# name:invariant-check-period
 	cp "$bins/${t%%:*}" "$root/tests/"
 	echo "${t%%:*} ${t##*:}" >>"$root/tests/order"
 done
-for s in tests/vm/guest.d/*.sh; do
-	[ -x "$s" ] && cp "$s" "$root/tests/guest.d/"
-done
+if [ -n "$GUEST" ]; then
+	cp "$GUEST" "$root/tests/guest.d/"
+else
+	for s in tests/vm/guest.d/*.sh; do
+		[ -x "$s" ] && cp "$s" "$root/tests/guest.d/"
+	done
+fi
 echo "root:x:0:0:root:/:/bin/sh" >"$root/etc/passwd"
 echo "kvt:x:1000:1000:kvt:/tmp:/bin/sh" >>"$root/etc/passwd"
 echo "root:x:0:" >"$root/etc/group"
@@ -138,7 +152,14 @@ fi
 wall=$(( $(date +%s) - start ))
 
 fail=0
-grep -E '^(ok|not ok) [0-9]+ - |^# ' "$log"
+if [ -n "$GUEST" ]; then
+	g=guest.d/$(basename "$GUEST")
+	awk -v run="KVT-RUN $g" '$0 == run { on = 1; next }
+		on && /^KVT-RESULT / { exit } on' "$log"
+	grep -q "^KVT-RESULT $g " "$log" || { echo "FAIL $g: no result"; fail=1; }
+else
+	grep -E '^(ok|not ok) [0-9]+ - |^# ' "$log"
+fi
 echo "----"
 # The kernel the guest runs: the one booted.
 running=$(sed -n 's/^KVT-KERNEL //p' "$log" | head -n 1)

@@ -8,6 +8,8 @@
 #                    warning fails) and the static test programs, boot each
 #                    kernel once and run every test
 #   make check       runs the same boots as one entry of CHECK_PROGS
+#   make vm-bench-restart  one boot with tests/vm/bench/bench-restart.sh
+#                    only: make bench-restart with the module
 #
 # Other parts add guest tests (see tests/vm/README):
 #   tests/vm/guest.d/*.sh   executable scripts, run in the guest
@@ -74,3 +76,13 @@ vm-check:
 	@tools/install-deps.sh
 	@$(MAKE) --no-print-directory vm-build
 	@$(B)/tests/vm/vm-check
+
+# make vm-bench-restart: make bench-restart with the module, in one boot
+# of the first kernel (VM_KVER=VERSION picks another) with only
+# tests/vm/bench/bench-restart.sh as its guest test; its figures are
+# printed from the console log.
+.PHONY: vm-bench-restart
+vm-bench-restart:
+	@tools/install-deps.sh
+	@$(MAKE) --no-print-directory vm-build
+	@VM_GUEST=tests/vm/bench/bench-restart.sh $(B)/tests/vm/vm-check
