@@ -3,8 +3,8 @@
  * kvpool-bench-kernels - CPU decode attention against memory bandwidth.
  *
  * For each dtype, context {1K, 8K, 32K, 128K} x batch {1, 16, 64}, with
- * 32 query heads (-g: 8 x G), 8 KV heads, head_dim 128, one layer, 16 tokens per
- * block, on each instruction-set path: KV bytes read per second by
+ * 32 query heads (-g G: 8 x G), 8 KV heads, head_dim 128, one layer, 16
+ * tokens per block, on each instruction-set path: KV bytes read per second by
  * kvk_decode() and the ratio to a plain memory-read bandwidth measured in
  * the same run on the same threads, and decode tokens per second (one per
  * sequence per call) relative to BF16 on the same path and shape, which
@@ -44,8 +44,8 @@
  * on 4 KiB pages: by default it asks for 2 MiB pages, MADV_HUGEPAGE),
  * -g G query heads per kv head (1..16, default 4): the rows of one kv
  * head's item are 1, 4, 8 or 16 (kvk_item_rows()), and the amx path
- * sends some dtypes at 1, 4 and 8 rows to the avx512bf16 loops
- * (Documentation/kernels.rst, "Paths").
+ * gives some dtypes at 1, 4 and 8 rows to the avx512bf16 loops
+ * (Documentation/kernels.rst, "Attention").
  */
 #include <errno.h>
 #include <math.h>
@@ -208,7 +208,7 @@ int main(int argc, char **argv)
 	uint8_t *bwbuf;
 	uint32_t dt, ci, bi, nctx, max_batch = 64, k;
 	const char *only = NULL;
-	uint32_t group = GROUP, QH;
+	uint32_t group = GROUP, qh;
 
 	while ((opt = getopt(argc, argv, "t:m:s:qb:k:p:HR:g:")) != -1) {
 		switch (opt) {
@@ -260,7 +260,7 @@ int main(int argc, char **argv)
 			argv[0]);
 		return 2;
 	}
-	QH = KVH * group;
+	qh = KVH * group;
 	if (rounds < 1 || rounds > MAX_ROUNDS) {
 		fprintf(stderr, "%s: -R: 1..%d rounds\n", argv[0], MAX_ROUNDS);
 		return 2;
@@ -317,7 +317,7 @@ int main(int argc, char **argv)
 		printf(" %s", pnames[pi]);
 	printf(", %u query heads on %u kv heads, head_dim %u, pool cap %llu "
 	       "MiB, %d rounds (the dtypes in a rotated order each round, the "
-	       "paths of a shape one after the other)\n", QH, KVH, D,
+	       "paths of a shape one after the other)\n", qh, KVH, D,
 	       (unsigned long long)cap_mib, rounds);
 	fflush(stdout);
 
@@ -371,8 +371,8 @@ int main(int argc, char **argv)
 					continue;
 				tables = malloc(sizeof(uint32_t) * B * mbps);
 				ctx = malloc(sizeof(uint32_t) * B);
-				q = malloc(sizeof(float) * B * QH * D);
-				out = malloc(sizeof(float) * B * QH * D);
+				q = malloc(sizeof(float) * B * qh * D);
+				out = malloc(sizeof(float) * B * qh * D);
 				for (b = 0; b < B; b++) {
 					ctx[b] = C;
 					for (j = 0; j < mbps; j++)
@@ -380,13 +380,13 @@ int main(int argc, char **argv)
 							(((uint64_t)b * mbps + j) *
 							 2654435761u % nblocks);
 				}
-				for (j = 0; j < B * QH * D; j++)
+				for (j = 0; j < B * qh * D; j++)
 					q[j] = (float)(xs() % 2000) / 1000.0f - 1;
 				memset(&a, 0, sizeof(a));
 				a.layout = &l;
 				a.pool_base = pool;
 				a.batch = B;
-				a.q_heads = QH;
+				a.q_heads = qh;
 				a.max_blocks_per_seq = mbps;
 				a.q = q;
 				a.block_tables = tables;
@@ -532,7 +532,7 @@ int main(int argc, char **argv)
 	printf("{\"rounds\": %d, \"q_heads\": %u, \"kv_heads\": %u, "
 	       "\"head_dim\": %u, \"read_gbps\": %.2f, \"read_gbps_first\": "
 	       "%.2f, \"read_gbps_last\": %.2f, \"read_gbps_all\": [", rounds,
-	       QH, KVH, D, ref_bw, read_bw[0], read_bw[nread - 1]);
+	       qh, KVH, D, ref_bw, read_bw[0], read_bw[nread - 1]);
 	for (i = 0; i < nread; i++)
 		printf("%s%.2f", i ? ", " : "", read_bw[i]);
 	printf("], \"read_cpu_gbps\": %.2f, \"threads\": %u, \"paths\": [",

@@ -3,10 +3,10 @@
  * kvkern_amx.c - decode and multi-token attention on AMX tiles
  * (AMX-TILE + AMX-BF16, with AVX-512 for the conversions and the
  * softmax), for every dtype.  kvkern_cpu.c picks it at run time when the
- * CPU has AMX and the kernel grants the tile state; calls it does not
- * take (kvk_amx_takes(): few query rows per kv head, where the tiles'
- * columns go unused, and FP8/INT8 with head_dim not a multiple of 64)
- * run the avx512bf16 loops.
+ * CPU has AMX and the kernel grants the tile state; the calls the tiles
+ * do not take (kvk_amx_takes(): few query rows per kv head, where the
+ * tiles' columns go unused, and FP8/INT8 with head_dim not a multiple of
+ * 64) it gives to the avx512bf16 loops instead.
  *
  * One TDPBF16PS multiplies a 16 x 32 BF16 tile by a 32 x 16 one into
  * 16 x 16 FP32.  Every FP8 E4M3, INT8 and INT4 value is exact in BF16,
@@ -1145,13 +1145,9 @@ static void amx_item_fn(const struct kvk_attn_job *job, uint32_t i,
 	const struct kvk_attn_item *it = &job->items[i];
 	uint8_t *scratch = (uint8_t *)(job->scratch +
 				       (size_t)thread * job->scratch_floats);
-	uint32_t D = job->l->head_dim, dtype = job->l->dtype;
+	uint32_t dtype = job->l->dtype;
 	uint32_t R = kvk_item_rows(it->nq * job->group);
 
-	if (!kvk_amx_takes(dtype, D, kvk_job_rows(job->group, job->n_q))) {
-		kvk_simd_avx512bf16.item(job, i, thread);
-		return;
-	}
 	pthread_once(&lut_once, lut_init);
 #ifndef KVK_NO_SPECIALISE
 	switch (dtype) {

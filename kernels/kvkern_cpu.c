@@ -424,15 +424,13 @@ static int run_attn(const struct kvk_layout *l, const void *pool,
 	c.job.parts = malloc(sizeof(float) * (l->head_dim + 2) *
 			     (nparts ? nparts : 1));
 	c.simd = cpu ? cpu->simd : pick_simd();
+	/* the calls the tiles do not take run the avx512bf16 loops */
+	if (c.simd == &kvk_simd_amx &&
+	    !kvk_amx_takes(l->dtype, l->head_dim, kvk_job_rows(G, n_q)))
+		c.simd = &kvk_simd_avx512bf16;
 	sfl = SCRATCH_FLOATS;
 	if (c.simd->scratch_bytes > sizeof(float) * sfl)
 		sfl = (c.simd->scratch_bytes / sizeof(float) + 15) & ~(size_t)15;
-	/* the amx path sends the calls it does not take (kvk_amx_takes())
-	 * to the avx512bf16 loops, with this scratch */
-	if (c.simd == &kvk_simd_amx &&
-	    kvk_simd_avx512bf16.scratch_bytes > sizeof(float) * sfl)
-		sfl = (kvk_simd_avx512bf16.scratch_bytes / sizeof(float) + 15) &
-		      ~(size_t)15;
 	c.job.scratch = aligned_alloc(64, sizeof(float) * sfl * nthreads);
 	if (!c.groups || !items || !c.job.parts || !c.job.scratch) {
 		ret = -ENOMEM;

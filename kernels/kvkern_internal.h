@@ -124,10 +124,10 @@ static inline uint32_t kvk_job_rows(uint32_t group, uint32_t n_q)
 }
 
 /*
- * Whether the amx path multiplies a call on the tiles (1) or sends all
- * its items to the avx512bf16 loops (0), by dtype, head_dim and
+ * Whether a call on the amx path runs on the tiles (1) or kvkern_cpu.c
+ * gives it to the avx512bf16 loops (0), by dtype, head_dim and
  * kvk_job_rows().  Measured with kvpool-bench-kernels -g 1, 4, 8 and 16
- * (Documentation/kernels.rst, "Paths"): with few rows a tile's columns
+ * (Documentation/kernels.rst, "Attention"): with few rows a tile's columns
  * go mostly unused and the avx512bf16 loops, which keep INT8 and INT4 K
  * in integer form and convert FP8 by bit operations, decode faster; the
  * tiles win from 16 rows (8 rows for FP8 and INT8).  FP8 and INT8 at a

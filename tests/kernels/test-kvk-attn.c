@@ -126,14 +126,12 @@ static int run_case(uint32_t dtype, uint32_t D, uint32_t G, uint32_t C,
 	ctx[1] = C > 3 ? C / 3 + kt_below(C / 2) : C;
 #ifndef KT_PREFILL
 	n_new = 1;
-	rnd = kt_path_rounding(kvk_cpu_simd(cpu), dtype, D,
-			       kvk_job_rows(G, 0));
 #else
 	if (n_new > ctx[1])
 		n_new = ctx[1];
+#endif
 	rnd = kt_path_rounding(kvk_cpu_simd(cpu), dtype, D,
 			       kvk_job_rows(G, n_new));
-#endif
 	rounds = rnd.qmode != KT_Q_FP32 || rnd.pu > 0;
 	ret = kt_batch_init(&kb, 2, H, D, dtype, tpb, batch, ctx, G,
 			    kt_below(2));
