@@ -302,6 +302,8 @@ struct kvd_opts {
 	uint32_t prefix_lend_percent;
 	uint32_t kernel_threads;	/* cpu backend: 0 = the CPUs it may use */
 	bool keep_off;			/* --no-keep: nothing outlives us */
+	uint32_t claim_grace_ms;	/* in-process: restored leases wait
+					 * this long for their clients */
 	bool prefix_demote;		/* --prefix-demote: evicted prefix
 					 * blocks go down the tiers */
 	struct kvd_cluster_opts cluster;	/* [cluster], --cluster-* */

@@ -12,8 +12,11 @@
 #                      it no /metrics), libnl-genl-3 (without it no
 #                      tenants in the module's pools) and libhiredis (the
 #                      cluster tier's client; without it a configured
-#                      cluster tier is refused).  The build says what
-#                      it left out; `make deps` installs them all.
+#                      cluster tier is refused), libsystemd (the service
+#                      manager's fd store: without it the in-process
+#                      ledger keeps nothing across a restart).  The build
+#                      says what it left out; `make deps` installs them
+#                      all.
 #   $(B)/daemon/kvpoold.service   the unit with this build's paths
 # The cuda backend needs no CUDA toolkit (the driver is loaded at run time).
 
@@ -22,7 +25,7 @@ KVD_SRCS := core.c main.c server.c conn.c ops.c ledger.c backend_cpu.c backend_c
 	    cuda_chunks.c devbuf.c prefix.c prefix_index.c tier.c tier_spec.c \
 	    tier_dram.c tier_nvme.c swap.c config.c tenants.c reload.c metrics.c \
 	    scrub.c cluster.c cluster_conf.c cluster_value.c prefix_tier.c \
-	    keep.c restart.c hostmem.c prefix_keep.c
+	    keep.c restart.c hostmem.c prefix_keep.c ledger_keep.c
 KVD_OBJS = $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
 	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
 KVD_HDRS := daemon/core.h daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
@@ -30,7 +33,7 @@ KVD_HDRS := daemon/core.h daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h 
 	    daemon/reload.h daemon/metrics.h daemon/server.h daemon/conn.h \
 	    daemon/ops.h daemon/devbuf.h \
 	    daemon/prefix.h daemon/prefix_index.h daemon/hash128.h \
-	    daemon/swap.h daemon/config.h daemon/scrub.h daemon/keep.h daemon/restart.h daemon/hostmem.h include/kvpool_proto.h \
+	    daemon/swap.h daemon/config.h daemon/scrub.h daemon/keep.h daemon/restart.h daemon/ledger_keep.h daemon/hostmem.h include/kvpool_proto.h \
 	    daemon/cluster.h daemon/cluster_conf.h daemon/cluster_value.h \
 	    daemon/prefix_tier.h daemon/prefix_keep.h \
 	    daemon/rcluster.h \
@@ -47,6 +50,7 @@ KVD_HAVE_MHD := $(shell test -f /usr/include/microhttpd.h && echo 1)
 KVD_HAVE_LIBNL := $(shell test -f /usr/include/libnl3/netlink/genl/genl.h && echo 1)
 KVD_HAVE_URING := $(shell pkg-config --exists liburing 2>/dev/null && echo 1)
 KVD_HAVE_HIREDIS := $(shell test -f /usr/include/hiredis/hiredis.h && echo 1)
+KVD_HAVE_SYSTEMD := $(shell pkg-config --exists libsystemd 2>/dev/null && echo 1)
 KVD_FEAT_CPPFLAGS :=
 KVD_FEAT_LIBS :=
 ifeq ($(KVD_HAVE_XXHASH),1)
@@ -63,6 +67,10 @@ ifeq ($(KVD_HAVE_URING),1)
 KVD_FEAT_LIBS += $(shell pkg-config --libs liburing)
 else
 KVD_FEAT_CPPFLAGS += -DKVD_NO_URING
+endif
+ifeq ($(KVD_HAVE_SYSTEMD),1)
+KVD_FEAT_CPPFLAGS += -DKVD_HAVE_SYSTEMD
+KVD_FEAT_LIBS += $(shell pkg-config --libs libsystemd)
 endif
 ifeq ($(KVD_HAVE_INIH),1)
 KVD_FEAT_CPPFLAGS += -DKVD_HAVE_INIH
@@ -118,6 +126,9 @@ ifneq ($(KVD_HAVE_URING),1)
 endif
 ifneq ($(KVD_HAVE_INIH),1)
 	@echo "daemon: no <ini.h> (libinih): kvpoold reads no configuration file"
+endif
+ifneq ($(KVD_HAVE_SYSTEMD),1)
+	@echo "daemon: no libsystemd (pkg-config): in-process, nothing outlives kvpoold (no fd store)"
 endif
 ifneq ($(KVD_HAVE_MHD),1)
 	@echo "daemon: no <microhttpd.h> (libmicrohttpd): kvpoold serves no /metrics"

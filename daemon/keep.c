@@ -185,11 +185,15 @@ int kvd_keep_load_module(struct kvd_pool *p)
 /* ---- the service manager's store ----------------------------------------- */
 
 #ifdef KVD_HAVE_SYSTEMD
+static void sd_drop(uint64_t tag);
+
 static int sd_put(uint64_t tag, int fd)
 {
 	char msg[96];
 	int r;
 
+	/* the store keeps every descriptor under a name: replace it */
+	sd_drop(tag);
 	snprintf(msg, sizeof(msg), "FDSTORE=1\nFDNAME=" FDNAME_PREFIX "%016llx",
 		 (unsigned long long)tag);
 	r = sd_pid_notify_with_fds(0, 0, msg, &fd, 1);
@@ -208,6 +212,13 @@ static void sd_drop(uint64_t tag)
 	if (sd_pid_notify(0, 0, msg) < 0)
 		kvd_log(KVD_WARN, "service manager: cannot remove kept "
 			"descriptor %llx", (unsigned long long)tag);
+}
+
+bool kvd_keep_sd_available(void)
+{
+	const char *e = getenv("NOTIFY_SOCKET");
+
+	return e && e[0];
 }
 
 int kvd_keep_load_listen(void)
@@ -256,6 +267,11 @@ static int sd_put(uint64_t tag, int fd)
 static void sd_drop(uint64_t tag)
 {
 	(void)tag;
+}
+
+bool kvd_keep_sd_available(void)
+{
+	return false;
 }
 
 int kvd_keep_load_listen(void)

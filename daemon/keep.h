@@ -32,6 +32,8 @@ struct kvd_pool;
 #define KVD_KEEP_META		3	/* the metadata region (top pool) */
 #define KVD_KEEP_TAGS		4	/* the pool's scrub tags (scrub.c) */
 #define KVD_KEEP_PREFIX		5	/* the prefix index (prefix_keep.c) */
+#define KVD_KEEP_LEDGER		6	/* the in-process ledger's journal
+					 * (ledger_keep.c) */
 
 /* Where descriptors are kept (kvd_keep_store()). */
 #define KVD_KEEP_STORE_NONE	KVP_KEEP_NONE	/* nowhere: contents die with us */
@@ -74,6 +76,9 @@ int kvd_keep_store(void);
  * ($LISTEN_FDS) kept: the count, or -errno. */
 int kvd_keep_load_module(struct kvd_pool *p);
 int kvd_keep_load_listen(void);
+/* Is there a service manager to keep descriptors ($NOTIFY_SOCKET, and
+ * this build has libsystemd)? */
+bool kvd_keep_sd_available(void);
 /* Was anything kept for pool @p? */
 bool kvd_keep_has(struct kvd_pool *p);
 /* Forget what an earlier life kept, for pool @p or (NULL) every pool,

@@ -31,6 +31,7 @@
 #include "inproc.h"
 #include "scrub.h"
 #include "restart.h"
+#include "ledger_keep.h"
 
 /* ---- in-process callbacks (p->lock held) ------------------------------- */
 
@@ -71,6 +72,7 @@ static const struct kvpool_ledger_ops ip_ops = {
 	.owner_wake = ip_owner_wake,
 	.waiters_wake = ip_waiters_wake,
 	.reclaim_wake = ip_reclaim_wake,
+	.blocks_owned = kvd_lkeep_owned,
 };
 
 struct kvd_pool *kvd_pool_by_name(struct kvd *d, const char *name)
@@ -400,6 +402,27 @@ static void on_grow(struct kvd_pool *p, uint32_t want)
 	}
 	/* a grow makes later idleness worth a shrink check */
 	arm_shrink(p);
+}
+
+int kvd_ip_back(struct kvd_pool *p, uint32_t blocks)
+{
+	uint32_t target = (blocks + p->chunk_blocks - 1) / p->chunk_blocks *
+			  p->chunk_blocks;
+	int r = 0;
+
+	if (target > p->capacity)
+		target = p->capacity;
+	if (p->backing_limit && target > p->backing_limit)
+		return -ENOMEM;
+	if (p->mapped < target) {
+		r = p->ops->map(p, p->mapped, target);
+		if (r)
+			return r;
+		p->mapped = target;
+	}
+	r = ledger_grow(p, target, 0);
+	arm_shrink(p);
+	return r;
 }
 
 void kvd_owner_events(struct kvd_pool *p)
@@ -878,6 +901,7 @@ int kvd_ip_lease_open(struct kvd_pool *p, const struct kvpool_cred *cred,
 void kvd_ip_lease_close(struct kvd_pool *p, struct kvpool_lease *lease)
 {
 	pthread_mutex_lock(&p->lock);
+	kvd_lkeep_forget(p, lease);
 	lease->host = NULL;
 	kvpool_lease_close(lease);
 	pthread_mutex_unlock(&p->lock);
@@ -893,6 +917,8 @@ int kvd_ip_attach(struct kvd_pool *p, struct kvpool_lease *lease,
 		return -ENOENT;
 	pthread_mutex_lock(&p->lock);
 	r = kvpool_lease_attach(lease, tenant, cred);
+	if (!r)
+		kvd_lkeep_retenant(p, lease);
 	pthread_mutex_unlock(&p->lock);
 	return r;
 }
@@ -976,6 +1002,19 @@ int kvd_ip_release(struct kvd_pool *p, struct kvpool_lease *lease,
 	}
 	pthread_mutex_unlock(&p->lock);
 	return r;
+}
+
+int kvd_ip_held(struct kvd_pool *p, struct kvpool_lease *lease,
+		uint32_t from, uint32_t count, uint32_t *blocks)
+{
+	uint32_t b, n = 0;
+
+	pthread_mutex_lock(&p->lock);
+	for (b = from; b < p->pool->backed && n < count; b++)
+		if (p->pool->owner_of[b] == lease->slot + 1)
+			blocks[n++] = b;
+	pthread_mutex_unlock(&p->lock);
+	return (int)n;
 }
 
 void kvd_ip_status(struct kvd_pool *p, struct kvpool_lease *lease,

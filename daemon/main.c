@@ -34,6 +34,7 @@
 
 #include "restart.h"
 #include "keep.h"
+#include "ledger_keep.h"
 #include "config.h"
 #include "core.h"
 #include "ledger.h"
@@ -105,6 +106,10 @@ static void usage(FILE *f)
 "      --no-keep             keep no pool memory for a restarted daemon\n"
 "                            (default: kept where the module or the service\n"
 "                            manager can hold it; see kvpoold(8), RESTART)\n"
+"      --claim-grace-ms MS   in-process ledger kept by the service manager:\n"
+"                            how long a restored lease waits for its client\n"
+"                            to claim it before its blocks are freed\n"
+"                            (default 60000)\n"
 "      --cluster-nodes HOST:PORT[,...]  a Redis Cluster below the tiers for\n"
 "                            prefix blocks (off); --cluster-name NAME,\n"
 "                            --cluster-keys DIR, --cluster-policy\n"
@@ -142,7 +147,7 @@ enum {
 	O_BLOCK = 256, O_CAP, O_CHUNK, O_DMAX, O_DELAY, O_TENANT, O_CUDADEV,
 	O_SYSLOG, O_BLIMIT, O_METRICS, O_TIER, O_NVMEIO, O_INJECT, O_PFXBITS,
 	O_RESERVE, O_SPARE, O_MAXCL, O_MAXCLUID, O_MSCOPE, O_PFXLEND,
-	O_KTHREADS, O_DEMOTE, O_NOKEEP,
+	O_KTHREADS, O_DEMOTE, O_NOKEEP, O_GRACE,
 	O_CLUSTER,	/* + index in kvd_cluster_opt_keys[] */
 };
 
@@ -181,6 +186,7 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 		{ "kernel-threads", required_argument, NULL, O_KTHREADS },
 		{ "prefix-demote", no_argument, NULL, O_DEMOTE },
 		{ "no-keep", no_argument, NULL, O_NOKEEP },
+		{ "claim-grace-ms", required_argument, NULL, O_GRACE },
 		{ "cluster-nodes", required_argument, NULL, O_CLUSTER + 0 },
 		{ "cluster-name", required_argument, NULL, O_CLUSTER + 1 },
 		{ "cluster-keys", required_argument, NULL, O_CLUSTER + 2 },
@@ -233,6 +239,11 @@ static int parse(struct kvd_opts *o, int argc, char **argv)
 				goto bad;
 			o->capacity = (uint32_t)v;
 			o->capacity_set = true;
+			break;
+		case O_GRACE:
+			if (parse_u64(optarg, 3600000, &v))
+				goto bad;
+			o->claim_grace_ms = (uint32_t)v;
 			break;
 		case O_RESERVE:
 			if (parse_u64(optarg, UINT64_MAX / 2, &v))
@@ -572,10 +583,14 @@ static int setup(struct kvd *d, const struct kvd_conf *c)
 		return r;
 	}
 	kvd_restart_done(d);
+	r = kvd_lkeep_begin(d);
+	if (r)
+		return r;
 	fd_limits(d);
 	r = kvd_tenants_apply(d, c->tenants, c->ntenants);
 	if (r)
 		return r;
+	kvd_lkeep_restore(d);
 	r = kvd_prefix_init(d);
 	if (r) {
 		kvd_log(KVD_ERR, "prefix cache: %s", strerror(-r));
@@ -623,6 +638,7 @@ static void opts_defaults(struct kvd_opts *o)
 	o->prefix_hash_bits = 128;
 	o->prefix_lend_percent = 50;
 	o->max_clients = 256;
+	o->claim_grace_ms = 60000;
 	o->max_clients_per_uid = 64;
 	o->log_level = KVD_NOTICE;
 	kvd_cluster_opts_default(&o->cluster);
@@ -741,6 +757,7 @@ static int run(struct kvd *d, int sfd, int argc, char **argv)
 			timeout = timer_ms(d->pools[i].shrink_at_ns, timeout);
 			timeout = timer_ms(d->pools[i].trim_at_ns, timeout);
 		}
+		timeout = timer_ms(kvd_lkeep_due_ns(), timeout);
 		if (poll(pf, 2 + d->npools, timeout) < 0 && errno != EINTR)
 			return -errno;
 		if (pf[1].revents & POLLIN) {
@@ -765,6 +782,7 @@ static int run(struct kvd *d, int sfd, int argc, char **argv)
 			kvd_accept(d);
 		for (i = 0; i < d->npools; i++)
 			kvd_owner_timer(&d->pools[i]);
+		kvd_lkeep_timer(d);
 		if (d->be->tick)
 			d->be->tick(d);
 	}

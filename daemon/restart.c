@@ -94,8 +94,23 @@ int kvd_restart_begin(struct kvd *d)
 			"the daemon");
 		return 0;
 	}
-	if (d->mode != KVP_MODE_MODULE)
-		return 0;	/* in-process: the ledger dies with us */
+	if (d->mode != KVP_MODE_MODULE) {
+		/* In-process: under a service manager's fd store, with the
+		 * ledger's journal (ledger_keep.c); else it dies with us. */
+		int n = kvd_keep_load_listen();
+
+		if (kvd_keep_sd_available()) {
+			kvd_keep_set_store(KVD_KEEP_STORE_SYSTEMD);
+			if (n > 0)
+				kvd_log(KVD_NOTICE, "the service manager kept "
+					"%d descriptors", n);
+		} else {
+			kvd_log(KVD_INFO, "no service manager's fd store: "
+				"pool contents and leases die with the "
+				"daemon");
+		}
+		return 0;
+	}
 	fd = open(d->o.device_path, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return 0;	/* ledger.c says why */
@@ -377,6 +392,8 @@ int kvd_restart_done(struct kvd *d)
 		kvd_keep_flush(&d->pools[i]);
 	if (R.preserved) {
 		d->epoch = R.old.data_epoch;
+		if (d->mode == KVP_MODE_INPROC && d->top->pool)
+			d->top->pool->epoch = d->epoch;	/* the core's too */
 		for (i = 0; i < d->npools; i++) {
 			R.blocks += d->pools[i].mapped;
 			R.bytes += (uint64_t)d->pools[i].mapped *

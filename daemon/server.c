@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "restart.h"
+#include "ledger_keep.h"
 #include "core.h"
 #include "ledger.h"
 #include "tenants.h"
@@ -80,9 +81,13 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 	int want = !!(h->flags & KVP_HELLO_LEDGER_FD) +
 		   !!(h->flags & KVP_HELLO_REGION);
 
+	bool claim = h->flags & KVP_HELLO_CLAIM;
+	uint64_t secret = 0;
+
 	if (h->version != KVP_VERSION || (h->flags & ~KVP_HELLO_FLAGS) ||
-	    h->reserved[0] || h->reserved[1] || !name_ok(h->pool) ||
-	    !name_ok(h->tenant))
+	    (!claim && (h->reserved[0] || h->reserved[1])) ||
+	    (claim && (!h->reserved[0] || d->mode != KVP_MODE_INPROC)) ||
+	    !name_ok(h->pool) || !name_ok(h->tenant))
 		return -EINVAL;
 	if (c->hello)
 		return -EALREADY;
@@ -140,10 +145,20 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 		}
 		memcpy(tenant, h->tenant, sizeof(tenant));
 		tenant[sizeof(tenant) - 1] = 0;
-		r = kvd_ip_lease_open(d->top, &cred, c, tenant, &c->lease);
-		if (r)
-			goto out;
+		if (claim) {
+			r = kvd_lkeep_claim(d->top, h->reserved[0],
+					    h->reserved[1], cred.uid, cred.pid,
+					    c, &c->lease);
+			if (r)
+				goto out;
+		} else {
+			r = kvd_ip_lease_open(d->top, &cred, c, tenant,
+					      &c->lease);
+			if (r)
+				goto out;
+		}
 		c->lease_id = c->lease->id;
+		secret = kvd_lkeep_record(d->top, c->lease);
 		r = kvd_lease_tenant(d->top, c->lease_id, &c->tenant_serial,
 				     c->tenant);
 		if (r)
@@ -188,6 +203,7 @@ static int op_hello(struct kvd_client *c, const struct kvp_hello *h,
 	memcpy(rep->pool, d->top->name, KVPOOL_NAME_LEN);
 	strncpy(rep->backend, d->be->name, sizeof(rep->backend) - 1);
 	rep->chunk_blocks = d->top->chunk_blocks;
+	rep->reserved[0] = secret;
 	goto out;
 out_lease:
 	if (c->ct) {
@@ -491,7 +507,7 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 	/* Everything below needs a session. */
 	switch (h->op) {
 	case KVP_OP_ATTACH: case KVP_OP_LEASE: case KVP_OP_RELEASE:
-	case KVP_OP_STATUS: case KVP_OP_LAYOUT: case KVP_OP_WRITE_KV:
+	case KVP_OP_HELD: case KVP_OP_STATUS: case KVP_OP_LAYOUT: case KVP_OP_WRITE_KV:
 	case KVP_OP_READ_KV: case KVP_OP_ATTN: case KVP_OP_COPY:
 	case KVP_OP_LAYOUT_ROPE: case KVP_OP_SPLICE: case KVP_OP_COMPACT:
 	case KVP_OP_SCORE:
@@ -572,6 +588,19 @@ static int dispatch(struct kvd_client *c, const struct kvp_hdr *h,
 		return kvd_ip_release(d->top, c->lease,
 				      (const uint32_t *)(rl + 1), rl->count,
 				      rl->flags);
+	}
+	case KVP_OP_HELD: {
+		const struct kvp_held *hd = BODY(struct kvp_held);
+		int r;
+
+		if (!inproc)
+			return -EOPNOTSUPP;
+		if (!hd->count || hd->count > KVP_IO_MAX_BLOCKS)
+			return -EINVAL;
+		r = kvd_ip_held(d->top, c->lease, hd->from, hd->count, rbody);
+		if (r > 0)
+			*rlen = (size_t)r * sizeof(uint32_t);
+		return r;
 	}
 	case KVP_OP_STATUS:
 		if (blen)

@@ -109,6 +109,7 @@ enum kvp_op {
 	KVP_OP_LEASE = 3,	/* struct kvp_lease -> u32 blocks[status] */
 	KVP_OP_RELEASE = 4,	/* struct kvp_release + u32[count] -> - */
 	KVP_OP_STATUS = 5,	/* (no body) -> struct kvp_status_reply */
+	KVP_OP_HELD = 6,	/* struct kvp_held -> u32 blocks[status] */
 	/* data plane */
 	KVP_OP_LAYOUT = 16,	/* struct kvp_layout -> struct kvp_layout_reply */
 	KVP_OP_WRITE_KV = 17,	/* struct kvp_kv -> - */
@@ -185,7 +186,15 @@ enum kvp_event {
 /* kvp_hello.flags: which descriptors ride along (SCM_RIGHTS, this order). */
 #define KVP_HELLO_LEDGER_FD	(1U << 0)	/* the client's /dev/kvpool fd */
 #define KVP_HELLO_REGION	(1U << 1)	/* a memfd of region_bytes */
-#define KVP_HELLO_FLAGS		(KVP_HELLO_LEDGER_FD | KVP_HELLO_REGION)
+/* In-process ledger: take back the lease a restarted daemon restored
+ * (reserved[0]: its id, reserved[1]: its secret, from the same uid) instead
+ * of opening one; tenant is then ignored.  -ENOENT: no such lease waits
+ * (not kept, claimed, or past the daemon's --claim-grace-ms): say HELLO
+ * without it and start again; -EPERM: the secret or the uid is not the
+ * lease's.  -EINVAL with the module. */
+#define KVP_HELLO_CLAIM		(1U << 2)
+#define KVP_HELLO_FLAGS		(KVP_HELLO_LEDGER_FD | KVP_HELLO_REGION | \
+				 KVP_HELLO_CLAIM)
 
 struct kvp_hello {
 	uint32_t version;	/* KVP_VERSION */
@@ -194,7 +203,7 @@ struct kvp_hello {
 	/* in-process ledger: the pool/tenant to attach to (may be empty) */
 	char pool[KVP_NAME_LEN];
 	char tenant[KVP_NAME_LEN];
-	uint64_t reserved[2];	/* must be 0 */
+	uint64_t reserved[2];	/* 0; KVP_HELLO_CLAIM: lease id, secret */
 };
 
 /* kvp_hello_reply.mode */
@@ -210,6 +219,8 @@ struct kvp_hello_reply {
 	char backend[16];	/* "cpu", "cuda" */
 	uint32_t chunk_blocks;
 	uint32_t pad;
+	/* [0]: in-process, the lease's secret for KVP_HELLO_CLAIM after a
+	 * restart of the daemon (0: the lease dies with it); [1]: 0 */
 	uint64_t reserved[2];
 };
 
@@ -222,6 +233,15 @@ struct kvp_attach {
 
 struct kvp_attach_reply {
 	uint64_t lease_id;
+};
+
+/* The blocks the caller's lease holds, from block index @from up, in
+ * order, at most @count (1..KVP_IO_MAX_BLOCKS): fewer than @count when
+ * there are no more.  For a client that claimed its lease back after a
+ * restart of the daemon (KVP_HELLO_CLAIM) and checks what it holds. */
+struct kvp_held {
+	uint32_t from;
+	uint32_t count;
 };
 
 struct kvp_lease {

@@ -81,6 +81,18 @@ static void bm_set(struct kvpool_pool *pool, u32 b)
 }
 
 /* Word `word` of level 0 became zero: clear it in the levels above. */
+static void bm_clear_up(struct kvpool_pool *pool, u32 word);
+
+/* Take free block b (clear its bit, and its ancestors' when they empty). */
+static void bm_clear(struct kvpool_pool *pool, u32 b)
+{
+	u64 *w = &pool->levels[0][b / BITS_PER_WORD];
+
+	*w &= ~(1ULL << (b % BITS_PER_WORD));
+	if (!*w)
+		bm_clear_up(pool, b / BITS_PER_WORD);
+}
+
 static void bm_clear_up(struct kvpool_pool *pool, u32 word)
 {
 	u32 l;
@@ -212,6 +224,13 @@ static void wake_waiters(struct kvpool_pool *pool)
 {
 	if (pool->ops && pool->ops->waiters_wake)
 		pool->ops->waiters_wake(pool);
+}
+
+static void owned(struct kvpool_pool *pool, const u32 *blocks, u32 n,
+		  u64 lease_id)
+{
+	if (n && pool->ops && pool->ops->blocks_owned)
+		pool->ops->blocks_owned(pool, blocks, n, lease_id);
 }
 
 static void wake_owner(struct kvpool_pool *pool)
@@ -616,6 +635,7 @@ int kvpool_lease_move(struct kvpool_pool *pool, u64 from_id, u64 to_id,
 	dst = to->slot + 1;
 	for (i = 0; i < count; i++)
 		pool->owner_of[blocks[i]] = dst;
+	owned(pool, blocks, count, to->id);
 	from->held -= count;
 	to->held += count;
 	if (from->reclaim_target > from->held)
@@ -1045,6 +1065,7 @@ static void blocks_free(struct kvpool_lease *lease, const u32 *blocks, u32 n,
 		bm_set(pool, blocks[i]);
 		top = max(top, blocks[i]);
 	}
+	owned(pool, blocks, n, 0);
 	pool->used -= n;
 	lease->held -= n;
 	tenant_uncharge(lease->tenant, n);
@@ -1183,6 +1204,80 @@ int kvpool_lease_adopt(struct kvpool_pool *pool, u64 lease_id,
 	*out = l;
 	/* Its tenant's waiters may now ask it for blocks again. */
 	wake_waiters(pool);
+	return 0;
+}
+
+int kvpool_lease_restore(struct kvpool_pool *pool, u64 lease_id, u32 uid,
+			 const char *tenant, const u32 *blocks, u32 n,
+			 struct kvpool_lease **out)
+{
+	struct kvpool_tenant *t;
+	struct kvpool_lease *lease;
+	u32 i;
+	int ret;
+
+	if (!lease_id || lease_by_id(pool, lease_id, true))
+		return -EEXIST;
+	if (pool->nkept >= KVPOOL_PARK_MAX)
+		return -ENOSPC;
+	if (pool->nleases >= KVPOOL_MAX_LEASES)
+		return -EMFILE;
+	for (i = 0; i < n; i++)
+		if (blocks[i] >= pool->backed ||
+		    pool->owner_of[blocks[i]] ||
+		    !(pool->levels[0][blocks[i] / BITS_PER_WORD] &
+		      (1ULL << (blocks[i] % BITS_PER_WORD))))
+			break;
+	if (i < n)
+		return -EINVAL;
+	/* A repeated block: mark each while checking, as a release does. */
+	for (i = 0; i < n; i++) {
+		if (pool->owner_of[blocks[i]])
+			break;
+		pool->owner_of[blocks[i]] = U32_MAX;
+	}
+	ret = i < n ? -EINVAL : 0;
+	while (i-- > 0)
+		pool->owner_of[blocks[i]] = 0;
+	if (ret)
+		return ret;
+	if (tenant && tenant[0]) {
+		t = kvpool_tenant_find(pool, tenant);
+		if (!t)
+			return -ENOENT;
+	} else {
+		ret = auto_tenant(pool, uid, &t);
+		if (ret)
+			return ret;
+	}
+	lease = kzalloc(sizeof(*lease), GFP_KERNEL);
+	if (!lease)
+		return -ENOMEM;
+	ret = slot_get(pool, lease);
+	if (ret) {
+		kfree(lease);
+		return ret;
+	}
+	lease->pool = pool;
+	lease->id = lease_id;
+	if (pool->next_lease_id <= lease_id)
+		pool->next_lease_id = lease_id + 1;
+	lease->uid = uid;
+	lease_bind(lease, t);
+	list_add_tail(&lease->pool_node, &pool->leases);
+	pool->nleases++;
+	for (i = 0; i < n; i++) {
+		bm_clear(pool, blocks[i]);
+		pool->owner_of[blocks[i]] = lease->slot + 1;
+	}
+	pool->used += n;
+	lease->held = n;
+	tenant_charge(t, n);
+	lease->keep = true;
+	pool->nkept++;
+	lease->parked = true;
+	pool->nparked++;
+	*out = lease;
 	return 0;
 }
 
@@ -1371,6 +1466,8 @@ static int lease_grant(struct kvpool_lease *lease, u32 count, u32 flags,
 	/* Rule 3: lowest free index first. */
 	bm_take(pool, (lease->slot + 1) | (pending ? OWNER_PENDING : 0), count,
 		blocks);
+	if (!pending)
+		owned(pool, blocks, count, lease->id);
 	pool->used += count;
 	lease->held += count;
 	w->target_before = lease->reclaim_target;
@@ -1423,6 +1520,7 @@ int kvpool_lease_grant_commit(struct kvpool_lease *lease, const u32 *blocks,
 {
 	if (!blocks_pending(lease, blocks, n, lease->slot + 1))
 		return -EINVAL;
+	owned(lease->pool, blocks, n, lease->id);
 	return 0;
 }
 

@@ -76,6 +76,14 @@ struct kvpool_ledger_ops {
 	 * groups included)?  Without it only cred->gid is compared.
 	 */
 	bool (*in_group)(const struct kvpool_cred *cred, u32 gid);
+	/*
+	 * Blocks[0..n) now belong to lease @lease_id, or are free (0): every
+	 * grant (a pending one at its commit), release, move and close, for
+	 * a host that journals who holds what (kvpoold's in-process ledger
+	 * keeps it across its restarts).
+	 */
+	void (*blocks_owned)(struct kvpool_pool *pool, const u32 *blocks,
+			     u32 n, u64 lease_id);
 };
 
 struct kvpool_tenant {
@@ -353,6 +361,19 @@ int kvpool_lease_release_all(struct kvpool_lease *lease);
  * lease, adopt it, unmark it and close it.
  */
 int kvpool_lease_set_keep(struct kvpool_lease *lease, bool keep);
+/*
+ * A host that journalled its ledger, started again: the lease @lease_id
+ * of @uid in tenant @tenant ("" or absent: the per-uid one), holding
+ * blocks[0..n) (each free and below backed, none twice), parked and kept
+ * as if its file had gone, for kvpool_lease_adopt().  Its tenant is
+ * charged without its max (the blocks were granted once).  -EEXIST for a
+ * lease id in use, -ENOENT for a named tenant that does not exist,
+ * -EINVAL for a block that is not free or not backed, -ENOSPC beyond
+ * KVPOOL_PARK_MAX kept leases; nothing changes then.
+ */
+int kvpool_lease_restore(struct kvpool_pool *pool, u64 lease_id, u32 uid,
+			 const char *tenant, const u32 *blocks, u32 n,
+			 struct kvpool_lease **out);
 int kvpool_lease_adopt(struct kvpool_pool *pool, u64 lease_id,
 		       const struct kvpool_cred *cred,
 		       struct kvpool_lease **out);

@@ -195,7 +195,8 @@ static int rpc_raw(struct kvl_ctx *ctx, uint16_t op, const void *body,
 	return rep->status;
 }
 
-static int hello(struct kvl_ctx *ctx)
+/* @claim: take back the lease a restarted in-process daemon kept. */
+static int hello(struct kvl_ctx *ctx, bool claim)
 {
 	struct kvp_hello h;
 	struct kvp_hello_reply rep;
@@ -211,6 +212,11 @@ static int hello(struct kvl_ctx *ctx)
 	} else {
 		memcpy(h.pool, ctx->pool_req, KVL_NAME_LEN);
 		memcpy(h.tenant, ctx->tenant_req, KVL_NAME_LEN);
+		if (claim) {
+			h.flags |= KVP_HELLO_CLAIM;
+			h.reserved[0] = ctx->lease_id;
+			h.reserved[1] = ctx->lease_secret;
+		}
 	}
 	h.flags |= KVP_HELLO_REGION;
 	h.region_bytes = ctx->region_bytes;
@@ -226,6 +232,7 @@ static int hello(struct kvl_ctx *ctx)
 		return -EPROTO;
 	}
 	ctx->lease_id = rep.lease_id;
+	ctx->lease_secret = rep.mode == KVP_MODE_INPROC ? rep.reserved[0] : 0;
 	if (ctx->refcnt && rep.capacity != ctx->capacity) {
 		free(ctx->refcnt);
 		free(ctx->merged);	/* kvl_edit.c: per block, as refcnt */
@@ -281,11 +288,14 @@ static int hello(struct kvl_ctx *ctx)
 	return kvl_dev_rehello(ctx);
 }
 
-/* After a transport error: reconnect (waiting for a restarted daemon). */
-static int reconnect(struct kvl_ctx *ctx)
+/* After a transport error during request @op: reconnect (waiting for a
+ * restarted daemon). */
+static int reconnect(struct kvl_ctx *ctx, uint16_t op)
 {
 	uint64_t old = ctx->epoch, deadline = now_ns() + ctx->timeout_ns;
 	struct kvp_reply *rep = (struct kvp_reply *)ctx->msg;
+	bool claim = ctx->mode == KVL_MODE_DAEMON && ctx->lease_secret;
+	bool claimed = false;
 	int r = -ECONNREFUSED;
 
 	if (ctx->sock >= 0)
@@ -298,7 +308,17 @@ static int reconnect(struct kvl_ctx *ctx)
 		r = sock_connect(ctx);
 		if (r >= 0) {
 			ctx->sock = r;
-			r = hello(ctx);
+			r = hello(ctx, claim);
+			if (claim && (r == -ENOENT || r == -EPERM)) {
+				/* the restarted daemon did not keep it */
+				kvl_logf(ctx, KVL_LOG_WARNING, "kvpoold kept "
+					 "no lease %llu for us (%s)",
+					 (unsigned long long)ctx->lease_id,
+					 strerror(-r));
+				r = hello(ctx, false);
+				claim = false;
+			}
+			claimed = claim && !r;
 			if (!r)
 				break;
 			close(ctx->sock);
@@ -313,9 +333,18 @@ static int reconnect(struct kvl_ctx *ctx)
 	/* swap tickets were the lost connection's */
 	memset(ctx->done, 0, sizeof(ctx->done));
 	kvl_tiers_reconnect(ctx);
-	/* With the in-process ledger the lease died with the connection;
-	 * with the module only the contents did, and only on a new epoch. */
-	if (ctx->mode == KVL_MODE_DAEMON || ctx->epoch != old) {
+	/* With the in-process ledger the lease died with the connection
+	 * unless the daemon kept it and gave it back (claimed); with the
+	 * module only the contents did, and only on a new epoch. */
+	if (claimed && ctx->epoch != old) {
+		/* kept without its contents: none of it can be used */
+		struct kvp_release ra = { .flags = KVPOOL_RELEASE_ALL };
+
+		rpc_raw(ctx, KVP_OP_RELEASE, &ra, sizeof(ra), NULL, 0, NULL, 0,
+			NULL);
+		claimed = false;
+	}
+	if ((ctx->mode == KVL_MODE_DAEMON && !claimed) || ctx->epoch != old) {
 		kvl_logf(ctx, KVL_LOG_WARNING, "kvpoold epoch %llu -> %llu: "
 			 "block contents lost%s", (unsigned long long)old,
 			 (unsigned long long)ctx->epoch,
@@ -323,6 +352,8 @@ static int reconnect(struct kvl_ctx *ctx)
 		kvl_seq_epoch_reset(ctx, ctx->mode == KVL_MODE_DAEMON);
 		return -ESTALE;
 	}
+	if (claimed && kvl_seq_claimed(ctx, op))
+		return -ESTALE;
 	/* References to cached blocks died with the connection: take them
 	 * again where the prefix index kept the blocks. */
 	if (ctx->npfx) {
@@ -398,9 +429,24 @@ static int rpc(struct kvl_ctx *ctx, uint16_t op, const void *body,
 			}
 			return r;
 		}
-		r = reconnect(ctx);
+		r = reconnect(ctx, op);
 		if (r)
 			return r;
+		/* In-process, a lease claimed back: a release the daemon did
+		 * before it died finds the blocks gone (all or none of them
+		 * were released: -EINVAL); it is done. */
+		if (ctx->mode == KVL_MODE_DAEMON && op == KVP_OP_RELEASE &&
+		    blen >= sizeof(struct kvp_release)) {
+			r = rpc_raw(ctx, op, body, blen, NULL, 0, rbody, rcap,
+				    rlen);
+			if (r == -EINVAL)
+				r = (int)((const struct kvp_release *)
+					  body)->count;
+			if (!conn_error(r))
+				return r;
+			r = reconnect(ctx, op);
+			return r ? r : -ECONNRESET;
+		}
 	}
 	return -ECONNRESET;
 }
@@ -551,7 +597,7 @@ KVL_EXPORT int kvl_open(const struct kvl_opts *opts, struct kvl_ctx **out)
 			goto err;
 		}
 		ctx->sock = r;
-		r = hello(ctx);
+		r = hello(ctx, false);
 		if (r)
 			goto err;
 		ctx->epoch = ((struct kvp_reply *)ctx->msg)->epoch;

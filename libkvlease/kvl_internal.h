@@ -86,6 +86,9 @@ struct kvl_ctx {
 	uint64_t epoch;
 	uint64_t reconnects;		/* to a daemon, after a lost one */
 	uint64_t lease_id;
+	/* in-process: what claims the lease back from a restarted daemon
+	 * (KVP_HELLO_CLAIM); 0: it dies with the daemon */
+	uint64_t lease_secret;
 	uint64_t block_bytes;
 	uint32_t capacity;
 	char pool[KVL_NAME_LEN];
@@ -149,6 +152,10 @@ int kvl_dev_rehello(struct kvl_ctx *ctx);
 void kvl_dev_close_all(struct kvl_ctx *ctx);
 /* Called after a daemon restart: lease_lost when the blocks went too. */
 void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost);
+/* The lease was claimed back from a restarted in-process daemon, during
+ * request @op: match what we hold to what it holds.  0, or -ESTALE when
+ * the sequences were reset (kvl_seq.c). */
+int kvl_seq_claimed(struct kvl_ctx *ctx, uint16_t op);
 /* One sequence lost its contents (the lease and the epoch survived). */
 void kvl_seq_reset(struct kvl_seq *s);
 /* Release everything the sequences and the cache hold (release_all). */

@@ -847,6 +847,116 @@ void kvl_seq_epoch_reset(struct kvl_ctx *ctx, bool lease_lost)
 	}
 }
 
+/* RELEASE of blocks[0..n), no reconnect (we are in one). */
+static int release_now(struct kvl_ctx *ctx, const uint32_t *blocks,
+		       uint32_t n)
+{
+	size_t len = sizeof(struct kvp_release) + (size_t)n * sizeof(*blocks);
+	struct kvp_release *rl = malloc(len);
+	int r;
+
+	if (!rl)
+		return -ENOMEM;
+	rl->count = n;
+	rl->flags = 0;
+	memcpy(rl + 1, blocks, (size_t)n * sizeof(*blocks));
+	r = kvl_rpc_fd(ctx, KVP_OP_RELEASE, rl, len, -1, NULL, 0, NULL);
+	free(rl);
+	return r;
+}
+
+/*
+ * A restarted in-process daemon gave the lease back (KVP_HELLO_CLAIM),
+ * its blocks' contents kept.  What it holds can differ from what we know
+ * of only by the request in flight when it died (@op): a grant whose reply
+ * never came (blocks held that we do not know: released here, the request
+ * is sent again), or a release it did (blocks we still list in the cache
+ * that it no longer holds: the request, sent again, finds them gone and
+ * is done, kvl.c).  Anything else means the daemon's record and ours
+ * disagree: every sequence is reset and the lease emptied.  The lower
+ * tiers' leases are not kept in-process: swapped sequences are reset.
+ */
+int kvl_seq_claimed(struct kvl_ctx *ctx, uint16_t op)
+{
+	uint32_t *buf = NULL, *extra = NULL, from = 0, i, nextra = 0;
+	uint8_t *st = NULL;	/* per block: 1 held, 2 cached, 4 in a seq */
+	struct kvl_seq *s;
+	bool bad = false;
+	int r = 0;
+
+	st = calloc(ctx->capacity ? ctx->capacity : 1, 1);
+	buf = malloc(KVP_IO_MAX_BLOCKS * sizeof(*buf));
+	extra = malloc(KVP_IO_MAX_BLOCKS * sizeof(*extra));
+	if (!st || !buf || !extra) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		struct kvp_held h = { .from = from, .count = KVP_IO_MAX_BLOCKS };
+		size_t got = 0;
+		int n = kvl_rpc_fd(ctx, KVP_OP_HELD, &h, sizeof(h), -1, buf,
+				   KVP_IO_MAX_BLOCKS * sizeof(*buf), &got);
+
+		if (n < 0) {
+			r = n;
+			goto out;
+		}
+		for (i = 0; i < (uint32_t)n && i < got / sizeof(*buf); i++)
+			if (buf[i] < ctx->capacity)
+				st[buf[i]] |= 1;
+		if (n < KVP_IO_MAX_BLOCKS)
+			break;
+		from = buf[n - 1] + 1;
+	}
+	for (i = 0; i < ctx->ncache; i++)
+		st[ctx->cache[i]] |= 2;
+	for (s = ctx->seqs; s; s = s->next) {
+		if (s->nswapped || s->state == KVL_SEQ_SWAPPED) {
+			s->nswapped = 0;	/* its tier lease is gone */
+			seq_reset(s, false);
+			r = -ESTALE;
+			continue;
+		}
+		for (i = 0; i < s->nblocks; i++)
+			if (!kvl_pfx_cached(ctx, s->table[i]))
+				st[s->table[i]] |= 4;
+	}
+	for (i = 0; i < ctx->capacity && !bad; i++) {
+		if (st[i] == 1) {
+			/* granted, the reply lost: give it back */
+			extra[nextra++] = i;
+			if (nextra == KVP_IO_MAX_BLOCKS) {
+				bad = release_now(ctx, extra, nextra) < 0;
+				nextra = 0;
+			}
+		} else if ((st[i] & 4) && !(st[i] & 1)) {
+			bad = true;	/* a block of a sequence is not ours */
+		} else if (st[i] == 2 && op != KVP_OP_RELEASE) {
+			bad = true;	/* cached, not held, no release sent */
+		}
+	}
+	if (!bad && nextra)
+		bad = release_now(ctx, extra, nextra) < 0;
+	if (bad) {
+		struct kvp_release ra = { .flags = KVPOOL_RELEASE_ALL };
+
+		kvl_logf(ctx, KVL_LOG_WARNING, "kvpoold gave the lease back "
+			 "with other blocks than ours: every sequence is reset");
+		kvl_rpc_fd(ctx, KVP_OP_RELEASE, &ra, sizeof(ra), -1, NULL, 0,
+			   NULL);
+		kvl_seq_epoch_reset(ctx, true);
+		r = -ESTALE;
+	} else if (r == -ESTALE) {
+		kvl_logf(ctx, KVL_LOG_WARNING, "kvpoold restarted: swapped "
+			 "sequences are reset (the lower tiers kept nothing)");
+	}
+out:
+	free(st);
+	free(buf);
+	free(extra);
+	return r;
+}
+
 /* After RELEASE_ALL of the top lease: lower-tier blocks go too. */
 void kvl_seq_forget_all(struct kvl_ctx *ctx)
 {

@@ -6,7 +6,8 @@
 set -e
 
 # Build: compilers, libnl, libcap, libinih (kvpoold.conf), libmicrohttpd
-# (the /metrics endpoint), cmocka; clang and libFuzzer (make fuzz-config).
+# (the /metrics endpoint), libsystemd (the service manager's fd store),
+# cmocka; clang and libFuzzer (make fuzz-config).
 # Kernel tests: the headers and images of both kernels Debian 12 ships,
 # 6.1 (linux-image-amd64) and 6.12 (linux-image-6.12-amd64, from
 # bookworm-security; the meta-packages follow the newest version of
@@ -18,7 +19,7 @@ set -e
 # Python binding's type check (python/python.mk): mypy.
 PKGS="gcc g++ make pkg-config libc6-dev gcc-multilib
 libnl-3-dev libnl-genl-3-dev libcap-dev libcmocka-dev libxxhash-dev liburing-dev
-libinih-dev libmicrohttpd-dev libhiredis-dev redis-server redis-tools
+libinih-dev libmicrohttpd-dev libhiredis-dev libsystemd-dev redis-server redis-tools
 clang libclang-rt-14-dev
 linux-headers-amd64 linux-image-amd64
 linux-headers-6.12-amd64 linux-image-6.12-amd64 kmod

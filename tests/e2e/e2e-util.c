@@ -42,6 +42,9 @@
  *   e2e-util busy SOCK SECONDS THREADS   long overlapping decodes: status
  *        answered and freed memory unmapped meanwhile
  *   e2e-util stale-socket PATH           bind a socket at PATH and exit
+ *   e2e-util claim-bad SOCK              (root, in-process) HELLO claims
+ *        refused: unknown lease, wrong secret, a lease in use, id 0,
+ *        the right secret from uid 65534
  *   e2e-util names SOCK                  32-byte names refused, not cut
  *   e2e-util lease-timeout SOCK          timeout 2^64-1 waits, then granted
  *   e2e-util tenant-set SOCK             a refused TENANT_SET changes nothing
@@ -1345,6 +1348,74 @@ static int find_tenant(int fd, const char *name, struct kvp_tenant_rec *out)
 }
 
 /* Names of 32 bytes without a NUL are refused, never cut to 31. */
+/* HELLO with KVP_HELLO_CLAIM of (@id, @secret) on a new connection. */
+static int claim_hello(uint64_t id, uint64_t secret)
+{
+	struct kvp_hello h;
+	int fd = raw_connect(), r;
+
+	if (fd < 0)
+		return -ECONNREFUSED;
+	memset(&h, 0, sizeof(h));
+	h.version = KVP_VERSION;
+	h.flags = KVP_HELLO_CLAIM;
+	h.reserved[0] = id;
+	h.reserved[1] = secret;
+	r = raw_op(fd, KVP_OP_HELLO, &h, sizeof(h), -1);
+	close(fd);
+	return r;
+}
+
+/* Claims that must be refused: no such lease, a lease that is in use
+ * (with its secret: not parked; with another: -EPERM), id 0, and the
+ * right secret from another uid. */
+static int cmd_claim_bad(void)
+{
+	struct kvp_hello_reply hr;
+	uint8_t *region;
+	uint64_t id, secret;
+	int fd, r, st, bad = 0;
+	pid_t p;
+
+	r = raw_session(&fd, &region);
+	if (r)
+		return fprintf(stderr, "hello: %d\n", r), 1;
+	memcpy(&hr, rbuf + sizeof(struct kvp_reply), sizeof(hr));
+	id = hr.lease_id;
+	secret = hr.reserved[0];
+	if (!secret)
+		return fprintf(stderr, "no secret in HELLO's reply\n"), 1;
+#define EXPECT(call, want) do {						\
+		int e_ = (call);					\
+		if (e_ != (want)) {					\
+			fprintf(stderr, "%s: %d, want %d\n", #call, e_,	\
+				(want));				\
+			bad = 1;					\
+		}							\
+	} while (0)
+	EXPECT(claim_hello(id + 1000, secret), -ENOENT);
+	EXPECT(claim_hello(id, secret ^ 1), -EPERM);
+	EXPECT(claim_hello(id, secret), -ENOENT);	/* in use, not parked */
+	EXPECT(claim_hello(0, secret), -EINVAL);
+	p = fork();
+	if (!p) {
+		if (setgid(65534) || setuid(65534))
+			_exit(3);
+		_exit(claim_hello(id, secret) == -EPERM ? 0 : 1);
+	}
+	if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) ||
+	    WEXITSTATUS(st)) {
+		fprintf(stderr, "claim from another uid not refused\n");
+		bad = 1;
+	}
+#undef EXPECT
+	close(fd);
+	if (!bad)
+		printf("claims refused: unknown, wrong secret, in use, id 0, "
+		       "other uid\n");
+	return bad;
+}
+
 static int cmd_names(void)
 {
 	struct kvp_tenant t;
@@ -1923,6 +1994,8 @@ int main(int argc, char **argv)
 		return cmd_busy(atoi(argv[3]), atoi(argv[4]));
 	if (!strcmp(argv[1], "stale-socket"))
 		return cmd_stale_socket(argv[2]);
+	if (!strcmp(argv[1], "claim-bad"))
+		return cmd_claim_bad();
 	if (!strcmp(argv[1], "names"))
 		return cmd_names();
 	if (!strcmp(argv[1], "lease-timeout"))

@@ -18,6 +18,8 @@ struct test_host {
 	int fail_tenant_added;		/* error returned by tenant_added */
 	struct kvpool_event last_observed;
 	unsigned int observed_by_type[16];
+	u64 owned[256];			/* blocks_owned: block -> lease id */
+	unsigned int owned_calls;
 };
 
 static inline struct test_host *host_of(struct kvpool_pool *pool)
@@ -71,6 +73,18 @@ static inline bool th_in_group(const struct kvpool_cred *cred, u32 gid)
 	return gid == cred->uid + 1000;
 }
 
+static inline void th_blocks_owned(struct kvpool_pool *pool, const u32 *b,
+				   u32 n, u64 lease_id)
+{
+	struct test_host *h = host_of(pool);
+	u32 i;
+
+	h->owned_calls++;
+	for (i = 0; i < n; i++)
+		if (b[i] < 256)
+			h->owned[b[i]] = lease_id;
+}
+
 static const struct kvpool_ledger_ops test_ops = {
 	.owner_wake = th_owner_wake,
 	.waiters_wake = th_waiters_wake,
@@ -79,6 +93,7 @@ static const struct kvpool_ledger_ops test_ops = {
 	.tenant_added = th_tenant_added,
 	.tenant_removed = th_tenant_removed,
 	.in_group = th_in_group,
+	.blocks_owned = th_blocks_owned,
 };
 
 static int test_owner_cookie;

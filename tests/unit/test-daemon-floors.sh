@@ -20,7 +20,7 @@ FLOORS=(
 	"ground:    core config cluster_conf tier_spec prefix_index hash128
 	            cluster_value rcluster cuda_chunks"
 	"pool:      ledger inproc tier tier_dram tier_nvme backend_cpu
-	            backend_cuda scrub keep restart hostmem"
+	            backend_cuda scrub keep restart ledger_keep hostmem"
 	"conn:      conn tenants swap prefix prefix_tier prefix_keep cluster"
 	"dataplane: ops devbuf"
 	"server:    server metrics reload"

@@ -4,7 +4,9 @@
  * the park at close, kvpool_lease_adopt, and how a parked lease stands with
  * everything else (snapshot flags, lookups by id, reclaim targets, pins,
  * pending grants, tenant deletion, the owner going away, pool destroy, the
- * KVPOOL_PARK_MAX bound).  The invariant walk runs after every test and at
+ * KVPOOL_PARK_MAX bound), leases restored from a host's journal
+ * (kvpool_lease_restore) and the journal's hook (blocks_owned).  The
+ * invariant walk runs after every test and at
  * every step that changes a parked lease.
  */
 #include <stdarg.h>
@@ -358,6 +360,107 @@ static void invariant_catches_counts(void **state)
 	assert_int_equal(kvpool_lease_adopt(f->pool, l->id, &f->root, &got), 0);
 }
 
+/* A journalled lease comes back parked, with its blocks and its charge. */
+static void restore_and_adopt(void **state)
+{
+	struct fix *f = *state;
+	const u32 b[3] = { 3, 5, 9 };
+	struct kvpool_lease *l = NULL, *got = NULL, *n = NULL;
+	u32 out[4];
+
+	assert_int_equal(kvpool_lease_restore(f->pool, 77, 0, "app", b, 3, &l),
+			 0);
+	check(f);
+	assert_true(l->parked && l->keep);
+	assert_int_equal(l->held, 3);
+	assert_int_equal(f->app->cur, 3);
+	assert_int_equal(f->pool->used, 3);
+	assert_null(kvpool_lease_find(f->pool, 77));
+	/* a grant never hands out a restored block */
+	n = lease_in(f, "app");
+	assert_true(n->id > 77);
+	assert_int_equal(grant(n, 4, 0, out), 4);
+	assert_int_equal(out[0], 0);
+	assert_int_equal(out[3], 4);
+	assert_int_equal(kvpool_lease_adopt(f->pool, 77, &f->root, &got), 0);
+	assert_ptr_equal(got, l);
+	assert_int_equal(kvpool_lease_set_keep(got, false), 0);
+	assert_int_equal(kvpool_lease_release(got, b, 3), 3);
+	check(f);
+	kvpool_lease_close(got);
+	kvpool_lease_close(n);
+	assert_int_equal(f->pool->used, 0);
+	/* the per-uid tenant when none is named */
+	assert_int_equal(kvpool_lease_restore(f->pool, 5, 42, "", b, 1, &l), 0);
+	assert_string_equal(l->tenant->name, "uid-42");
+}
+
+static void restore_errors(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_lease *l = NULL, *a = lease_in(f, "app");
+	const u32 rep[2] = { 7, 7 }, high[1] = { 64 };
+	u32 held[2], ok[1] = { 20 };
+
+	assert_int_equal(grant(a, 2, 0, held), 2);
+	assert_int_equal(kvpool_lease_restore(f->pool, a->id, 0, "app", ok, 1,
+					      &l), -EEXIST);
+	assert_int_equal(kvpool_lease_restore(f->pool, 0, 0, "app", ok, 1, &l),
+			 -EEXIST);
+	assert_int_equal(kvpool_lease_restore(f->pool, 90, 0, "nope", ok, 1,
+					      &l), -ENOENT);
+	assert_int_equal(kvpool_lease_restore(f->pool, 90, 0, "app", held, 1,
+					      &l), -EINVAL);
+	assert_int_equal(kvpool_lease_restore(f->pool, 90, 0, "app", high, 1,
+					      &l), -EINVAL);
+	assert_int_equal(kvpool_lease_restore(f->pool, 90, 0, "app", rep, 2,
+					      &l), -EINVAL);
+	assert_int_equal(f->pool->used, 2);
+	assert_int_equal(f->pool->nleases, 1);
+	check(f);
+	kvpool_lease_close(a);
+}
+
+static void restore_park_max(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_lease *l = NULL;
+	u64 id;
+
+	for (id = 1; id <= KVPOOL_PARK_MAX; id++)
+		assert_int_equal(kvpool_lease_restore(f->pool, id, 0, "app",
+						      NULL, 0, &l), 0);
+	assert_int_equal(kvpool_lease_restore(f->pool, id, 0, "app", NULL, 0,
+					      &l), -ENOSPC);
+	check(f);
+}
+
+/* The journal hook sees every change of hands, a pending grant at its
+ * commit only. */
+static void owned_hook(void **state)
+{
+	struct fix *f = *state;
+	struct kvpool_lease *a = lease_in(f, "app"), *b = lease_in(f, "app");
+	struct kvpool_wait w = { 0 };
+	u32 blk[2], p[1], bad = 0;
+
+	assert_int_equal(grant(a, 2, 0, blk), 2);
+	assert_true(f->h.owned[blk[0]] == a->id && f->h.owned[blk[1]] == a->id);
+	assert_int_equal(kvpool_lease_move(f->pool, a->id, b->id, blk, 1, &bad),
+			 1);
+	assert_true(f->h.owned[blk[0]] == b->id);
+	assert_int_equal(kvpool_lease_release(a, blk + 1, 1), 1);
+	assert_true(f->h.owned[blk[1]] == 0);
+	assert_int_equal(kvpool_lease_grant_pending(a, 1, 0, p, &w), 1);
+	assert_true(f->h.owned[p[0]] == 0);
+	assert_int_equal(kvpool_lease_grant_commit(a, p, 1), 0);
+	assert_true(f->h.owned[p[0]] == a->id);
+	kvpool_lease_close(b);
+	assert_true(f->h.owned[blk[0]] == 0);
+	kvpool_lease_close(a);
+	assert_true(f->h.owned[p[0]] == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -368,6 +471,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(parked_pins_and_pending, setup, teardown),
 		cmocka_unit_test_setup_teardown(closing_not_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(invariant_catches_counts, setup, teardown),
+		cmocka_unit_test_setup_teardown(restore_and_adopt, setup, teardown),
+		cmocka_unit_test_setup_teardown(restore_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(restore_park_max, setup, teardown),
+		cmocka_unit_test_setup_teardown(owned_hook, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
