@@ -70,7 +70,8 @@ KVD_FEAT_CPPFLAGS += -DKVD_NO_URING
 endif
 ifeq ($(KVD_HAVE_SYSTEMD),1)
 KVD_FEAT_CPPFLAGS += -DKVD_HAVE_SYSTEMD
-KVD_FEAT_LIBS += $(shell pkg-config --libs libsystemd)
+KVD_SD_LIBS := $(shell pkg-config --libs libsystemd)
+KVD_FEAT_LIBS += $(KVD_SD_LIBS)
 endif
 ifeq ($(KVD_HAVE_INIH),1)
 KVD_FEAT_CPPFLAGS += -DKVD_HAVE_INIH
@@ -204,13 +205,13 @@ CHECK_PROGS += $(B)/tests/unit/test_prefix_index \
 $(B)/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c daemon/keep.c $(KVD_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $< daemon/scrub.c daemon/keep.c -lcmocka \
-		-lpthread -o $@
+		$(KVD_SD_LIBS) -lpthread -o $@
 
 $(B)/asan/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c daemon/keep.c \
 		$(KVD_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) $< daemon/scrub.c daemon/keep.c \
-		-lcmocka -lpthread -o $@
+		-lcmocka $(KVD_SD_LIBS) -lpthread -o $@
 
 CHECK_PROGS += $(B)/tests/unit/test_scrub $(B)/asan/tests/unit/test_scrub.sh
 

@@ -360,6 +360,7 @@ int kvd_lkeep_restore(struct kvd *d)
 			"journal holds: no lease is restored", p->name, top);
 		goto hook;
 	}
+	kvd_restart_kept_blocks(p, p->mapped);
 	pthread_mutex_lock(&p->lock);
 	restore_all(p, &top);
 	pthread_mutex_unlock(&p->lock);

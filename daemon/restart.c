@@ -434,6 +434,12 @@ void kvd_restart_edit_end(struct kvd *d)
 		atomic_fetch_sub(&R.cur->edits, 1);
 }
 
+void kvd_restart_kept_blocks(struct kvd_pool *p, uint32_t n)
+{
+	R.blocks += n;
+	R.bytes += (uint64_t)n * p->block_bytes;
+}
+
 void kvd_restart_prefix(struct kvd *d, uint64_t n)
 {
 	(void)d;

@@ -72,6 +72,9 @@ bool kvd_restart_preserved(const struct kvd_pool *p);
 void kvd_restart_edit_begin(struct kvd *d);
 void kvd_restart_edit_end(struct kvd *d);
 
+/* In-process, the leases restored at this start took @n more blocks of
+ * pool @p back with their contents (ledger_keep.c; for kvd_restart_info). */
+void kvd_restart_kept_blocks(struct kvd_pool *p, uint32_t n);
 /* The prefix cache restored @n entries (for kvd_restart_info). */
 void kvd_restart_prefix(struct kvd *d, uint64_t n);
 /* The checksum of kept records: FNV-1a, 64 bits, against a torn or

@@ -13,6 +13,10 @@ BACKEND=${BACKEND:-cpu}
 UTIL="$E2E_BIN/e2e-util"
 TENANT="$E2E_BIN/e2e-tenant"
 
+# The test's daemons are not a service manager's: nothing of theirs goes
+# to the fd store of whatever service runs the tests.
+unset NOTIFY_SOCKET LISTEN_PID LISTEN_FDS LISTEN_FDNAMES
+
 for p in "$KVPOOLD" "$UTIL" "$TENANT"; do
 	[ -x "$p" ] || { echo "missing $p (run make)"; exit 1; }
 done

@@ -6,7 +6,9 @@
 # manager's file descriptor store (FDSTORE=1), and is killed with -9 while
 # four tenants decode.  systemd starts it again with the kept descriptors
 # ($LISTEN_FDS); every tenant claims its lease back and finishes with
-# correct outputs, no restart seen and no token recomputed.  Claims with
+# correct outputs, no restart seen and no token recomputed.  An upgrade
+# onto another metadata version refuses what was kept: the tenants
+# recompute, with correct outputs.  Claims with
 # a wrong secret, from another uid or of a lease in use are refused, and
 # a lease that nobody claims is freed after --claim-grace-ms.
 if [ -z "$KVP_FDSTORE_NS" ]; then
@@ -38,13 +40,13 @@ until [ -S "$XDG_RUNTIME_DIR/systemd/private" ]; do
 	i=$((i + 1))
 done
 
-unit() {	# unit EXTRA-OPTIONS: the kvpoold service
+unit() {	# unit KVPOOLD EXTRA-OPTIONS: the kvpoold service
 	cat >"$TMP/cfg/systemd/user/kvpt.service" <<EOT
 [Service]
 Type=simple
 NotifyAccess=main
 FileDescriptorStoreMax=64
-ExecStart=$(realpath "$KVPOOLD") --foreground --config "" --socket $SOCK --ledger inproc --backend cpu --block-bytes 65536 --capacity 2048 --chunk-blocks 32 --tier dram:512 -v $1
+ExecStart=$(realpath "$1") --foreground --config "" --socket $SOCK --ledger inproc --backend cpu --block-bytes 65536 --capacity 2048 --chunk-blocks 32 --tier dram:512 -v $2
 Restart=always
 RestartSec=100ms
 StandardOutput=append:$DLOG
@@ -71,7 +73,7 @@ wait_served() {
 	DPID=$p
 }
 
-unit ""
+unit "$KVPOOLD" ""
 systemctl --user start kvpt.service || fail "cannot start the unit"
 wait_served 0
 chmod 755 "$TMP"	# uid 65534 reaches the socket
@@ -110,8 +112,44 @@ for n in 1 2 3 4; do
 done
 "$UTIL" wait-used "$SOCK" 0 5000 || fail "blocks leaked after the tenants closed"
 
+# An upgrade onto a build whose metadata region has another version: the
+# kept memory and the leases are refused, the tenants recompute, their
+# outputs stay correct.
+METAV2=${METAV2:-build/tests/bin/kvpoold-metav2}
+[ -x "$METAV2" ] || fail "missing $METAV2 (run make)"
+pids=
+for n in 2 3; do
+	tenant_run $n --delay-ms 150 &
+	pids="$pids $!"
+done
+PIDS="$SDPID $pids"
+i=0
+until "$UTIL" status "$SOCK" | grep -q " leases=2 "; do
+	[ $i -lt 100 ] || fail "tenants did not connect"
+	sleep 0.1
+	i=$((i + 1))
+done
+sleep 0.8
+unit "$METAV2" ""
+old=$(main_pid)
+kill -9 "$old"
+wait_served "$old"
+epoch3=$("$UTIL" status "$SOCK" | sed 's/.*epoch=//')
+[ "$epoch3" != "$epoch1" ] || fail "the upgrade kept the data epoch"
+grep -q "metadata version 1, this build reads 2" "$DLOG" ||
+	fail "the upgrade did not refuse the region"
+# shellcheck disable=SC2086
+wait_pids_ok $pids || fail "a tenant failed after the upgrade"
+for n in 2 3; do
+	tail -n 1 "$TMP/t$n.out"
+	grep -q "restarts 1, recomputed [1-9]" "$TMP/t$n.out" ||
+		fail "tenant $n did not recompute after the upgrade"
+	grep -q "OK$" "$TMP/t$n.out" || fail "tenant $n: wrong outputs"
+done
+"$UTIL" wait-used "$SOCK" 0 5000 || fail "blocks leaked after the upgrade"
+
 # A lease whose client never comes back: freed after the grace.
-unit "--claim-grace-ms 1500"
+unit "$KVPOOLD" "--claim-grace-ms 1500"
 systemctl --user restart kvpt.service || fail "cannot restart the unit"
 wait_served "$DPID"
 tenant_run 1 --delay-ms 100 --tokens 4096 &
