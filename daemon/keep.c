@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #ifdef KVD_HAVE_SYSTEMD
@@ -285,6 +286,29 @@ int kvd_keep_load_listen(void)
 void kvd_keep_set_store(int s)
 {
 	store = s;
+}
+
+int kvd_keep_memfd(const char *name, size_t bytes, void **map)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING), r;
+	void *m;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)bytes) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW)) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	*map = m;
+	return fd;
 }
 
 int kvd_keep_put(struct kvd_pool *p, uint32_t kind, uint32_t index, int fd)

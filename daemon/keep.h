@@ -19,6 +19,7 @@
 #define KVD_KEEP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kvpool_proto.h"
@@ -47,6 +48,13 @@ static inline uint64_t kvd_keep_tag(unsigned int tier, uint32_t kind,
 	return ((uint64_t)(tier & 0xff) << 56) |
 	       ((uint64_t)(kind & 0xff) << 48) | index;
 }
+
+/*
+ * A sealed memfd of @bytes (it cannot shrink or grow under a mapping),
+ * mapped shared at *@map: for what the daemon writes through to keep
+ * (the metadata region, the ledger's journal).  The fd or -errno.
+ */
+int kvd_keep_memfd(const char *name, size_t bytes, void **map);
 
 /* Whether this daemon keeps descriptors at all (a store exists). */
 bool kvd_keep_enabled(struct kvd *d);

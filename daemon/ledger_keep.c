@@ -158,21 +158,9 @@ static int lk_new(struct kvd *d)
 	struct lk_head *h;
 	int fd, r;
 
-	fd = memfd_create("kvpool-ledger", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	fd = kvd_keep_memfd("kvpool-ledger", bytes, (void **)&h);
 	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)bytes) ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW)) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	h = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (h == MAP_FAILED) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
+		return fd;
 	memcpy(h->magic, LK_MAGIC, 8);
 	h->version = KVD_LKEEP_VERSION;
 	h->head_bytes = sizeof(*h);
@@ -243,11 +231,11 @@ static int cmp_u64(const void *a, const void *b)
  * back; copy the restored ones (records and owners) into this life's
  * journal.  p->lock held.
  */
-static void restore_all(struct kvd_pool *p, uint32_t *top_block)
+static void restore_all(struct kvd_pool *p)
 {
 	struct lk_rec *orec;
 	uint64_t *oown, *ids;
-	uint32_t *count, *start, *blocks, i, j, n = 0, nb = 0, top = 0;
+	uint32_t *count, *start, *blocks, i, j, n = 0, nb = 0;
 
 	lk_layout(J.old, &orec, &oown);
 	ids = calloc(J.old->nrec, sizeof(*ids));
@@ -279,13 +267,9 @@ static void restore_all(struct kvd_pool *p, uint32_t *top_block)
 		if (!oown[i])
 			continue;
 		k = bsearch(&oown[i], ids, n, sizeof(*ids), cmp_u64);
-		if (k) {
+		if (k)
 			blocks[start[k - ids] + count[k - ids]++] = i;
-			if (i + 1 > top)
-				top = i + 1;
-		}
 	}
-	*top_block = top;
 	/* the blocks are backed now (kvd_lkeep_restore) */
 	for (i = 0, j = 0; i < J.old->nrec; i++) {
 		const struct lk_rec *r = &orec[i];
@@ -341,10 +325,8 @@ int kvd_lkeep_restore(struct kvd *d)
 	}
 	if (!J.old || !kvd_restart_preserved(p))
 		goto hook;
-	/* Back every block a lease may get back before restoring it. */
-	pthread_mutex_lock(&p->lock);
-	J.pool = NULL;
-	pthread_mutex_unlock(&p->lock);
+	/* Back every block a lease may get back before restoring it (the
+	 * hook is off until the restore is done: J.pool is NULL). */
 	{
 		struct lk_rec *orec;
 		uint64_t *oown;
@@ -362,7 +344,7 @@ int kvd_lkeep_restore(struct kvd *d)
 	}
 	kvd_restart_kept_blocks(p, p->mapped);
 	pthread_mutex_lock(&p->lock);
-	restore_all(p, &top);
+	restore_all(p);
 	pthread_mutex_unlock(&p->lock);
 	if (J.restored)
 		J.grace_until_ns = kvd_now_ns() +

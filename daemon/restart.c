@@ -300,21 +300,9 @@ static int region_new(struct kvd *d, uint64_t epoch)
 	unsigned int i;
 	int fd, r;
 
-	fd = memfd_create("kvpool-meta", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	fd = kvd_keep_memfd("kvpool-meta", META_BYTES, (void **)&m);
 	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, META_BYTES) ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW)) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	m = mmap(NULL, META_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (m == MAP_FAILED) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
+		return fd;
 	memcpy(m->h.magic, META_MAGIC, 8);
 	m->h.version = KVD_META_VERSION;
 	m->h.head_bytes = sizeof(m->h);

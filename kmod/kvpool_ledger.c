@@ -964,19 +964,13 @@ static void lease_unbind(struct kvpool_lease *lease)
 	lease->tenant = NULL;
 }
 
-int kvpool_lease_open(struct kvpool_pool *pool, const struct kvpool_cred *cred,
-		      struct kvpool_lease **out)
+/* A new lease @id of @uid in tenant @t (the caller checked the limits). */
+static int lease_new(struct kvpool_pool *pool, struct kvpool_tenant *t,
+		     u64 id, u32 uid, u32 pid, struct kvpool_lease **out)
 {
-	struct kvpool_tenant *t;
-	struct kvpool_lease *lease;
+	struct kvpool_lease *lease = kzalloc(sizeof(*lease), GFP_KERNEL);
 	int ret;
 
-	if (pool->nleases >= KVPOOL_MAX_LEASES)
-		return -EMFILE;
-	ret = auto_tenant(pool, cred->uid, &t);
-	if (ret)
-		return ret;
-	lease = kzalloc(sizeof(*lease), GFP_KERNEL);
 	if (!lease)
 		return -ENOMEM;
 	ret = slot_get(pool, lease);
@@ -985,14 +979,31 @@ int kvpool_lease_open(struct kvpool_pool *pool, const struct kvpool_cred *cred,
 		return ret;
 	}
 	lease->pool = pool;
-	lease->id = pool->next_lease_id++;
-	lease->uid = cred->uid;
-	lease->pid = cred->pid;
+	lease->id = id;
+	if (pool->next_lease_id <= id)
+		pool->next_lease_id = id + 1;
+	lease->uid = uid;
+	lease->pid = pid;
 	lease_bind(lease, t);
 	list_add_tail(&lease->pool_node, &pool->leases);
 	pool->nleases++;
 	*out = lease;
 	return 0;
+}
+
+int kvpool_lease_open(struct kvpool_pool *pool, const struct kvpool_cred *cred,
+		      struct kvpool_lease **out)
+{
+	struct kvpool_tenant *t;
+	int ret;
+
+	if (pool->nleases >= KVPOOL_MAX_LEASES)
+		return -EMFILE;
+	ret = auto_tenant(pool, cred->uid, &t);
+	if (ret)
+		return ret;
+	return lease_new(pool, t, pool->next_lease_id, cred->uid, cred->pid,
+			 out);
 }
 
 int kvpool_lease_attach(struct kvpool_lease *lease, const char *tenant,
@@ -1222,19 +1233,16 @@ int kvpool_lease_restore(struct kvpool_pool *pool, u64 lease_id, u32 uid,
 		return -ENOSPC;
 	if (pool->nleases >= KVPOOL_MAX_LEASES)
 		return -EMFILE;
-	for (i = 0; i < n; i++)
-		if (blocks[i] >= pool->backed ||
-		    pool->owner_of[blocks[i]] ||
-		    !(pool->levels[0][blocks[i] / BITS_PER_WORD] &
-		      (1ULL << (blocks[i] % BITS_PER_WORD))))
-			break;
-	if (i < n)
-		return -EINVAL;
-	/* A repeated block: mark each while checking, as a release does. */
+	/* Free and backed, none twice: mark each while checking, as a
+	 * release does. */
 	for (i = 0; i < n; i++) {
-		if (pool->owner_of[blocks[i]])
+		u32 b = blocks[i];
+
+		if (b >= pool->backed || pool->owner_of[b] ||
+		    !(pool->levels[0][b / BITS_PER_WORD] &
+		      (1ULL << (b % BITS_PER_WORD))))
 			break;
-		pool->owner_of[blocks[i]] = U32_MAX;
+		pool->owner_of[b] = U32_MAX;
 	}
 	ret = i < n ? -EINVAL : 0;
 	while (i-- > 0)
@@ -1250,22 +1258,9 @@ int kvpool_lease_restore(struct kvpool_pool *pool, u64 lease_id, u32 uid,
 		if (ret)
 			return ret;
 	}
-	lease = kzalloc(sizeof(*lease), GFP_KERNEL);
-	if (!lease)
-		return -ENOMEM;
-	ret = slot_get(pool, lease);
-	if (ret) {
-		kfree(lease);
+	ret = lease_new(pool, t, lease_id, uid, 0, &lease);
+	if (ret)
 		return ret;
-	}
-	lease->pool = pool;
-	lease->id = lease_id;
-	if (pool->next_lease_id <= lease_id)
-		pool->next_lease_id = lease_id + 1;
-	lease->uid = uid;
-	lease_bind(lease, t);
-	list_add_tail(&lease->pool_node, &pool->leases);
-	pool->nleases++;
 	for (i = 0; i < n; i++) {
 		bm_clear(pool, blocks[i]);
 		pool->owner_of[blocks[i]] = lease->slot + 1;

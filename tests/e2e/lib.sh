@@ -85,6 +85,16 @@ stop_daemon() {
 	[ $((used * 2)) -le "$size" ] || fail "connection stacks nearly full: $used of $size KiB"
 }
 
+# wait_leases N: until the daemon shows N leases (10 s at most)
+wait_leases() {
+	i=0
+	until "$UTIL" status "$SOCK" | grep -q " leases=$1 "; do
+		[ $i -lt 100 ] || fail "the tenants did not connect ($1 leases)"
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+
 daemon_alive() {
 	kill -0 "$DPID" 2>/dev/null || fail "kvpoold died"
 	"$UTIL" status "$SOCK" >/dev/null || fail "kvpoold does not answer"

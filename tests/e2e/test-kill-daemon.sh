@@ -17,12 +17,7 @@ for n in 1 2 3 4; do
 done
 PIDS=$pids
 # Kill it once all four are connected and working.
-i=0
-until "$UTIL" status "$SOCK" | grep -q " leases=4 "; do
-	[ $i -lt 100 ] || fail "tenants did not connect"
-	sleep 0.1
-	i=$((i + 1))
-done
+wait_leases 4
 sleep 0.5
 "$UTIL" status "$SOCK"
 kill -9 "$DPID"

@@ -86,12 +86,7 @@ for n in 1 2 3 4; do
 	pids="$pids $!"
 done
 PIDS="$SDPID $pids"
-i=0
-until "$UTIL" status "$SOCK" | grep -q " leases=4 "; do
-	[ $i -lt 100 ] || fail "tenants did not connect"
-	sleep 0.1
-	i=$((i + 1))
-done
+wait_leases 4
 sleep 0.8
 "$UTIL" status "$SOCK"
 old=$(main_pid)
@@ -123,12 +118,7 @@ for n in 2 3; do
 	pids="$pids $!"
 done
 PIDS="$SDPID $pids"
-i=0
-until "$UTIL" status "$SOCK" | grep -q " leases=2 "; do
-	[ $i -lt 100 ] || fail "tenants did not connect"
-	sleep 0.1
-	i=$((i + 1))
-done
+wait_leases 2
 sleep 0.8
 unit "$METAV2" ""
 old=$(main_pid)
@@ -155,12 +145,7 @@ wait_served "$DPID"
 tenant_run 1 --delay-ms 100 --tokens 4096 &
 t=$!
 PIDS="$SDPID $t"
-i=0
-until "$UTIL" status "$SOCK" | grep -q " leases=1 "; do
-	[ $i -lt 100 ] || fail "tenant did not connect"
-	sleep 0.1
-	i=$((i + 1))
-done
+wait_leases 1
 sleep 0.5
 old=$(main_pid)
 kill -9 "$old" "$t"
