@@ -28,12 +28,15 @@
 #include "keep.h"
 #include "tier.h"
 #include "cuda_chunks.h"
+#include "turn_lock.h"
 #include "../kernels/kvkern_cuda.h"
 
 /*
  * lock serialises the use of struct kvk_cuda (the kernels, their stream
  * and buffers) and the device-buffer imports; data-plane ops hold it for
- * their whole kernel.  The chunks (ch, reserved, spare_until_ns) are the
+ * their whole kernel.  It is a turn lock (turn_lock.h): ops take it in
+ * the order they ask, so one tenant's connections looping ops keep
+ * another's op waiting for at most one op each.  The chunks (ch, reserved, spare_until_ns) are the
  * owner thread's alone (map, unmap, tick, fini) and need no lock: the
  * owner never waits for a client's kernel.
  */
@@ -42,7 +45,7 @@ struct cuda_priv {
 	CUdevice dev;
 	CUcontext ctx;
 	struct kvk_cuda *k;
-	pthread_mutex_t lock;
+	struct kvd_turn_lock lock;
 	uint64_t gran;
 	int reserved;			/* chunks set up (first map) */
 	struct kvd_chunks ch;
@@ -89,7 +92,7 @@ static int cuda_init(struct kvd *d, uint64_t *align)
 
 	if (!p)
 		return -ENOMEM;
-	pthread_mutex_init(&p->lock, NULL);
+	kvd_turn_init(&p->lock);
 	if (probed.lib) {
 		p->drv = probed;
 		memset(&probed, 0, sizeof(probed));
@@ -149,6 +152,7 @@ err_dev:
 err_close:
 	cuda_drv_close(&p->drv);
 err_free:
+	kvd_turn_destroy(&p->lock);
 	free(p);
 	return r;
 }
@@ -243,6 +247,7 @@ static void cuda_fini(struct kvd *d)
 	kvk_cuda_free(p->k);
 	cuda_drv_device_close(&p->drv, p->dev);
 	cuda_drv_close(&p->drv);
+	kvd_turn_destroy(&p->lock);
 	free(p);
 	d->be_priv = NULL;
 }
@@ -341,9 +346,9 @@ static int cuda_layout_ok(struct kvd *d, const struct kvk_layout *l)
 	return 0;
 }
 
-#define LOCKED(expr) ({ int __r; pthread_mutex_lock(&p->lock);	\
+#define LOCKED(expr) ({ int __r; kvd_turn_lock(&p->lock);	\
 	p->drv.cuCtxSetCurrent(p->ctx); __r = (expr);			\
-	pthread_mutex_unlock(&p->lock); __r; })
+	kvd_turn_unlock(&p->lock); __r; })
 
 static CUdeviceptr base(struct cuda_priv *p)
 {
@@ -550,12 +555,12 @@ static void cuda_devbuf_release(struct kvd *d, struct kvd_devbuf *kb)
 	struct cuda_priv *p = P(d);
 	struct cuda_devbuf *b = kb->priv;
 
-	pthread_mutex_lock(&p->lock);
+	kvd_turn_lock(&p->lock);
 	p->drv.cuCtxSetCurrent(p->ctx);
 	p->drv.cuMemUnmap(b->va, b->b.bytes);
 	p->drv.cuMemAddressFree(b->va, b->b.bytes);
 	p->drv.cuMemRelease(b->h);
-	pthread_mutex_unlock(&p->lock);
+	kvd_turn_unlock(&p->lock);
 	free(b);
 }
 

@@ -215,6 +215,18 @@ $(B)/asan/tests/unit/test_scrub: tests/unit/test_scrub.c daemon/scrub.c daemon/k
 
 CHECK_PROGS += $(B)/tests/unit/test_scrub $(B)/asan/tests/unit/test_scrub.sh
 
+# The cuda backend's lock, taken in turn (cmocka), normal and sanitizer
+# builds.
+$(B)/tests/unit/test_turn_lock: tests/unit/test_turn_lock.c daemon/turn_lock.h
+	@mkdir -p $(@D)
+	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $< -lcmocka -lpthread -o $@
+
+$(B)/asan/tests/unit/test_turn_lock: tests/unit/test_turn_lock.c daemon/turn_lock.h
+	@mkdir -p $(@D)
+	$(CC) $(KVD_CPPFLAGS) $(CFLAGS_BASE) $(SAN_FLAGS) $< -lcmocka -lpthread -o $@
+
+CHECK_PROGS += $(B)/tests/unit/test_turn_lock $(B)/asan/tests/unit/test_turn_lock.sh
+
 # The region that keeps the prefix index across a restart (cmocka), normal
 # and sanitizer builds.
 $(B)/tests/unit/test_prefix_keep: tests/unit/test_prefix_keep.c daemon/prefix_keep.c \

@@ -75,9 +75,11 @@
 #define DEV_NBA		4		/* ATTN_DEV blocks (emulated kernels) */
 #define DEV_BYTES	(16ULL << 20)
 /* An op past the gate keeps the victim waiting for the whole attack; one
- * op's own work is bounded.  The victim's slowest call may take half the
- * attack, and at least 2 s (an op of the emulated GPU on a loaded machine
- * has taken close to 3 s on its own). */
+ * op's own work is bounded, and the cuda backend's lock is taken in turn,
+ * so the victim waits for at most one op of each attacker (with a plain
+ * mutex the three attackers took it back to back and kept the victim's
+ * host-region writes waiting for up to 4 s of an 8 s attack).  The
+ * victim's slowest call may take half the attack, and at least 2 s. */
 #define VICTIM_MAX_MS(seconds) \
 	((seconds) * 500.0 > 2000.0 ? (seconds) * 500.0 : 2000.0)
 #define REPLY_WAIT_S	60

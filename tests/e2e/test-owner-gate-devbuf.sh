@@ -7,11 +7,11 @@
 # taking the lock past the gate, the unmap and the other tenant's calls
 # waited for the whole attack.  Under two orders of the emulation
 # (emu_orders): forward and random (seed CUEMU_SEED, default 1), or any
-# order CUEMU_ORDER names, once.  8 s an op kind in either: one op of the
-# emulated GPU can take seconds on a loaded machine, and e2e-gate bounds
-# the victim's wait by half the attack (2 s at least), which a shorter
-# attack under the slower random order came within a few milliseconds of;
-# a real stall lasts the whole attack.
+# order CUEMU_ORDER names, once.  8 s an op kind in either; e2e-gate
+# bounds the victim's wait by half the attack (2 s at least), and a real
+# stall lasts the whole attack.  The victim's writes go through the cuda
+# backend's lock too, which the attackers' kernels hold: it is taken in
+# turn (daemon/turn_lock.h), so the victim waits for one op of each.
 . "$(dirname "$0")/lib.sh"
 
 FAKE=${FAKE:-build/tests/cudafake/libcuda.so.1}
