@@ -18,7 +18,7 @@
 # The floors, lowest first; a name stands for NAME.c and NAME.h.
 FLOORS=(
 	"ground:    core config cluster_conf tier_spec prefix_index hash128
-	            cluster_value rcluster cuda_chunks"
+	            cluster_value rcluster cuda_chunks turn_lock"
 	"pool:      ledger inproc tier tier_dram tier_nvme backend_cpu
 	            backend_cuda scrub keep restart ledger_keep hostmem"
 	"conn:      conn tenants swap prefix prefix_tier prefix_keep cluster"
