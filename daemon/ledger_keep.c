@@ -226,6 +226,17 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The place in the sorted ids[n] of the lease that owns @owner, or -1. */
+static long lk_rec_of(uint64_t owner, const uint64_t *ids, size_t n)
+{
+	const uint64_t *k;
+
+	if (!owner)
+		return -1;
+	k = bsearch(&owner, ids, n, sizeof(*ids), cmp_u64);
+	return k ? k - ids : -1;
+}
+
 /*
  * Restore every record of the old journal whose lease the pool can take
  * back; copy the restored ones (records and owners) into this life's
@@ -250,25 +261,19 @@ static void restore_all(struct kvd_pool *p)
 	qsort(ids, n, sizeof(*ids), cmp_u64);
 	/* ids[] is sorted: count each lease's blocks, then place them. */
 	for (i = 0; i < p->capacity; i++) {
-		uint64_t *k;
+		long r = lk_rec_of(oown[i], ids, n);
 
-		if (!oown[i])
-			continue;
-		k = bsearch(&oown[i], ids, n, sizeof(*ids), cmp_u64);
-		if (k)
-			count[k - ids]++;
+		if (r >= 0)
+			count[r]++;
 	}
 	for (i = 0; i < n; i++)
 		start[i + 1] = start[i] + count[i];
 	memset(count, 0, J.old->nrec * sizeof(*count));
 	for (i = 0; i < p->capacity; i++) {
-		uint64_t *k;
+		long r = lk_rec_of(oown[i], ids, n);
 
-		if (!oown[i])
-			continue;
-		k = bsearch(&oown[i], ids, n, sizeof(*ids), cmp_u64);
-		if (k)
-			blocks[start[k - ids] + count[k - ids]++] = i;
+		if (r >= 0)
+			blocks[start[r] + count[r]++] = i;
 	}
 	/* the blocks are backed now (kvd_lkeep_restore) */
 	for (i = 0, j = 0; i < J.old->nrec; i++) {

@@ -117,6 +117,16 @@ tenant_run() {
 		--step 16 "$@" >"$TMP/t$n.out" 2>"$TMP/t$n.err"
 }
 
+# tenants_start [extra e2e-tenant options...]: the four tenants in the
+# background, their pids in $pids
+tenants_start() {
+	pids=
+	for n in 1 2 3 4; do
+		tenant_run $n "$@" &
+		pids="$pids $!"
+	done
+}
+
 # wait_pids_ok PID... : every one must exit 0 (bounded by run-tests.sh's
 # timeout; each tenant's own waits are bounded by libkvlease's timeout).
 wait_pids_ok() {

@@ -26,12 +26,7 @@ start_daemon --spare-chunks 2
 grep -q "cuda backend" "$DLOG" || fail "kvpoold did not use the cuda backend"
 "$UTIL" wait-mapped "$SOCK" 0 3000 || fail "idle daemon has chunks mapped"
 
-pids=
-for n in 1 2 3 4; do
-	tenant_run $n &
-	pids="$pids $!"
-done
-victim=$!
+tenants_start
 tenant_run 5 --dtype bf16 --hold-ms 100000 &
 hold=$!
 PIDS="$pids $hold"

@@ -10,11 +10,7 @@
 
 start_daemon
 epoch1=$("$UTIL" status "$SOCK" | sed 's/.*epoch=//')
-pids=
-for n in 1 2 3 4; do
-	tenant_run $n --delay-ms 150 &
-	pids="$pids $!"
-done
+tenants_start --delay-ms 150
 PIDS=$pids
 # Kill it once all four are connected and working.
 wait_leases 4

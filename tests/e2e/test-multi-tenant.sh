@@ -8,11 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 
 start_daemon
-pids=
-for n in 1 2 3 4; do
-	tenant_run $n &
-	pids="$pids $!"
-done
+tenants_start
 PIDS=$pids
 # shellcheck disable=SC2086
 wait_pids_ok $pids || { cat "$TMP"/t*.out "$TMP"/t*.err; fail "a tenant failed"; }

@@ -80,11 +80,7 @@ chmod 755 "$TMP"	# uid 65534 reaches the socket
 "$UTIL" claim-bad "$SOCK" || fail "a bad claim was not refused"
 "$UTIL" wait-used "$SOCK" 0 5000 || fail "blocks leaked"
 epoch1=$("$UTIL" status "$SOCK" | sed 's/.*epoch=//')
-pids=
-for n in 1 2 3 4; do
-	tenant_run $n --delay-ms 150 &
-	pids="$pids $!"
-done
+tenants_start --delay-ms 150
 PIDS="$SDPID $pids"
 wait_leases 4
 sleep 0.8
