@@ -22,12 +22,13 @@ SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 LIBDIR     ?= $(PREFIX)/lib
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 UDEVDIR    ?= $(PREFIX)/lib/udev/rules.d
-# The paths compiled into the programs: $(B)/paths holds them and changes
-# only when they do, so what depends on them is rebuilt then (and only
-# that).
+# $(call kvp_stamp,NAME,VALUE): $(B)/NAME holds VALUE and is written only
+# when VALUE changes, so what depends on it is rebuilt then (and only that).
+kvp_stamp = $(shell mkdir -p $(B) && { [ "$$(cat $(B)/$(1) 2>/dev/null)" = "$(2)" ] || \
+	echo "$(2)" >$(B)/$(1); })
+# The paths compiled into the programs.
 KVPOOL_PATHS := $(PREFIX) $(SYSCONFDIR) $(LIBDIR)
-_paths := $(shell mkdir -p $(B) && { [ "$$(cat $(B)/paths 2>/dev/null)" = "$(KVPOOL_PATHS)" ] || \
-	echo "$(KVPOOL_PATHS)" >$(B)/paths; })
+_paths := $(call kvp_stamp,paths,$(KVPOOL_PATHS))
 CC      ?= gcc
 NVCC    ?= /usr/local/cuda/bin/nvcc
 
@@ -76,6 +77,11 @@ all: real-all
 -include tests/fuzz/fuzz-config.mk
 -include debian/deb.mk
 -include tests/pkg/pkg.mk
+# The optional libraries found (pkg-config) decide what is compiled in:
+# $(B)/features holds their flags, so a make after make deps (or after a
+# library was removed) compiles again what reads them.  The parts' header
+# lists (KVD_HDRS, KVL_HDRS, TOOLS_HDRS) name it.
+_features := $(call kvp_stamp,features,$(KVD_FEAT_CPPFLAGS) | $(KVL_CPPFLAGS) | $(TOOLS_NL_CFLAGS))
 # last: it sets the recipes' SHELL
 -include tests/timing/timing.mk
 

@@ -28,7 +28,7 @@ KVD_SRCS := core.c main.c server.c conn.c ops.c ledger.c backend_cpu.c backend_c
 	    keep.c restart.c hostmem.c prefix_keep.c ledger_keep.c
 KVD_OBJS = $(patsubst %.c,$(KVD_OBJ)/%.o,$(KVD_SRCS)) \
 	    $(KVD_OBJ)/kvpool_ledger.o $(KVD_OBJ)/kvpool_metrics.o
-KVD_HDRS := daemon/core.h daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
+KVD_HDRS := $(B)/features daemon/core.h daemon/kvpoold.h daemon/inproc.h daemon/cuda_chunks.h \
 	    daemon/ledger.h daemon/tier.h daemon/tier_spec.h daemon/tenants.h \
 	    daemon/reload.h daemon/metrics.h daemon/server.h daemon/conn.h \
 	    daemon/ops.h daemon/devbuf.h \

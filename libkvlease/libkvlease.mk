@@ -16,7 +16,7 @@ KVL_OBJ := $(B)/obj/libkvlease
 KVL_SRCS := kvl.c kvl_seq.c kvl_dev.c kvl_prefix.c kvl_tier.c kvl_policy.c kvl_edit.c \
 	    $(notdir $(wildcard libkvlease/kvl_admin.c))
 KVL_OBJS := $(patsubst %.c,$(KVL_OBJ)/%.o,$(KVL_SRCS))
-KVL_HDRS := libkvlease/kvlease.h libkvlease/kvl_internal.h \
+KVL_HDRS := $(B)/features libkvlease/kvlease.h libkvlease/kvl_internal.h \
 	    include/kvpool_proto.h include/kvpool_cuda.h \
 	    kmod/include/uapi/linux/kvpool.h
 KVL_CPPFLAGS := $(CPPFLAGS_BASE) -Ilibkvlease

@@ -15,6 +15,7 @@ TOOLS_NL_LIBS := $(shell pkg-config --libs libnl-genl-3.0 2>/dev/null || echo -l
 TOOLS_CFLAGS = $(CPPFLAGS_BASE) -Itools -Ilibkvlease -Ikernels \
 		$(TOOLS_NL_CFLAGS) $(CFLAGS_BASE)
 TOOLS_HDRS := $(wildcard tools/*.h) libkvlease/kvlease.h include/kvpool_metrics.h \
+	      $(B)/features \
 	      include/kvpool_proto.h kmod/include/uapi/linux/kvpool.h
 
 KVPOOLCTL := $(B)/bin/kvpoolctl
